@@ -1,0 +1,51 @@
+# MoonMQ build and test entry points. `make run` starts a node on the
+# embedded defaults; `make test` installs what the tests need and runs the
+# whole suite (CI runs it through .ci/run).
+
+GO      ?= go
+BIN     ?= bin/moonmq
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Short fuzz runs per target inside `make test`; `make fuzz FUZZTIME=5m` for more.
+FUZZTIME ?= 10s
+
+.PHONY: build run test unit e2e fuzz deps bench vet clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
+
+run: build
+	./$(BIN) serve
+
+# deps installs the external tools the end-to-end tests drive (kcat is
+# librdkafka's CLI, our second real client). Idempotent; needs root or sudo.
+deps:
+	@command -v kcat >/dev/null 2>&1 || { \
+		echo "installing kcat (apt-get)"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null; }
+	@command -v tmux >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+
+vet:
+	$(GO) vet ./...
+
+test: deps vet
+	$(GO) test -count=1 -timeout 8m ./...
+	$(MAKE) fuzz
+
+# fuzz runs every fuzz target briefly (go test runs one -fuzz target at a time).
+fuzz:
+	@for spec in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$(grep -h '^func Fuzz' $$spec/*_test.go | sed 's/func \(Fuzz[A-Za-z0-9_]*\).*/\1/'); do \
+			echo "fuzz $$spec $$f ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$spec || exit 1; \
+		done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./engine/...
+
+clean:
+	rm -rf bin

@@ -1,0 +1,168 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/topicconfig"
+	"github.com/moonmq/moonmq/engine/txn"
+)
+
+// Partition is one hosted partition: its log plus the state that must be
+// updated atomically with appends.
+type Partition struct {
+	tp   TopicPartition
+	opts Options
+	log  *log.Log
+
+	mu        sync.Mutex // serialises appends; guards producers, cfg, deleted
+	producers *txn.ProducerState
+	cfg       topicconfig.Config
+	deleted   bool
+}
+
+func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts Options) (*Partition, error) {
+	l, err := log.Open(dir, logOptions(tp, cfg, opts))
+	if err != nil {
+		return nil, err
+	}
+	p := &Partition{tp: tp, opts: opts, log: l, producers: txn.NewProducerState(), cfg: cfg}
+	if err := p.rebuildProducers(); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Options {
+	return log.Options{
+		SegmentBytes:       cfg.SegmentBytes,
+		SegmentAge:         cfg.SegmentAge,
+		Retention:          cfg.Retention,
+		RetentionBytes:     cfg.RetentionBytes,
+		IndexIntervalBytes: cfg.IndexIntervalBytes,
+		MaxMessageBytes:    cfg.MaxMessageBytes,
+		FlushAlways:        cfg.FlushAlways,
+		FlushInterval:      cfg.FlushInterval,
+		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
+		Now:                opts.Now,
+	}
+}
+
+// rebuildProducers replays batch headers so retries that straddle a restart
+// are still recognised as duplicates.
+func (p *Partition) rebuildProducers() error {
+	return p.log.Batches(p.log.LogStartOffset(), func(h batch.Header) bool {
+		if h.ProducerID >= 0 && !h.IsControl() {
+			p.producers.Record(h.ProducerID, h.ProducerEpoch, txn.BatchInfo{
+				FirstSeq: h.BaseSequence, LastSeq: txn.LastSeq(h.BaseSequence, h.NumRecords),
+				BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: h.MaxTimestamp,
+			})
+		}
+		return true
+	})
+}
+
+func (p *Partition) setConfig(cfg topicconfig.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg = cfg
+	return p.log.SetOptions(logOptions(p.tp, cfg, p.opts))
+}
+
+func (p *Partition) delete() error {
+	p.mu.Lock()
+	p.deleted = true
+	p.mu.Unlock()
+	return p.log.Delete()
+}
+
+// TopicPartition names the partition.
+func (p *Partition) TopicPartition() TopicPartition { return p.tp }
+
+// Log exposes the partition's log for reads and offsets.
+func (p *Partition) Log() *log.Log { return p.log }
+
+// ProduceResult is the outcome of an append, in the terms of a Kafka produce response.
+type ProduceResult struct {
+	BaseOffset     int64
+	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
+	LogStartOffset int64
+	lastOffset     int64
+}
+
+// Append validates and appends the record batches of one produce request for
+// this partition. Nothing of a request that fails validation is stored. The
+// caller waits for durability with WaitDurable when the producer asked for an
+// acknowledgement.
+func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleted {
+		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
+	}
+	batches, headers, err := batch.Split(records, p.cfg.MaxMessageBytes)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	if len(batches) == 0 {
+		return ProduceResult{}, fmt.Errorf("%w: produce request carries no record batch", batch.ErrCorrupt)
+	}
+	// A produce request carries one batch per partition in every client we
+	// know; several are accepted, but idempotence is judged per batch and a
+	// duplicate must be the whole request.
+	first := headers[0]
+	if first.ProducerID >= 0 {
+		if len(batches) != 1 {
+			return ProduceResult{}, fmt.Errorf("%w: idempotent produce must carry exactly one batch", batch.ErrInvalidRecord)
+		}
+		dup, err := p.producers.Check(first.ProducerID, first.ProducerEpoch, first.BaseSequence, first.NumRecords)
+		if err != nil {
+			return ProduceResult{}, err
+		}
+		if dup != nil {
+			return ProduceResult{BaseOffset: dup.BaseOffset, LogAppendTime: -1,
+				LogStartOffset: p.log.LogStartOffset(), lastOffset: dup.LastOffset}, nil
+		}
+	}
+	appendTime := int64(-1)
+	if p.cfg.LogAppendTime {
+		appendTime = p.opts.Now().UnixMilli()
+		for _, b := range batches {
+			batch.SetLogAppendTime(b, appendTime)
+		}
+	}
+	res, err := p.log.Append(batches, leaderEpoch)
+	if err != nil {
+		return ProduceResult{}, err
+	}
+	if first.ProducerID >= 0 {
+		p.producers.Record(first.ProducerID, first.ProducerEpoch, txn.BatchInfo{
+			FirstSeq: first.BaseSequence, LastSeq: txn.LastSeq(first.BaseSequence, first.NumRecords),
+			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: first.MaxTimestamp,
+		})
+	}
+	return ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
+		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}, nil
+}
+
+// WaitDurable blocks until the appended result is on disk (per the topic's
+// flush policy).
+func (p *Partition) WaitDurable(ctx context.Context, r ProduceResult) error {
+	return p.log.WaitDurable(ctx, r.lastOffset)
+}
+
+// Read returns stored batches from offset, bounded by maxBytes, never past
+// the high watermark.
+func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
+	return p.log.Read(offset, maxBytes, p.log.HighWatermark())
+}
+
+// IsRetriable reports whether an append error is transient for the client.
+func IsRetriable(err error) bool {
+	return errors.Is(err, log.ErrClosed)
+}

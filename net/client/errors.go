@@ -1,0 +1,321 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Sentinel errors. Every error returned by this package that falls in one of
+// these classes matches it with errors.Is, so callers can branch without
+// knowing Kafka error codes. The underlying *kerr.Error, when there is one,
+// is also reachable with errors.Is / errors.As.
+var (
+	// ErrUnreachable: no broker answered (connection refused, timeout, not a
+	// Kafka endpoint).
+	ErrUnreachable = errors.New("broker unreachable")
+	// ErrNotFound: the topic, partition or group does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrExists: the topic already exists.
+	ErrExists = errors.New("already exists")
+	// ErrInvalidArgument: the request was rejected before or by the broker
+	// because an argument is not valid (bad name, partition count, config).
+	ErrInvalidArgument = errors.New("invalid argument")
+	// ErrGroupActive: the group has live members, so its offsets cannot be
+	// reset and it cannot be deleted.
+	ErrGroupActive = errors.New("group has active members")
+	// ErrNotAuthorized: the broker denied the operation.
+	ErrNotAuthorized = errors.New("not authorized")
+	// ErrUnsupported: the broker does not implement the request.
+	ErrUnsupported = errors.New("not supported by the broker")
+	// ErrClosed: the Client was closed.
+	ErrClosed = errors.New("client closed")
+)
+
+// Error is the error type returned by Client methods for failures reported
+// by a broker (a Kafka error code) or the transport. It carries what was
+// being done and to what, so that Explain can produce a sentence a person
+// understands without the caller re-deriving context.
+type Error struct {
+	// Op is the operation, e.g. "create topic".
+	Op string
+	// Resource names what the operation targeted, already quoted for
+	// display, e.g. "topic 'orders'" or "group 'billing'". May be empty.
+	Resource string
+	// Kafka is the Kafka error code, nil for transport or local errors.
+	Kafka *kerr.Error
+	// Detail is the broker's free-form error message, if it sent one.
+	Detail string
+	// Err is the underlying error (the *kerr.Error itself for Kafka codes).
+	Err error
+}
+
+// Error renders "op resource: NAME: explanation (detail)".
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Op)
+	if e.Resource != "" {
+		b.WriteString(" ")
+		b.WriteString(e.Resource)
+	}
+	b.WriteString(": ")
+	if e.Kafka != nil {
+		b.WriteString(e.Kafka.Message)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.explain())
+	return b.String()
+}
+
+// Unwrap exposes the underlying error (for errors.Is(err, kerr.X)).
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is maps the error onto this package's sentinel classes.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnreachable:
+		return e.Kafka == nil && isNetworkError(e.Err)
+	case ErrNotFound:
+		return e.Kafka == kerr.UnknownTopicOrPartition || e.Kafka == kerr.GroupIDNotFound ||
+			e.Kafka == kerr.UnknownTopicID
+	case ErrExists:
+		return e.Kafka == kerr.TopicAlreadyExists
+	case ErrInvalidArgument:
+		switch e.Kafka {
+		case kerr.InvalidTopicException, kerr.InvalidPartitions, kerr.InvalidReplicationFactor,
+			kerr.InvalidReplicaAssignment, kerr.InvalidConfig, kerr.InvalidRequest,
+			kerr.PolicyViolation, kerr.OffsetOutOfRange, kerr.InvalidGroupID:
+			return true
+		}
+		return false
+	case ErrGroupActive:
+		return e.Kafka == kerr.NonEmptyGroup
+	case ErrNotAuthorized:
+		switch e.Kafka {
+		case kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed,
+			kerr.ClusterAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed,
+			kerr.SaslAuthenticationFailed:
+			return true
+		}
+		return false
+	case ErrUnsupported:
+		return e.Kafka == kerr.UnsupportedVersion || (e.Kafka == nil && isUnsupportedRequest(e.Err))
+	}
+	return false
+}
+
+// explain returns the plain-language sentence for the error, without the
+// operation prefix or the Kafka name.
+func (e *Error) explain() string {
+	s := explainCode(e.Kafka, e.Resource)
+	if e.Kafka == nil {
+		s = explainTransport(e.Err)
+	}
+	if e.Detail != "" && !strings.Contains(s, e.Detail) {
+		s += " (" + e.Detail + ")"
+	}
+	return s
+}
+
+// Explain returns a plain-language explanation of err suitable for showing to
+// a person, e.g. "topic 'x' does not exist" for UNKNOWN_TOPIC_OR_PARTITION.
+// Combine with ErrorName to show the Kafka error name as well. For errors not
+// produced by this package it returns err.Error(); for nil it returns "".
+func Explain(err error) string {
+	if err == nil {
+		return ""
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.explain()
+	}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		return explainCode(ke, "")
+	}
+	if isNetworkError(err) {
+		return explainTransport(err)
+	}
+	return err.Error()
+}
+
+// ErrorName returns the Kafka error name carried by err
+// (e.g. "UNKNOWN_TOPIC_OR_PARTITION"), or "" if err has no Kafka code.
+func ErrorName(err error) string {
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		return ke.Message
+	}
+	return ""
+}
+
+// explainCode is the table of plain explanations for the Kafka error codes a
+// console or dashboard user is likely to meet. Unknown codes fall back to
+// franz-go's one-line description.
+func explainCode(ke *kerr.Error, resource string) string {
+	if ke == nil {
+		return ""
+	}
+	what := resource
+	if what == "" {
+		what = "the requested resource"
+	}
+	switch ke {
+	case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID:
+		return what + " does not exist"
+	case kerr.TopicAlreadyExists:
+		return what + " already exists"
+	case kerr.GroupIDNotFound:
+		return what + " does not exist"
+	case kerr.NonEmptyGroup:
+		return what + " still has active members; stop its consumers first"
+	case kerr.InvalidTopicException:
+		return "the topic name is not valid: use up to 249 letters, digits, '.', '_' or '-', and not '.' or '..'"
+	case kerr.InvalidPartitions:
+		return "the partition count is not valid (it must be at least 1, and can only grow)"
+	case kerr.InvalidReplicationFactor:
+		return "the replication factor must be at least 1 and at most the number of brokers"
+	case kerr.InvalidReplicaAssignment:
+		return "the replica assignment is not valid"
+	case kerr.InvalidConfig:
+		return "a config key or value is not valid for " + what
+	case kerr.PolicyViolation:
+		return "the broker's policy rejected the request"
+	case kerr.InvalidRequest:
+		return "the broker rejected the request as malformed or not allowed"
+	case kerr.TopicDeletionDisabled:
+		return "topic deletion is disabled on the broker"
+	case kerr.OffsetOutOfRange:
+		return "the offset is outside the partition's log (before its start or after its end)"
+	case kerr.NotLeaderForPartition, kerr.LeaderNotAvailable, kerr.FencedLeaderEpoch,
+		kerr.UnknownLeaderEpoch:
+		return "partition leadership is moving; retry in a moment"
+	case kerr.NotController:
+		return "the controller is moving; retry in a moment"
+	case kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress:
+		return "the group coordinator is not ready; retry in a moment"
+	case kerr.RequestTimedOut:
+		return "the broker did not complete the request in time"
+	case kerr.NotEnoughReplicas, kerr.NotEnoughReplicasAfterAppend:
+		return "fewer replicas are in sync than the topic's min.insync.replicas"
+	case kerr.MessageTooLarge, kerr.RecordListTooLarge:
+		return "the record batch is larger than the topic's max.message.bytes"
+	case kerr.CorruptMessage:
+		return "the broker found a corrupt record batch"
+	case kerr.InvalidTimestamp:
+		return "a record timestamp is outside the range the topic accepts"
+	case kerr.UnsupportedCompressionType:
+		return "the broker does not accept this compression codec"
+	case kerr.UnsupportedVersion:
+		return "the broker does not support this request version"
+	case kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress:
+		return what + " is rebalancing or has members; offsets can only be changed while it is empty"
+	case kerr.InvalidGroupID:
+		return "the group name is not valid"
+	case kerr.TopicAuthorizationFailed:
+		return "not authorized to access " + what
+	case kerr.GroupAuthorizationFailed:
+		return "not authorized to access " + what
+	case kerr.ClusterAuthorizationFailed:
+		return "not authorized to perform cluster operations"
+	case kerr.SaslAuthenticationFailed:
+		return "authentication failed; check the user name and password"
+	case kerr.ReassignmentInProgress:
+		return "a partition reassignment is in progress; retry when it finishes"
+	case kerr.KafkaStorageError:
+		return "the broker could not read or write its log directory"
+	case kerr.UnknownServerError:
+		return "the broker failed unexpectedly; see its log"
+	}
+	if ke.Description != "" {
+		return strings.TrimSuffix(ke.Description, ".")
+	}
+	return strings.ToLower(strings.ReplaceAll(ke.Message, "_", " "))
+}
+
+func explainTransport(err error) string {
+	switch {
+	case err == nil:
+		return "unknown error"
+	case errors.Is(err, ErrClosed):
+		return "the client is closed"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out waiting for the broker"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused: is a broker listening at that address?"
+	case isUnsupportedRequest(err):
+		return "the broker does not support this request"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "cannot resolve host " + dnsErr.Name
+	}
+	return err.Error()
+}
+
+// isNetworkError reports whether err is a transport failure rather than an
+// answer from a broker.
+func isNetworkError(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+// isUnsupportedRequest recognises franz-go's (unexported) errors for a request
+// key the broker does not advertise in ApiVersions.
+func isUnsupportedRequest(err error) bool {
+	if err == nil {
+		return false
+	}
+	s := err.Error()
+	return strings.Contains(s, "unknown request key") || strings.Contains(s, "broker is too old") ||
+		strings.Contains(s, "not know how to handle")
+}
+
+// wrap builds an *Error for op on resource, keeping the Kafka code if err
+// carries one. It returns nil for a nil err and leaves an *Error untouched.
+func wrap(op, resource string, err error) error {
+	return wrapDetail(op, resource, err, "")
+}
+
+func wrapDetail(op, resource string, err error, detail string) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e
+	}
+	e := &Error{Op: op, Resource: resource, Err: err, Detail: detail}
+	if ke, ok := errors.AsType[*kerr.Error](err); ok {
+		e.Kafka = ke
+	} else if se, ok := errors.AsType[*kadm.ShardErrors](err); ok && len(se.Errs) > 0 {
+		// A sharded request failed on some brokers: surface the first
+		// cause, which is what a person needs to act on.
+		if ke, ok := errors.AsType[*kerr.Error](se.Errs[0].Err); ok {
+			e.Kafka = ke
+		}
+	}
+	return e
+}
+
+// invalid builds an ErrInvalidArgument error for a locally rejected request.
+func invalid(op, format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %s", op, ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+func topicRes(name string) string { return "topic '" + name + "'" }
+func groupRes(name string) string { return "group '" + name + "'" }
+func partRes(topic string, p int32) string {
+	return fmt.Sprintf("partition %s/%d", "'"+topic+"'", p)
+}

@@ -1,0 +1,478 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// AnyPartition as Record.Partition lets the partitioner choose: records with
+// a key go to murmur2(key) % partitions (the Kafka default, so keys land
+// where Java clients put them), records without a key round-robin.
+const AnyPartition int32 = -1
+
+// Header is a record header.
+type Header struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
+
+// Record is a record read from or written to a topic.
+type Record struct {
+	Topic string `json:"topic"`
+	// Partition: set by reads; for Produce, the target partition or
+	// AnyPartition (-1).
+	Partition int32 `json:"partition"`
+	// Offset: set by reads; ignored by Produce.
+	Offset int64 `json:"offset"`
+	// Timestamp: set by reads; for Produce, zero means "now".
+	Timestamp time.Time `json:"timestamp"`
+	Key       []byte    `json:"key"`
+	Value     []byte    `json:"value"`
+	Headers   []Header  `json:"headers,omitempty"`
+}
+
+// Produced is where Produce wrote a record.
+type Produced struct {
+	Partition int32     `json:"partition"`
+	Offset    int64     `json:"offset"`
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// ReadRequest describes a bounded read.
+type ReadRequest struct {
+	Topic string
+	// Partitions to read, nil for all.
+	Partitions []int32
+	// Start is where each partition is read from. The zero value is
+	// Earliest.
+	Start Position
+	// Limit caps the number of records returned (after Filter); 0 means
+	// no cap beyond the end-offset snapshot.
+	Limit int
+	// Filter, if set, keeps only records for which it returns true.
+	Filter func(Record) bool
+}
+
+// Produce writes records to topic in one call (franz-go batches them per
+// partition) and waits for every acknowledgement (acks=all, idempotent when
+// the broker supports it). The result has one entry per record, in order.
+// On failure the entries of failed records have Offset -1 and the error is
+// that of the first failed record.
+func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([]Produced, error) {
+	const op = "produce to"
+	if topic == "" {
+		return nil, invalid(op, "empty topic name")
+	}
+	if len(records) == 0 {
+		return nil, nil
+	}
+	ctx, cancel, err := c.call(ctx)
+	if err != nil {
+		return nil, wrap(op, topicRes(topic), err)
+	}
+	defer cancel()
+
+	// An explicit partition outside the topic would fail deep inside the
+	// producer with an opaque message; check it up front.
+	maxPart := int32(-1)
+	for i, r := range records {
+		if r.Partition < AnyPartition {
+			return nil, invalid(op, "record %d: partition %d (want >= 0, or -1 for any)", i, r.Partition)
+		}
+		maxPart = max(maxPart, r.Partition)
+	}
+	if maxPart >= 0 {
+		td, err := c.topicDetail(ctx, topic)
+		if err != nil {
+			return nil, wrap(op, topicRes(topic), err)
+		}
+		if int(maxPart) >= len(td.Partitions) {
+			return nil, wrap(op, partRes(topic, maxPart), kerr.UnknownTopicOrPartition)
+		}
+	}
+
+	krs := make([]*kgo.Record, len(records))
+	for i, r := range records {
+		kr := &kgo.Record{
+			Topic:     topic,
+			Partition: r.Partition,
+			Key:       r.Key,
+			Value:     r.Value,
+			Timestamp: r.Timestamp,
+		}
+		for _, h := range r.Headers {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
+		}
+		krs[i] = kr
+	}
+	results := c.cl.ProduceSync(ctx, krs...)
+	out := make([]Produced, len(records))
+	var first error
+	for i, res := range results {
+		if res.Err != nil {
+			out[i] = Produced{Partition: res.Record.Partition, Offset: -1}
+			if first == nil {
+				first = res.Err
+			}
+			continue
+		}
+		out[i] = Produced{Partition: res.Record.Partition, Offset: res.Record.Offset, Timestamp: res.Record.Timestamp}
+	}
+	if first != nil {
+		return out, wrap(op, topicRes(topic), first)
+	}
+	return out, nil
+}
+
+// readPart tracks one partition of a Read.
+type readPart struct {
+	end     int64 // snapshot end offset: stop before it
+	matched int   // records kept (after Filter)
+}
+
+// Read returns the records of a bounded range: it snapshots each partition's
+// end offset first, then reads from Start until every partition reached its
+// snapshot end or contributed Limit records, so it returns promptly on a
+// quiet topic. Records are returned ordered by (timestamp, partition,
+// offset), truncated to Limit: with several partitions, that is the oldest
+// Limit records among the first Limit of each partition.
+//
+// Control records (transaction markers) are skipped; aborted transactional
+// records are included (read-uncommitted), as the end offset is the high
+// watermark.
+func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
+	const op = "read"
+	res := topicRes(req.Topic)
+	if req.Topic == "" {
+		return nil, invalid(op, "empty topic name")
+	}
+	if req.Limit < 0 {
+		return nil, invalid(op, "negative limit %d", req.Limit)
+	}
+	starts, ends, err := c.readRange(ctx, req)
+	if err != nil {
+		return nil, wrap(op, res, err)
+	}
+	parts := make(map[int32]*readPart, len(starts))
+	offsets := make(map[int32]kgo.Offset, len(starts))
+	for p, s := range starts {
+		if s < ends[p] {
+			parts[p] = &readPart{end: ends[p]}
+			offsets[p] = kgo.NewOffset().At(s)
+		}
+	}
+	if len(parts) == 0 {
+		return []Record{}, nil
+	}
+
+	cl, err := kgo.NewClient(c.opts.baseKgoOpts(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{req.Topic: offsets}),
+		// Control records occupy offsets: keeping them lets us see every
+		// offset up to the snapshot end, so a partition whose tail is a
+		// transaction marker still completes.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxWait(250*time.Millisecond),
+		// If retention removed our start offset meanwhile, continue
+		// from the new log start.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	)...)
+	if err != nil {
+		return nil, wrap(op, res, err)
+	}
+	defer cl.Close()
+
+	// The idle guard is a backstop for a partition whose last offsets
+	// before the snapshot end are gone (compaction): no record at or
+	// beyond end-1 will ever arrive. Ordinary reads finish by offsets.
+	idle := c.opts.RequestTimeout
+	lastProgress := time.Now()
+	var out []Record
+	for len(parts) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, idle)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return nil, wrap(op, res, err)
+		}
+		var fatal error
+		fs.EachError(func(_ string, p int32, err error) {
+			switch {
+			case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+			case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.TopicAuthorizationFailed),
+				errors.Is(err, kgo.ErrClientClosed):
+				if fatal == nil {
+					fatal = err
+				}
+			default:
+				// Retriable fetch errors (leader moves...) are
+				// retried by franz-go; nothing to do.
+			}
+		})
+		if fatal != nil {
+			return nil, wrap(op, res, fatal)
+		}
+		var done []int32
+		fs.EachRecord(func(r *kgo.Record) {
+			st := parts[r.Partition]
+			if st == nil || r.Offset >= st.end {
+				if st != nil {
+					delete(parts, r.Partition)
+					done = append(done, r.Partition)
+				}
+				return
+			}
+			lastProgress = time.Now()
+			if !r.Attrs.IsControl() {
+				rec := fromKgo(r)
+				if req.Filter == nil || req.Filter(rec) {
+					out = append(out, rec)
+					st.matched++
+				}
+			}
+			if r.Offset+1 >= st.end || (req.Limit > 0 && st.matched >= req.Limit) {
+				delete(parts, r.Partition)
+				done = append(done, r.Partition)
+			}
+		})
+		if len(done) > 0 && len(parts) > 0 {
+			cl.RemoveConsumePartitions(map[string][]int32{req.Topic: done})
+		}
+		if len(parts) > 0 && time.Since(lastProgress) >= idle {
+			break
+		}
+	}
+	sortRecords(out)
+	if req.Limit > 0 && len(out) > req.Limit {
+		out = out[:req.Limit]
+	}
+	if out == nil {
+		out = []Record{}
+	}
+	return out, nil
+}
+
+// readRange resolves each requested partition's [start, end) for a Read.
+func (c *Client) readRange(ctx context.Context, req ReadRequest) (starts, ends map[int32]int64, err error) {
+	ctx, cancel, err := c.call(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer cancel()
+	td, err := c.topicDetail(ctx, req.Topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	want := req.Partitions
+	if want == nil {
+		want = td.Partitions.Numbers()
+	}
+	for _, p := range want {
+		if _, ok := td.Partitions[p]; !ok {
+			return nil, nil, wrap("read", partRes(req.Topic, p), kerr.UnknownTopicOrPartition)
+		}
+	}
+	lstart, err := c.adm.ListStartOffsets(ctx, req.Topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	lend, err := c.adm.ListEndOffsets(ctx, req.Topic)
+	if err != nil {
+		return nil, nil, err
+	}
+	var lts map[int32]int64
+	if req.Start.kind == posTime {
+		lt, err := c.adm.ListOffsetsAfterMilli(ctx, req.Start.t.UnixMilli(), req.Topic)
+		if err != nil {
+			return nil, nil, err
+		}
+		lts = make(map[int32]int64)
+		for p, o := range lt[req.Topic] {
+			if o.Err == nil {
+				lts[p] = o.Offset
+			}
+		}
+	}
+	starts = make(map[int32]int64, len(want))
+	ends = make(map[int32]int64, len(want))
+	for _, p := range want {
+		s, ok := lstart.Lookup(req.Topic, p)
+		if !ok {
+			return nil, nil, fmt.Errorf("partition %d: no log start offset listed", p)
+		}
+		e, ok := lend.Lookup(req.Topic, p)
+		if !ok {
+			return nil, nil, fmt.Errorf("partition %d: no end offset listed", p)
+		}
+		if s.Err != nil {
+			return nil, nil, s.Err
+		}
+		if e.Err != nil {
+			return nil, nil, e.Err
+		}
+		ts, ok := lts[p]
+		if !ok {
+			ts = -1
+		}
+		ends[p] = e.Offset
+		starts[p] = req.Start.resolve(s.Offset, e.Offset, ts)
+	}
+	return starts, ends, nil
+}
+
+// Consume streams records of topic to fn until ctx is done (then it returns
+// nil) or fn returns an error (returned wrapped). With group "" it reads
+// every partition directly from `from`, picking up partitions added later;
+// with a group it joins the consumer group, starts from the committed
+// offsets (from applies to partitions without one), and commits a record's
+// offset only after fn returned nil for it, so a crash re-delivers rather
+// than loses records. fn is called from one goroutine.
+func (c *Client) Consume(ctx context.Context, topic, group string, from Position, fn func(Record) error) error {
+	const op = "consume"
+	res := topicRes(topic)
+	if topic == "" {
+		return invalid(op, "empty topic name")
+	}
+	if fn == nil {
+		return invalid(op, "nil record callback")
+	}
+	// Fail fast on a missing topic: franz-go would wait for it to appear.
+	cctx, cancel, err := c.call(ctx)
+	if err != nil {
+		return wrap(op, res, err)
+	}
+	_, err = c.topicDetail(cctx, topic)
+	cancel()
+	if err != nil {
+		return wrap(op, res, err)
+	}
+
+	opts := []kgo.Opt{
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(from.kgoOffset()),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if group != "" {
+		opts = append(opts, kgo.ConsumerGroup(group), kgo.AutoCommitMarks())
+	}
+	cl, err := kgo.NewClient(c.opts.baseKgoOpts(opts...)...)
+	if err != nil {
+		return wrap(op, res, err)
+	}
+	defer cl.Close()
+	if group != "" {
+		// Commit what fn accepted before leaving the group; ctx is done
+		// by then, so use a fresh bounded context.
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), c.opts.RequestTimeout)
+			defer cancel()
+			_ = cl.CommitMarkedOffsets(cctx)
+		}()
+	}
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var fatal error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if fatal != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return
+			}
+			if errors.Is(err, kgo.ErrClientClosed) || errors.Is(err, kerr.TopicAuthorizationFailed) ||
+				errors.Is(err, kerr.GroupAuthorizationFailed) {
+				fatal = err
+			}
+		})
+		if fatal != nil {
+			return wrap(op, res, fatal)
+		}
+		var fnErr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if fnErr != nil || r.Attrs.IsControl() {
+				return
+			}
+			if err := fn(fromKgo(r)); err != nil {
+				fnErr = err
+				return
+			}
+			if group != "" {
+				cl.MarkCommitRecords(r)
+			}
+		})
+		if fnErr != nil {
+			return fmt.Errorf("consume %s: %w", res, fnErr)
+		}
+	}
+}
+
+func fromKgo(r *kgo.Record) Record {
+	rec := Record{
+		Topic:     r.Topic,
+		Partition: r.Partition,
+		Offset:    r.Offset,
+		Timestamp: r.Timestamp,
+		Key:       r.Key,
+		Value:     r.Value,
+	}
+	if len(r.Headers) > 0 {
+		rec.Headers = make([]Header, len(r.Headers))
+		for i, h := range r.Headers {
+			rec.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		}
+	}
+	return rec
+}
+
+func sortRecords(rs []Record) {
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if !a.Timestamp.Equal(b.Timestamp) {
+			return a.Timestamp.Before(b.Timestamp)
+		}
+		if a.Partition != b.Partition {
+			return a.Partition < b.Partition
+		}
+		return a.Offset < b.Offset
+	})
+}
+
+// partitioner honours an explicit Record.Partition and otherwise partitions
+// like Kafka's default: murmur2 for keyed records, spreading keyless ones.
+type partitioner struct{}
+
+func newPartitioner() kgo.Partitioner { return partitioner{} }
+
+func (partitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	return &topicPartitioner{keyed: kgo.StickyKeyPartitioner(nil).ForTopic(topic)}
+}
+
+type topicPartitioner struct {
+	keyed kgo.TopicPartitioner
+	next  int // round-robin cursor; franz-go serialises calls per topic
+}
+
+// RequiresConsistency: explicit and keyed records must land on their
+// partition even if it is briefly unwritable (n is then the full partition
+// count, so the index is the partition number); keyless ones may go to any
+// writable partition.
+func (tp *topicPartitioner) RequiresConsistency(r *kgo.Record) bool {
+	return r.Partition >= 0 || r.Key != nil
+}
+
+func (tp *topicPartitioner) Partition(r *kgo.Record, n int) int {
+	switch {
+	case r.Partition >= 0:
+		return int(r.Partition)
+	case r.Key != nil:
+		return tp.keyed.Partition(r, n)
+	default:
+		tp.next++
+		return tp.next % n
+	}
+}

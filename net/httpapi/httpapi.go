@@ -1,0 +1,96 @@
+// Package httpapi serves the operator's HTTP endpoints: /healthz (the
+// process is alive), /readyz (storage recovered and metadata loaded; 503
+// before), /metrics (Prometheus text) and, when enabled, /debug/pprof.
+//
+// Invariant: handlers never block on the broker's locks for long; they read
+// snapshots supplied by the caller.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Options configures the HTTP server.
+type Options struct {
+	Addr     string
+	Pprof    bool
+	Registry *prometheus.Registry // nil: a new registry with Go and process collectors
+	Logger   *slog.Logger
+}
+
+// Server is the running HTTP endpoint.
+type Server struct {
+	ln    net.Listener
+	srv   *http.Server
+	ready atomic.Bool
+	log   *slog.Logger
+}
+
+// Listen binds the address; Serve must be called to answer.
+func Listen(opts Options) (*Server, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	ln, err := net.Listen("tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: listen on %s: %w", opts.Addr, err)
+	}
+	s := &Server{ln: ln, log: opts.Logger}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "not ready: storage recovery or metadata load in progress", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if opts.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// SetReady flips /readyz to 200.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+// Serve answers until Close.
+func (s *Server) Serve() error {
+	if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("httpapi: %w", err)
+	}
+	return nil
+}
+
+// Close shuts the server down, waiting briefly for in-flight requests.
+func (s *Server) Close(ctx context.Context) error {
+	return s.srv.Shutdown(ctx)
+}

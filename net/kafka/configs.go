@@ -1,0 +1,174 @@
+package kafka
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/topicconfig"
+)
+
+// describeTopicConfigEntries lists a topic's effective configs: overrides
+// as DYNAMIC_TOPIC_CONFIG, everything else as DEFAULT_CONFIG.
+func describeTopicConfigEntries(overrides map[string]string, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, d := range topicconfig.Defs() {
+		if len(want) > 0 && !want[d.Name] {
+			continue
+		}
+		e := kmsg.NewDescribeConfigsResponseResourceConfig()
+		e.Name = d.Name
+		v, overridden := overrides[d.Name]
+		if !overridden {
+			v = d.Default
+		}
+		e.Value = &v
+		e.Source = kmsg.ConfigSourceDefaultConfig
+		e.IsDefault = !overridden
+		if overridden {
+			e.Source = kmsg.ConfigSourceDynamicTopicConfig
+		}
+		e.ConfigType = configType(d.Kind)
+		if docs {
+			doc := d.Doc
+			e.Documentation = &doc
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func configType(k topicconfig.Kind) kmsg.ConfigType {
+	switch k {
+	case topicconfig.KindInt:
+		return kmsg.ConfigTypeInt
+	case topicconfig.KindLong:
+		return kmsg.ConfigTypeLong
+	case topicconfig.KindList:
+		return kmsg.ConfigTypeList
+	default:
+		return kmsg.ConfigTypeString
+	}
+}
+
+// brokerConfigs is the read-only view of this node's settings that
+// DescribeConfigs(BROKER) reports.
+func (c *conn) brokerConfigs() map[string]string {
+	o := c.s.opts
+	return map[string]string{
+		"broker.id":                 strconv.Itoa(int(o.NodeID)),
+		"node.id":                   strconv.Itoa(int(o.NodeID)),
+		"auto.create.topics.enable": strconv.FormatBool(o.AutoCreateTopics),
+		"num.partitions":            strconv.Itoa(int(o.DefaultPartitions)),
+		"socket.request.max.bytes":  strconv.Itoa(int(o.MaxRequestSize)),
+		"advertised.listeners":      "PLAINTEXT://" + c.s.Advertised(),
+	}
+}
+
+func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	for _, res := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		switch res.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			t, ok := c.s.meta.Topic(res.ResourceName)
+			if !ok {
+				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				rr.ErrorMessage = errMessage(fmt.Errorf("topic %q does not exist", res.ResourceName))
+				break
+			}
+			rr.Configs = describeTopicConfigEntries(t.Configs, res.ConfigNames, req.IncludeDocumentation)
+		case kmsg.ConfigResourceTypeBroker:
+			if res.ResourceName != "" && res.ResourceName != strconv.Itoa(int(c.s.opts.NodeID)) {
+				rr.ErrorCode = kerr.InvalidRequest.Code
+				rr.ErrorMessage = errMessage(fmt.Errorf("broker %q is not this node", res.ResourceName))
+				break
+			}
+			want := map[string]bool{}
+			for _, n := range res.ConfigNames {
+				want[n] = true
+			}
+			for k, v := range c.brokerConfigs() {
+				if len(want) > 0 && !want[k] {
+					continue
+				}
+				e := kmsg.NewDescribeConfigsResponseResourceConfig()
+				e.Name, e.Value, e.ReadOnly = k, &v, true
+				e.Source = kmsg.ConfigSourceStaticBrokerConfig
+				rr.Configs = append(rr.Configs, e)
+			}
+		default:
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			rr.ErrorMessage = errMessage(fmt.Errorf("config resource type %d is not supported", res.ResourceType))
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+func (c *conn) handleIncrementalAlterConfigs(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	ctx, cancel := c.adminCtx(0)
+	defer cancel()
+	for _, res := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		if res.ResourceType != kmsg.ConfigResourceTypeTopic {
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			rr.ErrorMessage = errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", res.ResourceType))
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		ops := make([]controller.ConfigOp, 0, len(res.Configs))
+		for _, cfg := range res.Configs {
+			op := controller.ConfigOp{Key: cfg.Name, Op: controller.OpType(cfg.Op)}
+			if cfg.Value != nil {
+				op.Value = *cfg.Value
+			}
+			ops = append(ops, op)
+		}
+		if _, err := c.s.meta.AlterConfigs(ctx, res.ResourceName, ops, req.ValidateOnly); err != nil {
+			rr.ErrorCode, rr.ErrorMessage = c.errCode(err), errMessage(err)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}
+
+func (c *conn) handleAlterConfigs(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	ctx, cancel := c.adminCtx(0)
+	defer cancel()
+	for _, res := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		if res.ResourceType != kmsg.ConfigResourceTypeTopic {
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			rr.ErrorMessage = errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", res.ResourceType))
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
+		configs := make(map[string]string, len(res.Configs))
+		for _, cfg := range res.Configs {
+			if cfg.Value != nil {
+				configs[cfg.Name] = *cfg.Value
+			}
+		}
+		if _, err := c.s.meta.ReplaceConfigs(ctx, res.ResourceName, configs, req.ValidateOnly); err != nil {
+			rr.ErrorCode, rr.ErrorMessage = c.errCode(err), errMessage(err)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return resp, nil
+}

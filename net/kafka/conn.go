@@ -1,0 +1,235 @@
+package kafka
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+// request is one decoded request frame.
+type request struct {
+	key, version int16
+	corr         int32
+	clientID     string
+	kreq         kmsg.Request // nil when the key or version is unsupported
+	received     time.Time
+}
+
+// reply is what the write loop sends for one request, in order. A reply
+// with no body (acks=0 produce) is skipped.
+type reply struct {
+	req   *request
+	resp  kmsg.Response
+	raw   []byte // pre-encoded body for answers kmsg cannot build (unsupported versions)
+	fatal error  // close the connection after writing what came before
+}
+
+// slot is the place in the response order reserved for one request; the
+// handler (or its parked continuation) fills it exactly once.
+type slot chan reply
+
+type conn struct {
+	s    *Server
+	nc   net.Conn
+	peer string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	slots  chan slot
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	ctx, cancel := context.WithCancel(s.ctx)
+	return &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
+		slots: make(chan slot, s.opts.MaxInFlight)}
+}
+
+func (c *conn) serve() {
+	c.s.log.Debug("connection opened", "peer", c.peer)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	close(c.slots)
+	<-done
+	c.cancel()
+	c.nc.Close()
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.s.ctx.Err() != nil:
+		c.s.log.Debug("connection closed", "peer", c.peer)
+	default:
+		c.s.log.Warn("closing connection", "peer", c.peer, "reason", err)
+	}
+}
+
+// readLoop reads, decodes and dispatches requests in order. Handlers run
+// their synchronous part here, so requests from one connection take effect
+// in the order they were sent (idempotent producers pipeline up to five
+// produce requests and rely on it); anything that waits is parked by the
+// handler into its own goroutine.
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var sizeBuf [4]byte
+	for {
+		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			return err
+		}
+		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+		if size < 8 || size > c.s.opts.MaxRequestSize {
+			return fmt.Errorf("request frame of %d bytes is outside [8, %d]", size, c.s.opts.MaxRequestSize)
+		}
+		body := make([]byte, size)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return fmt.Errorf("reading %d-byte request: %w", size, err)
+		}
+		req, err := decodeRequest(body)
+		if err != nil {
+			return err
+		}
+		sl := make(slot, 1)
+		select {
+		case c.slots <- sl:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+		c.dispatch(req, sl)
+		if c.ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// decodeRequest parses the request header and, when MoonMQ supports the key
+// and version, the body.
+func decodeRequest(body []byte) (*request, error) {
+	r := kbin.Reader{Src: body}
+	req := &request{key: r.Int16(), version: r.Int16(), corr: r.Int32(), received: time.Now()}
+	if id := r.NullableString(); id != nil {
+		req.clientID = *id
+	}
+	if !r.Ok() {
+		return nil, errors.New("truncated request header")
+	}
+	if !supported(req.key, req.version) {
+		return req, nil // answered with UNSUPPORTED_VERSION by dispatch
+	}
+	kreq := kmsg.RequestForKey(req.key)
+	kreq.SetVersion(req.version)
+	if kreq.IsFlexible() {
+		kmsg.SkipTags(&r)
+		if !r.Ok() {
+			return nil, fmt.Errorf("%s v%d: malformed header tags", kmsg.NameForKey(req.key), req.version)
+		}
+	}
+	if err := readFrom(kreq, r.Src); err != nil {
+		return nil, fmt.Errorf("%s v%d: malformed request: %w", kmsg.NameForKey(req.key), req.version, err)
+	}
+	req.kreq = kreq
+	return req, nil
+}
+
+// readFrom decodes a body, turning a decoder panic (kmsg trusts array
+// lengths less than we would like on some paths) into an error so hostile
+// input can only ever close its own connection.
+func readFrom(kreq kmsg.Request, src []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decoder panic: %v", r)
+		}
+	}()
+	return kreq.ReadFrom(src)
+}
+
+// writeLoop writes replies in slot order. It buffers while the next reply
+// is already available and flushes whenever it would otherwise block, so a
+// parked long-poll never holds back the replies written before it.
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var buf []byte
+	broken := false
+	fail := func() {
+		broken = true
+		c.cancel()
+		c.nc.Close()
+	}
+	flush := func() {
+		if !broken && bw.Buffered() > 0 {
+			if err := bw.Flush(); err != nil {
+				fail()
+			}
+		}
+	}
+	for {
+		if len(c.slots) == 0 {
+			flush()
+		}
+		sl, ok := <-c.slots
+		if !ok {
+			flush()
+			return
+		}
+		if broken {
+			continue // drain so the read loop can finish
+		}
+		var rp reply
+		select {
+		case rp = <-sl:
+		default:
+			flush()
+			select {
+			case rp = <-sl:
+			case <-c.ctx.Done():
+				fail()
+				continue
+			}
+		}
+		if rp.fatal != nil {
+			c.s.log.Warn("closing connection", "peer", c.peer, "api", kmsg.NameForKey(rp.req.key), "reason", rp.fatal)
+			flush()
+			fail()
+			continue
+		}
+		if rp.resp == nil && rp.raw == nil {
+			continue // acks=0 produce: no response
+		}
+		buf = encodeReply(buf[:0], rp)
+		if _, err := bw.Write(buf); err != nil {
+			fail()
+			continue
+		}
+		if cap(buf) > 1<<20 {
+			buf = nil // do not pin a large fetch buffer on an idle connection
+		}
+	}
+}
+
+func encodeReply(buf []byte, rp reply) []byte {
+	buf = append(buf, 0, 0, 0, 0) // size, filled below
+	buf = binary.BigEndian.AppendUint32(buf, uint32(rp.req.corr))
+	if rp.raw != nil {
+		buf = append(buf, rp.raw...)
+	} else {
+		// Flexible responses carry an empty tag buffer in the header, except
+		// ApiVersions, whose response header is always v0 so clients can
+		// parse it before they know our versions.
+		if rp.resp.IsFlexible() && rp.resp.Key() != kmsg.ApiVersions.Int16() {
+			buf = append(buf, 0)
+		}
+		buf = rp.resp.AppendTo(buf)
+	}
+	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
+	return buf
+}

@@ -1,0 +1,99 @@
+package kafka
+
+import (
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// handler runs the synchronous part of a request on the connection's read
+// loop. It returns the response, or a park function that finishes the
+// request off the read loop (waiting for fsync, long-poll) and returns the
+// response then. A nil response and nil park means "no response" (acks=0).
+type handler func(c *conn, r *request) (resp kmsg.Response, park func() kmsg.Response)
+
+type api struct {
+	min, max int16
+	handle   handler
+}
+
+// apis is the table of supported requests. ApiVersions is derived from it,
+// so advertising and handling cannot drift apart. Version floors are where
+// the request first uses RecordBatch v2 (Produce v3, Fetch v4) or where
+// older shapes are not worth carrying (ListOffsets v0).
+var apis map[int16]api
+
+func init() {
+	apis = map[int16]api{
+		kmsg.Produce.Int16():                 {3, 11, (*conn).handleProduce},
+		kmsg.Fetch.Int16():                   {4, 12, (*conn).handleFetch},
+		kmsg.ListOffsets.Int16():             {1, 8, (*conn).handleListOffsets},
+		kmsg.Metadata.Int16():                {0, 12, (*conn).handleMetadata},
+		kmsg.ApiVersions.Int16():             {0, 3, (*conn).handleApiVersions},
+		kmsg.CreateTopics.Int16():            {0, 7, (*conn).handleCreateTopics},
+		kmsg.DeleteTopics.Int16():            {0, 6, (*conn).handleDeleteTopics},
+		kmsg.DeleteRecords.Int16():           {0, 2, (*conn).handleDeleteRecords},
+		kmsg.InitProducerID.Int16():          {0, 5, (*conn).handleInitProducerID},
+		kmsg.DescribeConfigs.Int16():         {0, 4, (*conn).handleDescribeConfigs},
+		kmsg.AlterConfigs.Int16():            {0, 2, (*conn).handleAlterConfigs},
+		kmsg.CreatePartitions.Int16():        {0, 3, (*conn).handleCreatePartitions},
+		kmsg.IncrementalAlterConfigs.Int16(): {0, 1, (*conn).handleIncrementalAlterConfigs},
+		kmsg.DescribeCluster.Int16():         {0, 1, (*conn).handleDescribeCluster},
+	}
+}
+
+func supported(key, version int16) bool {
+	a, ok := apis[key]
+	return ok && version >= a.min && version <= a.max
+}
+
+// apiVersionKeys lists the supported APIs for ApiVersions, sorted by key.
+func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+	for k, a := range apis {
+		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	return keys
+}
+
+// dispatch runs one request and arranges for its reply to fill sl.
+func (c *conn) dispatch(r *request, sl slot) {
+	if r.kreq == nil {
+		sl <- c.unsupported(r)
+		return
+	}
+	resp, park := apis[r.key].handle(c, r)
+	if park == nil {
+		sl <- reply{req: r, resp: resp}
+		return
+	}
+	go func() { sl <- reply{req: r, resp: park()} }()
+}
+
+// unsupported answers a request whose key or version MoonMQ does not serve.
+// ApiVersions gets the v0 answer Kafka gives (UNSUPPORTED_VERSION plus our
+// versions, so the client can retry with one we speak). Other requests get
+// a body whose leading int16 is UNSUPPORTED_VERSION, which is the error code
+// position of the simple responses; clients that negotiated versions never
+// send these, so this only reaches hand-rolled or hostile peers.
+func (c *conn) unsupported(r *request) reply {
+	c.s.log.Debug("unsupported request", "peer", c.peer, "key", r.key, "version", r.version, "client_id", r.clientID)
+	if r.key == kmsg.ApiVersions.Int16() {
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.Version = 0
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		resp.ApiKeys = apiVersionKeys()
+		return reply{req: r, resp: resp}
+	}
+	code := kerr.UnsupportedVersion.Code
+	return reply{req: r, raw: []byte{byte(uint16(code) >> 8), byte(code)}}
+}
+
+func (c *conn) handleApiVersions(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.ApiVersionsRequest)
+	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	resp.ApiKeys = apiVersionKeys()
+	return resp, nil
+}

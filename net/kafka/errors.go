@@ -1,0 +1,73 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/topicconfig"
+	"github.com/moonmq/moonmq/engine/txn"
+)
+
+// errorMap is the one place engine and controller errors become Kafka error
+// codes. Order matters only where errors wrap one another.
+var errorMap = []struct {
+	err  error
+	kerr *kerr.Error
+}{
+	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
+	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{controller.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
+	{controller.ErrInvalidTopicName, kerr.InvalidTopicException},
+	{controller.ErrInvalidConfig, kerr.InvalidConfig},
+	{topicconfig.ErrInvalid, kerr.InvalidConfig},
+	{controller.ErrNotController, kerr.NotController},
+	{batch.ErrTooLarge, kerr.MessageTooLarge},
+	{batch.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
+	{batch.ErrInvalidRecord, kerr.InvalidRecord},
+	{batch.ErrCorrupt, kerr.CorruptMessage},
+	{txn.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{txn.ErrInvalidEpoch, kerr.InvalidProducerEpoch},
+	{txn.ErrInvalidSequence, kerr.InvalidRecord},
+	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{log.ErrClosed, kerr.NotLeaderForPartition},
+	{log.ErrCorrupt, kerr.KafkaStorageError},
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{context.Canceled, kerr.RequestTimedOut},
+}
+
+// errCode maps an error to its Kafka code; unknown errors are logged (they
+// are bugs or I/O failures the client cannot act on) and answered
+// UNKNOWN_SERVER_ERROR.
+func (c *conn) errCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	for _, m := range errorMap {
+		if errors.Is(err, m.err) {
+			return m.kerr.Code
+		}
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	c.s.log.Error("request failed", "peer", c.peer, "err", err)
+	return kerr.UnknownServerError.Code
+}
+
+// errMessage is the ErrorMessage field for responses that carry one.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

@@ -1,0 +1,88 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/broker"
+)
+
+// Fetch sessions (KIP-227) are optional for a broker: answering SessionID 0
+// tells clients to keep sending full fetches, which is what MoonMQ does.
+
+func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.FetchRequest)
+	if req.SessionID != 0 {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+	resp, bytes, _ := c.fetchOnce(req)
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if bytes >= int(req.MinBytes) || maxWait <= 0 {
+		return resp, nil
+	}
+	return nil, func() kmsg.Response {
+		deadline := time.Now().Add(maxWait)
+		ctx, cancel := context.WithDeadline(c.ctx, deadline)
+		defer cancel()
+		for {
+			// Take the notification channels before reading, so an append
+			// between the read and the wait still wakes us.
+			resp, bytes, changed := c.fetchOnce(req)
+			if bytes >= int(req.MinBytes) || ctx.Err() != nil || len(changed) == 0 {
+				return resp
+			}
+			broker.WaitAny(ctx, changed)
+		}
+	}
+}
+
+// fetchOnce reads every requested partition once. It returns the response,
+// the record bytes it holds, and the change channels of the partitions read
+// (captured before reading).
+func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	maxBytes := int(req.MaxBytes)
+	if req.Version < 3 || maxBytes <= 0 {
+		maxBytes = 50 << 20
+	}
+	remaining := maxBytes
+	total := 0
+	var changed []<-chan struct{}
+	for _, t := range req.Topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = p.Partition
+			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			l := part.Log()
+			changed = append(changed, l.Changed())
+			hw := l.HighWatermark()
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
+			if remaining > 0 {
+				limit := min(int(p.PartitionMaxBytes), remaining)
+				data, err := l.Read(p.FetchOffset, limit, hw)
+				if err != nil {
+					rp.ErrorCode = c.errCode(err)
+				} else {
+					rp.RecordBatches = data
+					remaining -= len(data)
+					total += len(data)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, total, changed
+}

@@ -1,0 +1,105 @@
+package kafka
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+)
+
+func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	s := c.s
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: s.advHost, Port: s.advPort}}
+	clusterID := s.meta.ClusterID()
+	resp.ClusterID = &clusterID
+	resp.ControllerID = s.opts.NodeID
+
+	var topics []controller.Topic
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		topics = s.meta.Topics()
+		for _, t := range topics {
+			resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
+		}
+		return resp, nil
+	}
+	for _, rt := range req.Topics {
+		var (
+			t  controller.Topic
+			ok bool
+		)
+		switch {
+		case rt.Topic != nil:
+			t, ok = s.meta.Topic(*rt.Topic)
+			if !ok && s.opts.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) {
+				var err error
+				t, err = s.meta.CreateTopic(c.ctx, *rt.Topic, s.opts.DefaultPartitions, -1, nil, false)
+				ok = err == nil
+				if err != nil {
+					resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: rt.Topic, ErrorCode: c.errCode(err)})
+					continue
+				}
+			}
+		default:
+			t, ok = topicByID(s.meta, rt.TopicID)
+		}
+		if !ok {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID, mt.ErrorCode = rt.Topic, rt.TopicID, kerr.UnknownTopicOrPartition.Code
+			if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
+	}
+	return resp, nil
+}
+
+func (c *conn) metadataTopic(version int16, t controller.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.IsInternal = t.Internal
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.ID
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = p.Replicas
+		mp.ISR = p.ISR
+		mp.OfflineReplicas = []int32{}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+func topicByID(meta Metadata, id [16]byte) (controller.Topic, bool) {
+	if id == ([16]byte{}) {
+		return controller.Topic{}, false
+	}
+	for _, t := range meta.Topics() {
+		if t.ID == id {
+			return t, true
+		}
+	}
+	return controller.Topic{}, false
+}
+
+func (c *conn) handleDescribeCluster(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.DescribeClusterRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
+	if req.EndpointType != 1 { // 1 = brokers; 2 (controllers) is KRaft-only
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+		return resp, nil
+	}
+	resp.EndpointType = req.EndpointType
+	resp.ClusterID = c.s.meta.ClusterID()
+	resp.ControllerID = c.s.opts.NodeID
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: c.s.opts.NodeID, Host: c.s.advHost, Port: c.s.advPort}}
+	return resp, nil
+}

@@ -1,0 +1,126 @@
+package kafka
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/broker"
+)
+
+// Special ListOffsets timestamps.
+const (
+	latestTimestamp        = -1
+	earliestTimestamp      = -2
+	maxTimestamp           = -3
+	earliestLocalTimestamp = -4
+)
+
+func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.LeaderEpoch = c.leaderEpoch(t.Topic, p.Partition)
+			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			l := part.Log()
+			rp.Timestamp = -1
+			switch p.Timestamp {
+			case latestTimestamp:
+				rp.Offset = l.HighWatermark()
+			case earliestTimestamp, earliestLocalTimestamp:
+				rp.Offset = l.LogStartOffset()
+			case maxTimestamp:
+				rp.Offset, rp.Timestamp = l.MaxTimestamp()
+			default:
+				if p.Timestamp < 0 {
+					rp.ErrorCode = kerr.InvalidRequest.Code
+					break
+				}
+				off, ts, ok, err := l.OffsetForTimestamp(p.Timestamp)
+				switch {
+				case err != nil:
+					rp.ErrorCode = c.errCode(err)
+				case !ok || off >= l.HighWatermark():
+					rp.Offset, rp.Timestamp = -1, -1
+				default:
+					rp.Offset, rp.Timestamp = off, ts
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.LowWatermark = -1
+			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			l := part.Log()
+			offset := p.Offset
+			hw := l.HighWatermark()
+			if offset == -1 {
+				offset = hw
+			}
+			if offset < 0 || offset > hw {
+				rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			} else if low, err := l.DeleteRecordsBefore(offset); err != nil {
+				rp.ErrorCode = c.errCode(err)
+			} else {
+				rp.LowWatermark = low
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func (c *conn) handleInitProducerID(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	if req.TransactionalID != nil {
+		// Transactions are a separate capability; refuse clearly instead of
+		// handing out an id that cannot commit.
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	// An idempotent (non-transactional) producer always gets a fresh id, as
+	// Kafka does: its sequence state lives in the partitions, keyed by id.
+	return nil, func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+		defer cancel()
+		id, err := c.s.pids.allocate(ctx)
+		if err != nil {
+			resp.ErrorCode = c.errCode(err)
+			return resp
+		}
+		resp.ProducerID, resp.ProducerEpoch = id, 0
+		return resp
+	}
+}

@@ -1,0 +1,122 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/broker"
+)
+
+// Produce appends on the read loop, in request order, then parks the wait
+// for fsync so that pipelined produces from many clients share group
+// commits instead of queueing behind each other.
+func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	acks := req.Acks
+	if acks != 0 && acks != 1 && acks != -1 {
+		return c.produceError(req, resp, kerr.InvalidRequiredAcks.Code), nil
+	}
+	if req.TransactionID != nil {
+		// Transactions are their own capability; until it lands, say so
+		// rather than accepting writes we cannot commit or abort.
+		return c.produceError(req, resp, kerr.TransactionalIDAuthorizationFailed.Code), nil
+	}
+
+	type pending struct {
+		part *broker.Partition
+		res  broker.ProduceResult
+		out  *kmsg.ProduceResponseTopicPartition
+	}
+	var waits []pending
+	// Allocate the whole response first so pointers into it stay valid for
+	// the parked durability wait.
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	for ti, t := range req.Topics {
+		rt := &resp.Topics[ti]
+		*rt = kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for pi, p := range t.Partitions {
+			rp := &rt.Partitions[pi]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = p.Partition
+			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
+				continue
+			}
+			res, err := part.Append(p.Records, c.leaderEpoch(t.Topic, p.Partition))
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
+				rp.ErrorMessage = produceErrMessage(err)
+				c.s.log.Debug("produce rejected", "peer", c.peer, "topic", t.Topic, "partition", p.Partition, "err", err)
+				continue
+			}
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+			waits = append(waits, pending{part: part, res: res, out: rp})
+		}
+	}
+	if acks == 0 {
+		return nil, nil
+	}
+	if len(waits) == 0 {
+		return resp, nil
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	return nil, func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(c.ctx, timeout)
+		defer cancel()
+		for _, w := range waits {
+			if err := w.part.WaitDurable(ctx, w.res); err != nil {
+				w.out.ErrorCode = c.errCode(err)
+				w.out.BaseOffset = -1
+			}
+		}
+		return resp
+	}
+}
+
+func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16) kmsg.Response {
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	if req.Acks == 0 {
+		return nil
+	}
+	return resp
+}
+
+// leaderEpoch is the epoch stamped into appended batches.
+func (c *conn) leaderEpoch(topic string, partition int32) int32 {
+	if t, ok := c.s.meta.Topic(topic); ok && int(partition) < len(t.Partitions) {
+		return t.Partitions[partition].LeaderEpoch
+	}
+	return 0
+}
+
+// produceErrMessage gives validation failures a message; other errors keep
+// the bare code so internal details do not leak to clients.
+func produceErrMessage(err error) *string {
+	for _, e := range []error{batch.ErrCorrupt, batch.ErrTooLarge, batch.ErrInvalidRecord, batch.ErrUnsupportedMagic} {
+		if errors.Is(err, e) {
+			return errMessage(err)
+		}
+	}
+	return nil
+}

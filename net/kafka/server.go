@@ -1,0 +1,233 @@
+// Package kafka is MoonMQ's Kafka protocol front end: the listener, the
+// per-connection read and write loops, request decoding with franz-go's kmsg,
+// one handler per API, and the single place where engine and controller
+// errors become Kafka error codes.
+//
+// Invariants: every length read from the socket is bounded before
+// allocation; a request that cannot be decoded closes only its connection;
+// responses on a connection are written in request order (the Kafka rule)
+// while slow requests (acks=all produce, long-poll fetch) are parked off the
+// read loop so they never stall it.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/broker"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Listen is the address to bind (host:port; port 0 picks one).
+	Listen string
+	// Advertise is the host:port returned in Metadata; empty means the bound
+	// address (with 0.0.0.0/:: replaced by 127.0.0.1... only a guess, so
+	// operators set --advertise when exposing the port).
+	Advertise string
+	NodeID    int32
+	// MaxRequestSize bounds one request frame (Kafka's socket.request.max.bytes).
+	MaxRequestSize int32
+	// AutoCreateTopics creates unknown topics on Metadata/Produce (Kafka's
+	// auto.create.topics.enable). Off by default.
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+	// MaxInFlight bounds the pipelined requests per connection that are read
+	// but not yet answered.
+	MaxInFlight int
+	Logger      *slog.Logger
+	Version     string
+}
+
+// EnsureDefaults fills zero fields.
+func (o *Options) EnsureDefaults() {
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:9092"
+	}
+	if o.MaxRequestSize <= 0 {
+		o.MaxRequestSize = 100 << 20
+	}
+	if o.DefaultPartitions <= 0 {
+		o.DefaultPartitions = 1
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 64
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Metadata is what the handlers need from the metadata state machine;
+// *controller.Controller implements it.
+type Metadata interface {
+	Topic(name string) (controller.Topic, bool)
+	Topics() []controller.Topic
+	CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16, configs map[string]string, validateOnly bool) (controller.Topic, error)
+	DeleteTopic(ctx context.Context, name string) (controller.Topic, error)
+	CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (controller.Topic, error)
+	AlterConfigs(ctx context.Context, name string, ops []controller.ConfigOp, validateOnly bool) (controller.Topic, error)
+	ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (controller.Topic, error)
+	AllocateProducerIDs(ctx context.Context, n int64) (int64, error)
+	ClusterID() string
+}
+
+// Server accepts Kafka connections.
+type Server struct {
+	opts   Options
+	meta   Metadata
+	broker *broker.Broker
+	log    *slog.Logger
+
+	ln        net.Listener
+	advHost   string
+	advPort   int32
+	pids      pidAllocator
+	ctx       context.Context
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	conns     map[*conn]struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// Listen binds the listener; Serve then accepts on it.
+func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
+	opts.EnsureDefaults()
+	ln, err := net.Listen("tcp", opts.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: listen on %s: %w", opts.Listen, err)
+	}
+	adv := opts.Advertise
+	if adv == "" {
+		adv = ln.Addr().String()
+	}
+	host, portStr, err := net.SplitHostPort(adv)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("kafka: advertise address %q: %w", adv, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("kafka: advertise port %q: %w", portStr, err)
+	}
+	if port == 0 { // ":0" advertised: use the bound port
+		port = uint64(ln.Addr().(*net.TCPAddr).Port)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		// A wildcard bind cannot be dialled by clients; advertise loopback
+		// and tell the operator to set --advertise.
+		opts.Logger.Warn("listening on a wildcard address without --advertise; advertising 127.0.0.1, remote clients need --advertise", "listen", ln.Addr().String())
+		host = "127.0.0.1"
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts: opts, meta: meta, broker: b, log: opts.Logger,
+		ln: ln, advHost: host, advPort: int32(port),
+		ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{}),
+	}
+	s.pids.meta = meta
+	return s, nil
+}
+
+// Addr is the bound address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// Advertised is the host:port given to clients in Metadata.
+func (s *Server) Advertised() string {
+	return net.JoinHostPort(s.advHost, strconv.Itoa(int(s.advPort)))
+}
+
+// Serve accepts connections until Close. It returns nil after Close.
+func (s *Server) Serve() error {
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed; backing off", "err", err, "backoff", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("kafka: accept: %w", err)
+		}
+		backoff = 0
+		c := newConn(s, nc)
+		s.mu.Lock()
+		if s.ctx.Err() != nil {
+			s.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			c.serve()
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines. In-flight requests are abandoned once their connection closes;
+// appends already made are durable or not per the log's own rules.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.cancel()
+		err := s.ln.Close()
+		for c := range s.conns {
+			c.nc.Close()
+		}
+		s.mu.Unlock()
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Warn("closing listener", "err", err)
+		}
+	})
+	s.wg.Wait()
+	return nil
+}
+
+// pidAllocator hands out producer ids from blocks reserved in the replicated
+// metadata, so ids stay unique across restarts without a raft round trip per
+// InitProducerId.
+type pidAllocator struct {
+	meta       Metadata
+	mu         sync.Mutex
+	next, last int64 // next id to give, last id of the block (inclusive)
+	have       bool
+}
+
+const pidBlockSize = 1000
+
+func (a *pidAllocator) allocate(ctx context.Context) (int64, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.have || a.next > a.last {
+		first, err := a.meta.AllocateProducerIDs(ctx, pidBlockSize)
+		if err != nil {
+			return 0, err
+		}
+		a.next, a.last, a.have = first, first+pidBlockSize-1, true
+	}
+	id := a.next
+	a.next++
+	return id, nil
+}

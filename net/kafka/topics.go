@@ -1,0 +1,171 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// adminCtx bounds an admin request by the client's timeout.
+func (c *conn) adminCtx(timeoutMillis int32) (context.Context, context.CancelFunc) {
+	if timeoutMillis <= 0 {
+		timeoutMillis = 30_000
+	}
+	return context.WithTimeout(c.ctx, time.Duration(timeoutMillis)*time.Millisecond)
+}
+
+func (c *conn) handleCreateTopics(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	seen := map[string]int{}
+	for _, t := range req.Topics {
+		seen[t.Topic]++
+	}
+	ctx, cancel := c.adminCtx(req.TimeoutMillis)
+	defer cancel()
+	for _, t := range req.Topics {
+		if seen[t.Topic] > 1 {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.InvalidRequest.Code
+			rt.ErrorMessage = errMessage(fmt.Errorf("topic %q appears more than once in the request", t.Topic))
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, c.createTopic(ctx, t, req.ValidateOnly))
+	}
+	return resp, nil
+}
+
+func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic, validateOnly bool) kmsg.CreateTopicsResponseTopic {
+	rt := kmsg.NewCreateTopicsResponseTopic()
+	rt.Topic = t.Topic
+	fail := func(code int16, msg string) kmsg.CreateTopicsResponseTopic {
+		rt.ErrorCode, rt.ErrorMessage = code, &msg
+		return rt
+	}
+	partitions, rf := t.NumPartitions, t.ReplicationFactor
+	if len(t.ReplicaAssignment) > 0 {
+		if partitions != -1 || rf != -1 {
+			return fail(kerr.InvalidRequest.Code, "both replica assignment and partitions/replication factor were given")
+		}
+		partitions, rf = int32(len(t.ReplicaAssignment)), int16(len(t.ReplicaAssignment[0].Replicas))
+		if msg := c.checkAssignment(t.ReplicaAssignment); msg != "" {
+			return fail(kerr.InvalidReplicaAssignment.Code, msg)
+		}
+	}
+	if partitions == -1 {
+		partitions = c.s.opts.DefaultPartitions
+	}
+	configs := make(map[string]string, len(t.Configs))
+	for _, kv := range t.Configs {
+		if kv.Value == nil {
+			return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %q has a null value", kv.Name))
+		}
+		configs[kv.Name] = *kv.Value
+	}
+	topic, err := c.s.meta.CreateTopic(ctx, t.Topic, partitions, rf, configs, validateOnly)
+	if err != nil {
+		return fail(c.errCode(err), err.Error())
+	}
+	rt.TopicID = topic.ID
+	rt.NumPartitions = int32(len(topic.Partitions))
+	if len(topic.Partitions) > 0 {
+		rt.ReplicationFactor = int16(len(topic.Partitions[0].Replicas))
+	}
+	rt.Configs = createTopicConfigs(topic.Configs)
+	return rt
+}
+
+func (c *conn) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) string {
+	for _, a := range as {
+		if len(a.Replicas) != len(as[0].Replicas) {
+			return "every partition must have the same number of replicas"
+		}
+		for _, b := range a.Replicas {
+			if b != c.s.opts.NodeID {
+				return fmt.Sprintf("broker %d does not exist", b)
+			}
+		}
+	}
+	return ""
+}
+
+func createTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+	var out []kmsg.CreateTopicsResponseTopicConfig
+	for _, e := range describeTopicConfigEntries(overrides, nil, false) {
+		out = append(out, kmsg.CreateTopicsResponseTopicConfig{
+			Name: e.Name, Value: e.Value, ReadOnly: e.ReadOnly, Source: e.Source, IsSensitive: e.IsSensitive,
+		})
+	}
+	return out
+}
+
+func (c *conn) handleDeleteTopics(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	ctx, cancel := c.adminCtx(req.TimeoutMillis)
+	defer cancel()
+	type target struct {
+		name *string
+		id   [16]byte
+	}
+	var targets []target
+	for _, n := range req.TopicNames { // v0-v5
+		targets = append(targets, target{name: &n})
+	}
+	for _, t := range req.Topics { // v6+
+		targets = append(targets, target{name: t.Topic, id: t.TopicID})
+	}
+	for _, t := range targets {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = t.name, t.id
+		name := ""
+		if t.name != nil {
+			name = *t.name
+		} else if topic, ok := topicByID(c.s.meta, t.id); ok {
+			name = topic.Name
+			rt.Topic = &topic.Name
+		} else {
+			rt.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		topic, err := c.s.meta.DeleteTopic(ctx, name)
+		if err != nil {
+			rt.ErrorCode, rt.ErrorMessage = c.errCode(err), errMessage(err)
+		} else {
+			rt.TopicID = topic.ID
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
+
+func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	ctx, cancel := c.adminCtx(req.TimeoutMillis)
+	defer cancel()
+	for _, t := range req.Topics {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic = t.Topic
+		for _, a := range t.Assignment {
+			for _, b := range a.Replicas {
+				if b != c.s.opts.NodeID {
+					msg := fmt.Sprintf("broker %d does not exist", b)
+					rt.ErrorCode, rt.ErrorMessage = kerr.InvalidReplicaAssignment.Code, &msg
+				}
+			}
+		}
+		if rt.ErrorCode == 0 {
+			if _, err := c.s.meta.CreatePartitions(ctx, t.Topic, t.Count, req.ValidateOnly); err != nil {
+				rt.ErrorCode, rt.ErrorMessage = c.errCode(err), errMessage(err)
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
+}
