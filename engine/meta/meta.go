@@ -117,9 +117,9 @@ func OpenWithOptions(opts Options) (*DB, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.FS.MkdirAll(opts.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("meta: create %s: %w", opts.Dir, err)
-	}
+	// pebble.Open creates Dir and fsyncs the parents it created, so a crash
+	// cannot lose the directory entry. Creating it here first would defeat
+	// that (pebble only syncs parents of directories it had to create).
 	logger := opts.Logger.With("component", "meta")
 	popts := &pebble.Options{
 		FS:     opts.FS,

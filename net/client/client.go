@@ -124,7 +124,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 		kgo.RecordPartitioner(newPartitioner()),
 		// The facade produces small interactive batches: send them at once.
 		kgo.ProducerLinger(0),
-		kgo.RecordDeliveryTimeout(opts.RequestTimeout),
+		// No RecordDeliveryTimeout: franz-go measures it from the record
+		// timestamp, which callers may set in the past. Produce is
+		// bounded by its context instead.
 		kgo.UnknownTopicRetries(1),
 	)...)
 	if err != nil {

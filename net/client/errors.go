@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -248,6 +249,8 @@ func explainTransport(err error) string {
 		return "canceled"
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused: is a broker listening at that address?"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+		return "the connection was closed during the handshake: is that address a Kafka broker?"
 	case isUnsupportedRequest(err):
 		return "the broker does not support this request"
 	}

@@ -256,14 +256,14 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, to Positio
 	var os kadm.Offsets
 	var out []GroupOffset
 	for _, t := range topics {
-		starts, ends, err := c.readRange(ctx, ReadRequest{Topic: t, Start: to})
+		ranges, err := c.Range(ctx, t, nil, to)
 		if err != nil {
 			return nil, wrap(op, res+" on "+topicRes(t), err)
 		}
-		for p, at := range starts {
-			os.AddOffset(t, p, at, -1)
+		for _, r := range ranges {
+			os.AddOffset(t, r.Partition, r.From, -1)
 			out = append(out, GroupOffset{
-				Topic: t, Partition: p, Committed: at, End: ends[p], Lag: max(ends[p]-at, 0),
+				Topic: t, Partition: r.Partition, Committed: r.From, End: r.End, Lag: r.Records(),
 			})
 		}
 	}

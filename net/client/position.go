@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -60,6 +61,10 @@ func (p Position) String() string {
 	case posOffset:
 		return strconv.FormatInt(p.n, 10)
 	case posTime:
+		if y := p.t.UTC().Year(); y < 0 || y > 9999 {
+			// RFC 3339 has four-digit years only.
+			return "@" + strconv.FormatInt(p.t.UnixMilli(), 10)
+		}
 		return p.t.UTC().Format(time.RFC3339Nano)
 	case posFromEnd:
 		return "-" + strconv.FormatInt(p.n, 10)
@@ -92,7 +97,10 @@ func ParsePosition(s string) (Position, error) {
 		return Timestamp(time.UnixMilli(n)), nil
 	}
 	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		if n < 0 {
+		if strings.HasPrefix(s, "-") { // "-0" too: FromEnd(0)
+			if n == math.MinInt64 {
+				return Position{}, fmt.Errorf("%w: position %q out of range", ErrInvalidArgument, s)
+			}
 			return FromEnd(-n), nil
 		}
 		return Offset(n), nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,6 +96,9 @@ func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([
 		if int(maxPart) >= len(td.Partitions) {
 			return nil, wrap(op, partRes(topic, maxPart), kerr.UnknownTopicOrPartition)
 		}
+		if err := c.awaitProducerPartition(ctx, topic, maxPart); err != nil {
+			return nil, wrap(op, partRes(topic, maxPart), err)
+		}
 	}
 
 	krs := make([]*kgo.Record, len(records))
@@ -111,23 +115,62 @@ func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([
 		}
 		krs[i] = kr
 	}
-	results := c.cl.ProduceSync(ctx, krs...)
+	// Not ProduceSync: it reports results in completion order, and we
+	// promise results in input order.
+	errs := make([]error, len(krs))
+	var wg sync.WaitGroup
+	wg.Add(len(krs))
+	for i, kr := range krs {
+		c.cl.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+			errs[i] = err
+			wg.Done()
+		})
+	}
+	wg.Wait()
 	out := make([]Produced, len(records))
 	var first error
-	for i, res := range results {
-		if res.Err != nil {
-			out[i] = Produced{Partition: res.Record.Partition, Offset: -1}
+	for i, kr := range krs {
+		if errs[i] != nil {
+			out[i] = Produced{Partition: kr.Partition, Offset: -1}
 			if first == nil {
-				first = res.Err
+				first = errs[i]
 			}
 			continue
 		}
-		out[i] = Produced{Partition: res.Record.Partition, Offset: res.Record.Offset, Timestamp: res.Record.Timestamp}
+		out[i] = Produced{Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp}
 	}
 	if first != nil {
 		return out, wrap(op, topicRes(topic), first)
 	}
 	return out, nil
+}
+
+// awaitProducerPartition makes sure the producer's cached metadata knows
+// partition p of topic, which the broker says exists. After partitions were
+// added (by us or anyone), the producer may still hold the old count and
+// would fail the record with an opaque partitioning error. A topic the
+// producer has not loaded yet is fine: its first load sees every partition.
+func (c *Client) awaitProducerPartition(ctx context.Context, topic string, p int32) error {
+	if l, _, _ := c.cl.PartitionLeader(topic, 0); l < 0 {
+		return nil // not loaded yet
+	}
+	if l, _, _ := c.cl.PartitionLeader(topic, p); l >= 0 {
+		return nil
+	}
+	c.cl.ForceMetadataRefresh()
+	t := time.NewTicker(metadataPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		if l, _, _ := c.cl.PartitionLeader(topic, p); l >= 0 {
+			return nil
+		}
+		c.cl.ForceMetadataRefresh()
+	}
 }
 
 // readPart tracks one partition of a Read.
@@ -155,16 +198,16 @@ func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
 	if req.Limit < 0 {
 		return nil, invalid(op, "negative limit %d", req.Limit)
 	}
-	starts, ends, err := c.readRange(ctx, req)
+	ranges, err := c.Range(ctx, req.Topic, req.Partitions, req.Start)
 	if err != nil {
 		return nil, wrap(op, res, err)
 	}
-	parts := make(map[int32]*readPart, len(starts))
-	offsets := make(map[int32]kgo.Offset, len(starts))
-	for p, s := range starts {
-		if s < ends[p] {
-			parts[p] = &readPart{end: ends[p]}
-			offsets[p] = kgo.NewOffset().At(s)
+	parts := make(map[int32]*readPart, len(ranges))
+	offsets := make(map[int32]kgo.Offset, len(ranges))
+	for _, r := range ranges {
+		if r.From < r.End {
+			parts[r.Partition] = &readPart{end: r.End}
+			offsets[r.Partition] = kgo.NewOffset().At(r.From)
 		}
 	}
 	if len(parts) == 0 {
@@ -257,72 +300,81 @@ func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
 	return out, nil
 }
 
-// readRange resolves each requested partition's [start, end) for a Read.
-func (c *Client) readRange(ctx context.Context, req ReadRequest) (starts, ends map[int32]int64, err error) {
+// PartitionRange is the part of one partition a read starting at a Position
+// would cover, as of now.
+type PartitionRange struct {
+	Partition int32 `json:"partition"`
+	// From is the resolved start offset, within [log start, End].
+	From int64 `json:"from"`
+	// End is the high watermark when the range was taken.
+	End int64 `json:"end"`
+}
+
+// Records returns End - From.
+func (r PartitionRange) Records() int64 { return max(r.End-r.From, 0) }
+
+// Range resolves from against each partition (nil partitions = all) and
+// snapshots the end offsets: exactly what Read would read. Sorted by
+// partition.
+func (c *Client) Range(ctx context.Context, topic string, partitions []int32, from Position) ([]PartitionRange, error) {
+	const op = "resolve range of"
 	ctx, cancel, err := c.call(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, wrap(op, topicRes(topic), err)
 	}
 	defer cancel()
-	td, err := c.topicDetail(ctx, req.Topic)
+	td, err := c.topicDetail(ctx, topic)
 	if err != nil {
-		return nil, nil, err
+		return nil, wrap(op, topicRes(topic), err)
 	}
-	want := req.Partitions
+	want := partitions
 	if want == nil {
 		want = td.Partitions.Numbers()
 	}
 	for _, p := range want {
 		if _, ok := td.Partitions[p]; !ok {
-			return nil, nil, wrap("read", partRes(req.Topic, p), kerr.UnknownTopicOrPartition)
+			return nil, wrap(op, partRes(topic, p), kerr.UnknownTopicOrPartition)
 		}
 	}
-	lstart, err := c.adm.ListStartOffsets(ctx, req.Topic)
+	lstart, err := c.adm.ListStartOffsets(ctx, topic)
 	if err != nil {
-		return nil, nil, err
+		return nil, wrap(op, topicRes(topic), err)
 	}
-	lend, err := c.adm.ListEndOffsets(ctx, req.Topic)
+	lend, err := c.adm.ListEndOffsets(ctx, topic)
 	if err != nil {
-		return nil, nil, err
+		return nil, wrap(op, topicRes(topic), err)
 	}
 	var lts map[int32]int64
-	if req.Start.kind == posTime {
-		lt, err := c.adm.ListOffsetsAfterMilli(ctx, req.Start.t.UnixMilli(), req.Topic)
+	if from.kind == posTime {
+		lt, err := c.adm.ListOffsetsAfterMilli(ctx, from.t.UnixMilli(), topic)
 		if err != nil {
-			return nil, nil, err
+			return nil, wrap(op, topicRes(topic), err)
 		}
 		lts = make(map[int32]int64)
-		for p, o := range lt[req.Topic] {
+		for p, o := range lt[topic] {
 			if o.Err == nil {
 				lts[p] = o.Offset
 			}
 		}
 	}
-	starts = make(map[int32]int64, len(want))
-	ends = make(map[int32]int64, len(want))
+	out := make([]PartitionRange, 0, len(want))
 	for _, p := range want {
-		s, ok := lstart.Lookup(req.Topic, p)
-		if !ok {
-			return nil, nil, fmt.Errorf("partition %d: no log start offset listed", p)
+		s, err := lookupOffset(lstart, topic, p)
+		if err != nil {
+			return nil, wrap(op, partRes(topic, p), err)
 		}
-		e, ok := lend.Lookup(req.Topic, p)
-		if !ok {
-			return nil, nil, fmt.Errorf("partition %d: no end offset listed", p)
-		}
-		if s.Err != nil {
-			return nil, nil, s.Err
-		}
-		if e.Err != nil {
-			return nil, nil, e.Err
+		e, err := lookupOffset(lend, topic, p)
+		if err != nil {
+			return nil, wrap(op, partRes(topic, p), err)
 		}
 		ts, ok := lts[p]
 		if !ok {
 			ts = -1
 		}
-		ends[p] = e.Offset
-		starts[p] = req.Start.resolve(s.Offset, e.Offset, ts)
+		out = append(out, PartitionRange{Partition: p, From: from.resolve(s.Offset, e.Offset, ts), End: e.Offset})
 	}
-	return starts, ends, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	return out, nil
 }
 
 // Consume streams records of topic to fn until ctx is done (then it returns

@@ -59,6 +59,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 		for _, p := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
+			rp.RecordBatches = []byte{} // librdkafka rejects a null record set
 			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
@@ -74,7 +75,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 				data, err := l.Read(p.FetchOffset, limit, hw)
 				if err != nil {
 					rp.ErrorCode = c.errCode(err)
-				} else {
+				} else if len(data) > 0 {
 					rp.RecordBatches = data
 					remaining -= len(data)
 					total += len(data)

@@ -97,7 +97,7 @@ func createTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponse
 	var out []kmsg.CreateTopicsResponseTopicConfig
 	for _, e := range describeTopicConfigEntries(overrides, nil, false) {
 		out = append(out, kmsg.CreateTopicsResponseTopicConfig{
-			Name: e.Name, Value: e.Value, ReadOnly: e.ReadOnly, Source: e.Source, IsSensitive: e.IsSensitive,
+			Name: e.Name, Value: e.Value, ReadOnly: e.ReadOnly, Source: int8(e.Source), IsSensitive: e.IsSensitive,
 		})
 	}
 	return out

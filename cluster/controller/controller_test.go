@@ -1,0 +1,625 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/meta"
+	"github.com/moonmq/moonmq/engine/topicconfig"
+)
+
+func testLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openAt(t testing.TB, opts Options) *Controller {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger()
+	}
+	start := time.Now()
+	c, err := Open(testCtx(t), opts)
+	require.NoError(t, err)
+	t.Logf("Open(%s) took %v", opts.Dir, time.Since(start))
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func openTest(t testing.TB) (*Controller, string) {
+	dir := t.TempDir()
+	return openAt(t, Options{Dir: dir, NodeID: 1}), dir
+}
+
+func TestOpenFreshAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	c := openAt(t, Options{Dir: dir, NodeID: 3})
+	require.True(t, c.IsLeader())
+	require.EqualValues(t, 3, c.NodeID())
+	id := c.ClusterID()
+	require.Len(t, id, 22)
+	require.Empty(t, c.Topics())
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "Close is idempotent")
+	require.False(t, c.IsLeader())
+	_, err := c.CreateTopic(testCtx(t), "t", 1, 1, nil, false)
+	require.ErrorIs(t, err, ErrClosed)
+
+	c = openAt(t, Options{Dir: dir, NodeID: 3})
+	require.Equal(t, id, c.ClusterID(), "cluster id is stable across restarts")
+	require.NoError(t, c.Close())
+
+	_, err = Open(testCtx(t), Options{Dir: dir, NodeID: 4, Logger: testLogger()})
+	require.ErrorIs(t, err, ErrNodeIDMismatch)
+
+	_, err = Open(testCtx(t), Options{NodeID: 1})
+	require.Error(t, err)
+	_, err = Open(testCtx(t), Options{Dir: dir, NodeID: -1})
+	require.Error(t, err)
+}
+
+func TestCreateTopic(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+
+	top, err := c.CreateTopic(ctx, "orders", 3, 1, map[string]string{topicconfig.RetentionMs: "1000"}, false)
+	require.NoError(t, err)
+	require.Equal(t, "orders", top.Name)
+	require.NotEqual(t, [16]byte{}, top.ID)
+	require.False(t, top.Internal)
+	require.Equal(t, map[string]string{topicconfig.RetentionMs: "1000"}, top.Configs)
+	require.Len(t, top.Partitions, 3)
+	for i, p := range top.Partitions {
+		require.Equal(t, Partition{ID: int32(i), Replicas: []int32{1}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}}, p)
+	}
+	got, ok := c.Topic("orders")
+	require.True(t, ok)
+	require.Equal(t, top, got)
+
+	// Defaults: -1 partitions and -1 replication factor.
+	def, err := c.CreateTopic(ctx, "defaults", -1, -1, nil, false)
+	require.NoError(t, err)
+	require.Len(t, def.Partitions, 1)
+	require.Equal(t, map[string]string{}, def.Configs)
+
+	internal, err := c.CreateTopic(ctx, ConsumerOffsetsTopic, 2, 1, nil, false)
+	require.NoError(t, err)
+	require.True(t, internal.Internal)
+
+	// validateOnly returns the would-be topic and changes nothing.
+	v, err := c.CreateTopic(ctx, "dry", 2, 1, nil, true)
+	require.NoError(t, err)
+	require.Len(t, v.Partitions, 2)
+	_, ok = c.Topic("dry")
+	require.False(t, ok)
+
+	names := []string{}
+	for _, t := range c.Topics() {
+		names = append(names, t.Name)
+	}
+	require.Equal(t, []string{ConsumerOffsetsTopic, "defaults", "orders"}, names)
+
+	// Returned topics are copies.
+	got.Partitions[0].Replicas[0] = 99
+	got.Configs["x"] = "y"
+	again, _ := c.Topic("orders")
+	require.Equal(t, top, again)
+}
+
+func TestCreateTopicErrors(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	_, err := c.CreateTopic(ctx, "a.b", 1, 1, nil, false)
+	require.NoError(t, err)
+
+	long := make([]byte, MaxTopicNameLen+1)
+	for i := range long {
+		long[i] = 'x'
+	}
+	for _, tc := range []struct {
+		name       string
+		partitions int32
+		rf         int16
+		configs    map[string]string
+		want       error
+	}{
+		{"a.b", 1, 1, nil, ErrTopicExists},
+		{"a_b", 1, 1, nil, ErrInvalidTopicName}, // collides with a.b
+		{"", 1, 1, nil, ErrInvalidTopicName},
+		{".", 1, 1, nil, ErrInvalidTopicName},
+		{"..", 1, 1, nil, ErrInvalidTopicName},
+		{"has space", 1, 1, nil, ErrInvalidTopicName},
+		{"slash/y", 1, 1, nil, ErrInvalidTopicName},
+		{"ünïcode", 1, 1, nil, ErrInvalidTopicName},
+		{string(long), 1, 1, nil, ErrInvalidTopicName},
+		{"bad name", 0, 0, nil, ErrInvalidTopicName}, // the name is reported first
+		{"p0", 0, 1, nil, ErrInvalidPartitions},
+		{"pneg", -2, 1, nil, ErrInvalidPartitions},
+		{"pbig", MaxPartitions + 1, 1, nil, ErrInvalidPartitions},
+		{"rf0", 1, 0, nil, ErrInvalidReplicationFactor},
+		{"rf2", 1, 2, nil, ErrInvalidReplicationFactor}, // one broker
+		{"rfneg", 1, -3, nil, ErrInvalidReplicationFactor},
+		{"cfg", 1, 1, map[string]string{"no.such.key": "1"}, ErrInvalidConfig},
+		{"cfg2", 1, 1, map[string]string{topicconfig.RetentionMs: "soon"}, ErrInvalidConfig},
+	} {
+		for _, validateOnly := range []bool{false, true} {
+			_, err := c.CreateTopic(ctx, tc.name, tc.partitions, tc.rf, tc.configs, validateOnly)
+			require.ErrorIs(t, err, tc.want, "%q %d %d %v", tc.name, tc.partitions, tc.rf, tc.configs)
+		}
+	}
+	_, err = c.CreateTopic(ctx, "cfg3", 1, 1, map[string]string{topicconfig.CleanupPolicy: "shred"}, false)
+	require.ErrorIs(t, err, topicconfig.ErrInvalid, "config errors also match topicconfig.ErrInvalid")
+	require.Contains(t, err.Error(), "cleanup.policy")
+
+	// Exactly 249 characters and every allowed character class are fine.
+	_, err = c.CreateTopic(ctx, string(long[:MaxTopicNameLen]), 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = c.CreateTopic(ctx, "Az09._-", 1, 1, nil, false)
+	require.NoError(t, err)
+	require.Len(t, c.Topics(), 3)
+}
+
+func TestDeleteTopic(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	created, err := c.CreateTopic(ctx, "gone", 2, 1, nil, false)
+	require.NoError(t, err)
+	deleted, err := c.DeleteTopic(ctx, "gone")
+	require.NoError(t, err)
+	require.Equal(t, created, deleted)
+	_, ok := c.Topic("gone")
+	require.False(t, ok)
+	_, err = c.DeleteTopic(ctx, "gone")
+	require.ErrorIs(t, err, ErrUnknownTopic)
+
+	// The name (and a colliding one) can be reused, with a new id.
+	again, err := c.CreateTopic(ctx, "gone", 1, 1, nil, false)
+	require.NoError(t, err)
+	require.NotEqual(t, created.ID, again.ID)
+}
+
+func TestCreatePartitions(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	_, err := c.CreateTopic(ctx, "grow", 2, 1, nil, false)
+	require.NoError(t, err)
+
+	dry, err := c.CreatePartitions(ctx, "grow", 4, true)
+	require.NoError(t, err)
+	require.Len(t, dry.Partitions, 4)
+	cur, _ := c.Topic("grow")
+	require.Len(t, cur.Partitions, 2)
+
+	top, err := c.CreatePartitions(ctx, "grow", 5, false)
+	require.NoError(t, err)
+	require.Len(t, top.Partitions, 5)
+	for i, p := range top.Partitions {
+		require.EqualValues(t, i, p.ID)
+		require.Equal(t, []int32{1}, p.Replicas)
+		require.EqualValues(t, 1, p.Leader)
+	}
+
+	for _, total := range []int32{5, 4, 0, -1, MaxPartitions + 1} {
+		_, err = c.CreatePartitions(ctx, "grow", total, false)
+		require.ErrorIs(t, err, ErrInvalidPartitions, "total %d", total)
+	}
+	_, err = c.CreatePartitions(ctx, "nope", 3, false)
+	require.ErrorIs(t, err, ErrUnknownTopic)
+}
+
+func TestAlterConfigs(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	_, err := c.CreateTopic(ctx, "cfg", 1, 1, map[string]string{topicconfig.RetentionMs: "1000"}, false)
+	require.NoError(t, err)
+
+	top, err := c.AlterConfigs(ctx, "cfg", []ConfigOp{
+		{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "2048"},
+		{Key: topicconfig.RetentionMs, Op: OpDelete},
+		{Key: topicconfig.CleanupPolicy, Op: OpAppend, Value: "compact"}, // appends to the default "delete"
+	}, false)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{
+		topicconfig.SegmentBytes:  "2048",
+		topicconfig.CleanupPolicy: "delete,compact",
+	}, top.Configs)
+
+	top, err = c.AlterConfigs(ctx, "cfg", []ConfigOp{
+		{Key: topicconfig.CleanupPolicy, Op: OpSubtract, Value: "delete"},
+	}, false)
+	require.NoError(t, err)
+	require.Equal(t, "compact", top.Configs[topicconfig.CleanupPolicy])
+
+	// validateOnly changes nothing.
+	dry, err := c.AlterConfigs(ctx, "cfg", []ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "4096"}}, true)
+	require.NoError(t, err)
+	require.Equal(t, "4096", dry.Configs[topicconfig.SegmentBytes])
+	cur, _ := c.Topic("cfg")
+	require.Equal(t, "2048", cur.Configs[topicconfig.SegmentBytes])
+
+	for _, tc := range []struct {
+		ops  []ConfigOp
+		want error
+	}{
+		{[]ConfigOp{{Key: "no.such", Op: OpSet, Value: "1"}}, ErrInvalidConfig},
+		{[]ConfigOp{{Key: "no.such", Op: OpDelete}}, ErrInvalidConfig},
+		{[]ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "1"}}, ErrInvalidConfig}, // below minimum
+		{[]ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpAppend, Value: "1"}}, ErrInvalidConfig},
+		{[]ConfigOp{{Key: topicconfig.CleanupPolicy, Op: OpSubtract, Value: "compact"}}, ErrInvalidConfig}, // empty list
+		{[]ConfigOp{
+			{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "4096"},
+			{Key: topicconfig.SegmentBytes, Op: OpDelete},
+		}, ErrInvalidConfig},
+		{[]ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpType(9), Value: "4096"}}, ErrInvalidRequest},
+	} {
+		_, err := c.AlterConfigs(ctx, "cfg", tc.ops, false)
+		require.ErrorIs(t, err, tc.want, "%+v", tc.ops)
+	}
+	cur, _ = c.Topic("cfg")
+	require.Equal(t, map[string]string{topicconfig.SegmentBytes: "2048", topicconfig.CleanupPolicy: "compact"}, cur.Configs)
+
+	_, err = c.AlterConfigs(ctx, "nope", nil, false)
+	require.ErrorIs(t, err, ErrUnknownTopic)
+
+	// Legacy AlterConfigs replaces the whole set.
+	top, err = c.ReplaceConfigs(ctx, "cfg", map[string]string{topicconfig.MaxMessageBytes: "100"}, false)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{topicconfig.MaxMessageBytes: "100"}, top.Configs)
+	_, err = c.ReplaceConfigs(ctx, "cfg", map[string]string{topicconfig.MaxMessageBytes: "x"}, false)
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	top, err = c.ReplaceConfigs(ctx, "cfg", nil, false)
+	require.NoError(t, err)
+	require.Empty(t, top.Configs)
+	_, err = c.ReplaceConfigs(ctx, "nope", nil, false)
+	require.ErrorIs(t, err, ErrUnknownTopic)
+}
+
+func TestAllocateProducerIDs(t *testing.T) {
+	dir := t.TempDir()
+	c := openAt(t, Options{Dir: dir, NodeID: 1})
+	ctx := testCtx(t)
+	first, err := c.AllocateProducerIDs(ctx, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 0, first)
+	second, err := c.AllocateProducerIDs(ctx, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, second)
+	for _, n := range []int64{0, -1, MaxProducerIDBlock + 1} {
+		_, err = c.AllocateProducerIDs(ctx, n)
+		require.ErrorIs(t, err, ErrInvalidRequest)
+	}
+	require.NoError(t, c.Close())
+
+	c = openAt(t, Options{Dir: dir, NodeID: 1})
+	third, err := c.AllocateProducerIDs(ctx, 5)
+	require.NoError(t, err)
+	require.EqualValues(t, 11, third, "the counter survives a restart")
+}
+
+func TestPersistenceAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	c := openAt(t, Options{Dir: dir, NodeID: 2})
+	ctx := testCtx(t)
+	a, err := c.CreateTopic(ctx, "a", 3, 1, map[string]string{topicconfig.RetentionMs: "5"}, false)
+	require.NoError(t, err)
+	_, err = c.CreateTopic(ctx, "b", 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = c.CreateTopic(ctx, "c", 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = c.DeleteTopic(ctx, "b")
+	require.NoError(t, err)
+	a, err = c.CreatePartitions(ctx, "a", 4, false)
+	require.NoError(t, err)
+	a, err = c.AlterConfigs(ctx, "a", []ConfigOp{{Key: topicconfig.FlushPolicy, Op: OpSet, Value: "interval"}}, false)
+	require.NoError(t, err)
+	before := c.Topics()
+	cluster := c.ClusterID()
+	require.NoError(t, c.Close())
+
+	c = openAt(t, Options{Dir: dir, NodeID: 2})
+	require.Equal(t, before, c.Topics())
+	require.Equal(t, cluster, c.ClusterID())
+	got, ok := c.Topic("a")
+	require.True(t, ok)
+	require.Equal(t, a, got)
+	_, err = c.CreateTopic(ctx, "b", 1, 1, nil, false)
+	require.NoError(t, err, "deleted name is free after restart")
+}
+
+// TestRestartAfterSnapshotAndCompaction makes Raft snapshot and truncate its
+// log, then checks a restart still has every change, including those made
+// after the snapshot (which are replayed from the log).
+func TestRestartAfterSnapshotAndCompaction(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{Dir: dir, NodeID: 1, TrailingLogs: 2}
+	c := openAt(t, opts)
+	ctx := testCtx(t)
+	for i := range 10 {
+		_, err := c.CreateTopic(ctx, fmt.Sprintf("t%02d", i), 1, 1, nil, false)
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.raft.Snapshot().Error())
+	for i := 10; i < 13; i++ {
+		_, err := c.CreateTopic(ctx, fmt.Sprintf("t%02d", i), 1, 1, nil, false)
+		require.NoError(t, err)
+	}
+	_, err := c.DeleteTopic(ctx, "t00")
+	require.NoError(t, err)
+	first, err := c.db.LogStore().FirstIndex()
+	require.NoError(t, err)
+	require.Greater(t, first, uint64(1), "log was compacted")
+	before := c.Topics()
+	require.NoError(t, c.Close())
+
+	c = openAt(t, opts)
+	require.Equal(t, before, c.Topics())
+	_, err = c.CreateTopic(ctx, "after", 1, 1, nil, false)
+	require.NoError(t, err)
+}
+
+// TestRestoreFromSnapshot exercises the follower path: a snapshot from one
+// controller restored into another replaces its state and reports the
+// difference to listeners.
+func TestRestoreFromSnapshot(t *testing.T) {
+	src, _ := openTest(t)
+	ctx := testCtx(t)
+	_, err := src.CreateTopic(ctx, "keep", 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = src.CreateTopic(ctx, "grow", 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = src.CreatePartitions(ctx, "grow", 3, false)
+	require.NoError(t, err)
+	_, err = src.CreateTopic(ctx, "new", 1, 1, nil, false)
+	require.NoError(t, err)
+	pid, err := src.AllocateProducerIDs(ctx, 7)
+	require.NoError(t, err)
+	require.NoError(t, src.raft.Snapshot().Error())
+	snaps, err := src.db.SnapshotStore().List()
+	require.NoError(t, err)
+	require.NotEmpty(t, snaps)
+	_, rc, err := src.db.SnapshotStore().Open(snaps[0].ID)
+	require.NoError(t, err)
+
+	dst, _ := openTest(t)
+	keep, _ := src.Topic("keep")
+	_, err = dst.CreateTopic(ctx, "stale", 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = dst.CreateTopic(ctx, "grow", 1, 1, nil, false) // different id: replaced
+	require.NoError(t, err)
+	var evs []string
+	dst.OnChange(func(ev Event) { evs = append(evs, ev.Kind.String()+":"+ev.Topic.Name) })
+	evs = nil
+
+	require.NoError(t, (&fsm{c: dst}).Restore(rc))
+	require.Equal(t, src.Topics(), dst.Topics())
+	require.Equal(t, src.ClusterID(), dst.ClusterID())
+	got, _ := dst.Topic("keep")
+	require.Equal(t, keep, got)
+	require.Equal(t, []string{
+		"TopicDeleted:grow", "TopicDeleted:stale",
+		"TopicCreated:grow", "TopicCreated:keep", "TopicCreated:new",
+	}, evs)
+	dst.mu.RLock()
+	require.EqualValues(t, pid+7, dst.st.nextPID)
+	dst.mu.RUnlock()
+}
+
+func TestOnChange(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	_, err := c.CreateTopic(ctx, "zeta", 1, 1, nil, false)
+	require.NoError(t, err)
+	_, err = c.CreateTopic(ctx, "alpha", 1, 1, nil, false)
+	require.NoError(t, err)
+
+	var (
+		mu  sync.Mutex
+		evs []Event
+	)
+	c.OnChange(func(ev Event) {
+		// Listeners may read the controller, which already shows the change.
+		_, exists := c.Topic(ev.Topic.Name)
+		require.Equal(t, ev.Kind != TopicDeleted, exists)
+		mu.Lock()
+		evs = append(evs, ev)
+		mu.Unlock()
+	})
+	kinds := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, ev := range evs {
+			out = append(out, ev.Kind.String()+":"+ev.Topic.Name)
+		}
+		return out
+	}
+	// Replay of existing topics, in name order.
+	require.Equal(t, []string{"TopicCreated:alpha", "TopicCreated:zeta"}, kinds())
+
+	// Each write's event has been delivered when the write returns.
+	_, err = c.CreateTopic(ctx, "beta", 1, 1, nil, false)
+	require.NoError(t, err)
+	require.Equal(t, "TopicCreated:beta", kinds()[2])
+	_, err = c.CreatePartitions(ctx, "beta", 3, false)
+	require.NoError(t, err)
+	require.Equal(t, "PartitionsAdded:beta", kinds()[3])
+	mu.Lock()
+	require.Len(t, evs[3].Prev.Partitions, 1)
+	require.Len(t, evs[3].Topic.Partitions, 3)
+	mu.Unlock()
+	_, err = c.AlterConfigs(ctx, "beta", []ConfigOp{{Key: topicconfig.RetentionMs, Op: OpSet, Value: "1"}}, false)
+	require.NoError(t, err)
+	require.Equal(t, "ConfigsChanged:beta", kinds()[4])
+	// A no-op config change announces nothing.
+	_, err = c.AlterConfigs(ctx, "beta", []ConfigOp{{Key: topicconfig.RetentionMs, Op: OpSet, Value: "1"}}, false)
+	require.NoError(t, err)
+	_, err = c.DeleteTopic(ctx, "beta")
+	require.NoError(t, err)
+	require.Equal(t, "TopicDeleted:beta", kinds()[5])
+	require.Len(t, kinds(), 6)
+
+	// Failed and validate-only writes announce nothing.
+	_, err = c.CreateTopic(ctx, "alpha", 1, 1, nil, false)
+	require.ErrorIs(t, err, ErrTopicExists)
+	_, err = c.CreateTopic(ctx, "dry", 1, 1, nil, true)
+	require.NoError(t, err)
+	require.Len(t, kinds(), 6)
+
+	// Events carry copies.
+	mu.Lock()
+	evs[0].Topic.Partitions[0].Leader = 42
+	mu.Unlock()
+	a, _ := c.Topic("alpha")
+	require.EqualValues(t, 1, a.Partitions[0].Leader)
+}
+
+// TestConcurrentReadsDuringWrites runs readers against a stream of writes;
+// with -race it checks the locking, and it checks readers never see a torn
+// topic.
+func TestConcurrentReadsDuringWrites(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, top := range c.Topics() {
+					for i, p := range top.Partitions {
+						if p.ID != int32(i) || len(p.Replicas) != 1 {
+							t.Errorf("torn topic %+v", top)
+							return
+						}
+					}
+				}
+				c.Topic("w5")
+				c.ClusterID()
+				c.IsLeader()
+			}
+		}()
+	}
+	// Concurrent writers, racing for the same names too.
+	var wwg sync.WaitGroup
+	errs := make(chan error, 100)
+	for w := range 2 {
+		wwg.Add(1)
+		go func() {
+			defer wwg.Done()
+			for i := range 10 {
+				name := fmt.Sprintf("w%d", i)
+				if _, err := c.CreateTopic(ctx, name, 2, 1, nil, false); err != nil && !errors.Is(err, ErrTopicExists) {
+					errs <- err
+				}
+				if _, err := c.CreatePartitions(ctx, name, int32(3+w), false); err != nil && !errors.Is(err, ErrInvalidPartitions) {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wwg.Wait()
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, c.Topics(), 10)
+}
+
+func TestContextAndLeadership(t *testing.T) {
+	c, _ := openTest(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := c.CreateTopic(ctx, "x", 1, 1, nil, false)
+	require.ErrorIs(t, err, context.Canceled)
+	_, ok := c.Topic("x")
+	require.False(t, ok)
+
+	// Open gives up when leadership never comes: here the stored Raft
+	// configuration names another voter.
+	dir := t.TempDir()
+	db, err := meta.Open(dir, testLogger())
+	require.NoError(t, err)
+	conf := raft.DefaultConfig()
+	conf.LocalID = "7"
+	_, trans := raft.NewInmemTransport("")
+	require.NoError(t, raft.BootstrapCluster(conf, db.LogStore(), db.StableStore(), db.SnapshotStore(), trans,
+		raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "7", Address: trans.LocalAddr()}}}))
+	require.NoError(t, db.Close())
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	_, err = Open(short, Options{Dir: dir, NodeID: 1, Logger: testLogger()})
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestCrashRecovery simulates power loss (only fsynced bytes survive, plus a
+// random part of the rest) right after a series of acknowledged changes:
+// all of them must be there after the restart.
+func TestCrashRecovery(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			fs := vfs.NewCrashableMem()
+			opts := Options{Dir: "/data/meta", NodeID: 1, FS: fs}
+			c := openAt(t, opts)
+			ctx := testCtx(t)
+			for i := range 5 {
+				_, err := c.CreateTopic(ctx, fmt.Sprintf("t%d", i), int32(i+1), 1, nil, false)
+				require.NoError(t, err)
+			}
+			_, err := c.AlterConfigs(ctx, "t1", []ConfigOp{{Key: topicconfig.RetentionMs, Op: OpSet, Value: "9"}}, false)
+			require.NoError(t, err)
+			_, err = c.DeleteTopic(ctx, "t2")
+			require.NoError(t, err)
+			pid, err := c.AllocateProducerIDs(ctx, 3)
+			require.NoError(t, err)
+			before, cluster := c.Topics(), c.ClusterID()
+
+			cfg := vfs.CrashCloneCfg{}
+			if seed > 0 {
+				cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(seed, seed))}
+			}
+			crashed := fs.CrashClone(cfg)
+			require.NoError(t, c.Close())
+
+			opts.FS = crashed
+			c = openAt(t, opts)
+			require.Equal(t, before, c.Topics())
+			require.Equal(t, cluster, c.ClusterID())
+			next, err := c.AllocateProducerIDs(ctx, 1)
+			require.NoError(t, err)
+			require.Equal(t, pid+3, next)
+		})
+	}
+}
+
+func BenchmarkCreateTopic(b *testing.B) {
+	c := openAt(b, Options{Dir: b.TempDir(), NodeID: 1})
+	ctx := testCtx(b)
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := c.CreateTopic(ctx, fmt.Sprintf("bench-%d", i), 3, 1, nil, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,197 @@
+package log
+
+import (
+	"fmt"
+
+	"github.com/moonmq/moonmq/engine/batch"
+)
+
+// Append appends the batches of one produce request atomically and
+// contiguously: they get consecutive base offsets from the log end, the
+// given partition leader epoch, and land in the same segment. The caller has
+// validated each batch (batch.Validate) and owns the byte slices: Append
+// rewrites their base offset and leader epoch fields in place.
+//
+// Append writes to the page cache only; call WaitDurable with
+// result.LastOffset before acknowledging when the policy is FlushAlways. A
+// leaderEpoch newer than any recorded is added to the leader-epoch
+// checkpoint; a negative epoch is stored in the batches but not recorded.
+func (l *Log) Append(batches [][]byte, leaderEpoch int32) (AppendResult, error) {
+	return l.append(batches, leaderEpoch, true)
+}
+
+// AppendReplicated appends batches fetched from a partition leader, keeping
+// their base offsets and leader epochs. Offsets must increase and the first
+// must be at or after the log end (gaps are allowed: compaction leaves them);
+// otherwise ErrOutOfOrder. Batches need not satisfy the produce-side count
+// rule, only ValidateStored's.
+func (l *Log) AppendReplicated(batches [][]byte) (AppendResult, error) {
+	return l.append(batches, -1, false)
+}
+
+func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendResult, error) {
+	if len(batches) == 0 {
+		return AppendResult{}, fmt.Errorf("log: append: %w: no batches", batch.ErrInvalidRecord)
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return AppendResult{}, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return AppendResult{}, err
+	}
+	opts := l.opts.Load()
+
+	var hbuf [4]batch.Header
+	hs := hbuf[:0]
+	next := l.leo.Load()
+	total := int64(0)
+	for i, b := range batches {
+		h, err := batch.ParseHeader(b)
+		if err != nil {
+			return AppendResult{}, fmt.Errorf("log: append batch %d: %w", i, err)
+		}
+		if h.Length < batch.HeaderSize-batch.LengthFieldEnd || h.Size() != len(b) || h.LastOffsetDelta < 0 {
+			return AppendResult{}, fmt.Errorf("log: append batch %d: %w: length %d for %d bytes, last offset delta %d",
+				i, batch.ErrCorrupt, h.Size(), len(b), h.LastOffsetDelta)
+		}
+		if assign {
+			if len(b) > opts.MaxMessageBytes {
+				return AppendResult{}, fmt.Errorf("log: append batch %d: %w: %d bytes, limit %d",
+					i, batch.ErrTooLarge, len(b), opts.MaxMessageBytes)
+			}
+			h.BaseOffset = next
+			h.PartitionLeaderEpoch = leaderEpoch
+		} else if h.BaseOffset < next {
+			return AppendResult{}, fmt.Errorf("%w: batch %d has base offset %d, expected at least %d",
+				ErrOutOfOrder, i, h.BaseOffset, next)
+		}
+		next = h.NextOffset()
+		total += int64(len(b))
+		hs = append(hs, h)
+	}
+	first, last := hs[0].BaseOffset, next-1
+
+	act := l.active
+	if l.shouldRoll(act, opts, total, first, last) {
+		if err := l.roll(first); err != nil {
+			return AppendResult{}, l.fail(err)
+		}
+		act = l.active
+	}
+	if act.size.Load() == 0 {
+		act.rollStart = opts.Now()
+	}
+
+	start := act.size.Load()
+	pos := start
+	for i, b := range batches {
+		if assign {
+			batch.SetBaseOffset(b, hs[i].BaseOffset)
+			batch.SetPartitionLeaderEpoch(b, leaderEpoch)
+		}
+		if _, err := act.f.WriteAt(b, pos); err != nil {
+			// Cut the partial write so the file's bytes stay exactly the
+			// published batches; then stop accepting writes regardless
+			// (Kafka takes the log dir offline on any write error).
+			if terr := act.f.Truncate(start); terr != nil {
+				err = fmt.Errorf("%w (and truncating back failed: %v)", err, terr)
+			}
+			return AppendResult{}, l.fail(fmt.Errorf("write segment %s: %w", act.f.Name(), err))
+		}
+		pos += int64(len(b))
+	}
+
+	// Publish: size first (readers may now see the bytes), then index
+	// entries (which point below it), then the log end.
+	act.size.Store(pos)
+	p := start
+	epochChanged := false
+	for i := range hs {
+		act.indexBatch(hs[i], p, opts.IndexIntervalBytes)
+		p += int64(hs[i].Size())
+		if !assign && l.epochs.assign(hs[i].PartitionLeaderEpoch, hs[i].BaseOffset) {
+			epochChanged = true
+		}
+	}
+	if assign && l.epochs.assign(leaderEpoch, first) {
+		epochChanged = true
+	}
+	if err := act.offIdx.maybeFlush(); err != nil {
+		return AppendResult{}, l.fail(err)
+	}
+	if err := act.timeIdx.maybeFlush(); err != nil {
+		return AppendResult{}, l.fail(err)
+	}
+	l.leo.Store(next)
+	if epochChanged {
+		// Rare (leader change). If this write is lost in a crash, recovery
+		// rebuilds the entry from the batches' own epochs.
+		if err := l.epochs.persist(); err != nil {
+			return AppendResult{}, l.fail(err)
+		}
+	}
+
+	l.appends.Add(1)
+	l.appendedBatches.Add(uint64(len(batches)))
+	l.appendedBytes.Add(uint64(total))
+	if opts.FlushAlways {
+		l.kickFlusher()
+	} else {
+		l.raiseHW(next)
+	}
+	return AppendResult{BaseOffset: first, LastOffset: last, LogStartOffset: l.logStart.Load()}, nil
+}
+
+// shouldRoll reports whether an append of total bytes covering offsets
+// [first, last] must go to a new segment. Caller holds appendMu.
+func (l *Log) shouldRoll(act *segment, opts *Options, total, first, last int64) bool {
+	size := act.size.Load()
+	if last-act.base > maxRelativeOffset {
+		// Relative offsets would overflow the index; a new segment based at
+		// first fixes it even when the active one is empty (replicated
+		// appends after a gap).
+		return first != act.base
+	}
+	if size == 0 {
+		return false
+	}
+	if size+total > opts.SegmentBytes {
+		return true
+	}
+	return !act.rollStart.IsZero() && opts.Now().Sub(act.rollStart) >= opts.SegmentAge
+}
+
+// roll seals the active segment and starts a new one at base. An empty
+// active segment is replaced rather than kept. Caller holds appendMu.
+func (l *Log) roll(base int64) error {
+	old := l.active
+	if old.size.Load() > 0 {
+		if err := old.seal(); err != nil {
+			return err
+		}
+		old.acquire()
+		l.pendingSync = append(l.pendingSync, old)
+	}
+	ns, err := createSegment(l.dir, base)
+	if err != nil {
+		return err
+	}
+	l.segMu.Lock()
+	if old.size.Load() == 0 {
+		l.segments = l.segments[:len(l.segments)-1]
+	}
+	l.segments = append(l.segments, ns)
+	l.segMu.Unlock()
+	if old.size.Load() == 0 {
+		if err := old.removeFiles(); err != nil {
+			l.logger.Warn("remove empty segment", "base", old.base, "err", err)
+		}
+		old.release()
+	}
+	l.active = ns
+	l.dirDirty = true
+	l.logger.Debug("rolled segment", "base", base, "previous", old.base)
+	return nil
+}

@@ -1,0 +1,192 @@
+package log
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/batch"
+)
+
+// fakeClock is an injectable Now.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.UnixMilli(1_700_000_000_000)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func testOptions(clock *fakeClock) Options {
+	o := Options{
+		SegmentBytes:       4 << 10,
+		IndexIntervalBytes: 512,
+		Retention:          -1,
+		RetentionBytes:     -1,
+		FlushAlways:        true,
+		Logger:             quietLogger(),
+	}
+	if clock != nil {
+		o.Now = clock.Now
+	}
+	return o
+}
+
+func openLog(t *testing.T, dir string, opts Options) *Log {
+	t.Helper()
+	l, err := Open(dir, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// makeBatch builds a producer-style uncompressed batch of n records whose
+// timestamps are ts, ts+1, ... and whose values identify (tag, record).
+func makeBatch(n int, valueSize int, ts int64, tag int) []byte {
+	recs := make([]batch.Record, n)
+	for i := range recs {
+		v := bytes.Repeat([]byte{byte(tag)}, valueSize)
+		if valueSize >= 8 {
+			binary.BigEndian.PutUint32(v, uint32(tag))
+			binary.BigEndian.PutUint32(v[4:], uint32(i))
+		}
+		recs[i] = batch.Record{OffsetDelta: int32(i), TimestampDelta: int64(i), Value: v}
+	}
+	return batch.Build(batch.Header{
+		PartitionLeaderEpoch: -1, FirstTimestamp: ts, MaxTimestamp: ts + int64(n-1),
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1,
+	}, recs)
+}
+
+// compress marks a batch as compressed (codec bits) and fixes its CRC. The
+// payload is not really compressed; the log never looks inside.
+func compress(b []byte) []byte {
+	attrs := binary.BigEndian.Uint16(b[21:])
+	binary.BigEndian.PutUint16(b[21:], attrs|uint16(batch.CompressionLZ4))
+	binary.BigEndian.PutUint32(b[17:], batch.Checksum(b[batch.CRCStart:]))
+	return b
+}
+
+// stored is what a test expects the log to hold.
+type stored struct {
+	base, last int64
+	bytes      []byte
+}
+
+func appendBatch(t *testing.T, l *Log, b []byte, epoch int32) stored {
+	t.Helper()
+	res, err := l.Append([][]byte{b}, epoch)
+	require.NoError(t, err)
+	return stored{base: res.BaseOffset, last: res.LastOffset, bytes: b}
+}
+
+// readAll reads every batch from offset to the log end through Read.
+func readAll(t *testing.T, l *Log, from int64, maxBytes int) []stored {
+	t.Helper()
+	var out []stored
+	off := from
+	for {
+		data, err := l.Read(off, maxBytes, l.HighWatermark())
+		require.NoError(t, err)
+		if len(data) == 0 {
+			return out
+		}
+		require.NoError(t, batch.Iterate(data, func(h batch.Header, raw []byte) bool {
+			_, verr := batch.ValidateStored(raw)
+			require.NoError(t, verr)
+			out = append(out, stored{base: h.BaseOffset, last: h.LastOffset(), bytes: append([]byte(nil), raw...)})
+			off = h.NextOffset()
+			return true
+		}))
+	}
+}
+
+func requireSameBatches(t *testing.T, want, got []stored) {
+	t.Helper()
+	require.Equal(t, len(want), len(got), "batch count")
+	for i := range want {
+		require.Equal(t, want[i].base, got[i].base, "batch %d base", i)
+		require.Equal(t, want[i].last, got[i].last, "batch %d last", i)
+		require.True(t, bytes.Equal(want[i].bytes, got[i].bytes), "batch %d bytes", i)
+	}
+}
+
+// crash abandons the log as a kill -9 would: the flusher stops, files are
+// closed, nothing else is written (no clean marker, no final index flush).
+// Unsynced data stays in the page cache, as it does after a process kill.
+func (l *Log) crash() {
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return
+	}
+	l.closed = true
+	l.isClosed.Store(true)
+	l.appendMu.Unlock()
+	close(l.stop)
+	<-l.done
+	l.syncMu.Lock()
+	l.appendMu.Lock()
+	releaseAll(l.pendingSync)
+	l.pendingSync = nil
+	l.segMu.Lock()
+	segs := l.segments
+	l.segments = nil
+	l.segMu.Unlock()
+	releaseAll(segs)
+	l.appendMu.Unlock()
+	l.syncMu.Unlock()
+	l.synced.finish()
+	l.changed.finish()
+}
+
+func segmentFiles(t *testing.T, dir, ext string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*"+ext))
+	require.NoError(t, err)
+	sort.Strings(m)
+	return m
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	return st.Size()
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

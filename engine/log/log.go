@@ -1,0 +1,701 @@
+// Package log owns a partition's durable, segmented log of Kafka RecordBatch
+// v2 bytes: offset assignment, segment files and their sparse offset and time
+// indexes, group-commit fsync, reads, retention, truncation, leader-epoch and
+// log-start checkpoints, and crash recovery.
+//
+// One *Log serves one partition directory. Files in it:
+//
+//	<base>.log                 batches, exactly as validated on produce, back to back
+//	<base>.index               relative offset -> file position, one entry per IndexIntervalBytes
+//	<base>.timeindex           running max timestamp -> relative offset
+//	leader-epoch-checkpoint    epoch -> start offset
+//	log-start-offset-checkpoint  log start moved by DeleteRecordsBefore
+//	recovery-point-checkpoint  every segment below this base offset is fsynced, data and indexes
+//	.clean                     written by Close; Open skips recovery if it still matches
+//
+// Invariants:
+//   - Offsets are dense and increasing across segments; a segment's name is the
+//     base offset of its first batch (or of the log end when it was created).
+//   - Bytes below a segment's published size are whole batches. Append writes
+//     past it and publishes the new size, then the new log end, so readers
+//     without locks never see a partial batch.
+//   - Every offset below the durable mark has been fsynced, together with the
+//     directory entries of its segment files. With FlushAlways the high
+//     watermark is the durable mark, so nothing readable can be lost by a
+//     crash; WaitDurable returns only once its offset is below it.
+//   - After Open, every batch past the recovery point has passed its CRC check
+//     and every batch before it was fsynced whole: recovery truncates at the
+//     first torn or corrupt batch and drops everything after it, so a torn
+//     batch is never served.
+//
+// Locking: appendMu serialises all writers (append, roll, retention,
+// truncation, close). Reads take no writer lock: they pread below published
+// sizes and hold segment references, so retention can unlink files under
+// them. Only truncation, which rewrites bytes in place, excludes readers
+// (truncMu). One flusher goroutine per Log does the fsyncs outside appendMu;
+// syncMu keeps fsync rounds and truncation apart. Lock order: syncMu,
+// appendMu, truncMu, segMu.
+package log
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonmq/moonmq/engine/batch"
+)
+
+// Sentinel errors. Every error returned by this package that callers branch
+// on wraps one of these (or a batch sentinel for malformed batches passed to
+// Append).
+var (
+	// ErrOffsetOutOfRange: the offset is below the log start or beyond the
+	// log end (Kafka OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+	// ErrClosed: the log was closed (or deleted).
+	ErrClosed = errors.New("log: closed")
+	// ErrCorrupt: stored data or a checkpoint failed validation. Recovery
+	// repairs torn tails itself; this surfaces corruption found elsewhere
+	// (Kafka KAFKA_STORAGE_ERROR / CORRUPT_MESSAGE).
+	ErrCorrupt = errors.New("log: corrupt data")
+	// ErrFailed: an I/O error (a failed write or fsync) took the log offline.
+	// Nothing acknowledged is lost, but the log accepts no more writes until
+	// it is reopened and recovered (Kafka KAFKA_STORAGE_ERROR).
+	ErrFailed = errors.New("log: storage failure, log offline")
+	// ErrOutOfOrder: AppendReplicated was given batches whose offsets do not
+	// increase from the log end (Kafka OFFSETS_OUT_OF_ORDER / follower bug).
+	ErrOutOfOrder = errors.New("log: batch offsets out of order")
+	// ErrInvalidOptions: Options.Validate failed.
+	ErrInvalidOptions = errors.New("log: invalid options")
+)
+
+// Defaults applied by EnsureDefaults to zero fields. Kafka's defaults, except
+// that durability is the caller's choice (FlushAlways has no zero-value
+// default: MoonMQ's topic config defaults it to true).
+const (
+	DefaultSegmentBytes       = 1 << 30
+	DefaultSegmentAge         = 7 * 24 * time.Hour
+	DefaultRetention          = 7 * 24 * time.Hour
+	DefaultRetentionBytes     = -1
+	DefaultIndexIntervalBytes = 4096
+	DefaultMaxMessageBytes    = 1048588
+	DefaultFlushInterval      = time.Second
+)
+
+// Options configures a Log. Zero fields mean "default" (see EnsureDefaults);
+// to express Kafka's literal 0 for a size or interval use the smallest
+// positive value (1 byte, 1ns), which behaves identically.
+type Options struct {
+	// SegmentBytes and SegmentAge: roll the active segment when appending
+	// would take it past SegmentBytes, or when it is older than SegmentAge.
+	SegmentBytes int64
+	SegmentAge   time.Duration
+	// Retention deletes sealed segments whose newest timestamp is older than
+	// this (negative: unlimited). RetentionBytes deletes the oldest sealed
+	// segments while the log stays at least this large (negative: unlimited).
+	Retention      time.Duration
+	RetentionBytes int64
+	// IndexIntervalBytes is the spacing of offset index entries.
+	IndexIntervalBytes int
+	// MaxMessageBytes is the largest batch Append accepts (the caller should
+	// already have rejected larger ones with batch.Validate).
+	MaxMessageBytes int
+	// FlushAlways: fsync (group commit) before WaitDurable returns, and keep
+	// the high watermark at the durable end. Otherwise fsync every
+	// FlushInterval and let the high watermark follow the log end.
+	FlushAlways   bool
+	FlushInterval time.Duration
+	// Logger is fixed at Open; SetOptions ignores a different one.
+	Logger *slog.Logger
+	// Now is the clock for segment age and retention; injectable for tests.
+	Now func() time.Time
+}
+
+// EnsureDefaults fills zero fields with defaults.
+func (o *Options) EnsureDefaults() {
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = DefaultSegmentBytes
+	}
+	if o.SegmentAge == 0 {
+		o.SegmentAge = DefaultSegmentAge
+	}
+	if o.Retention == 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.RetentionBytes == 0 {
+		o.RetentionBytes = DefaultRetentionBytes
+	}
+	if o.IndexIntervalBytes == 0 {
+		o.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.FlushInterval == 0 {
+		o.FlushInterval = DefaultFlushInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// Validate checks options after EnsureDefaults.
+func (o Options) Validate() error {
+	switch {
+	case o.SegmentBytes < batch.HeaderSize || o.SegmentBytes > math.MaxInt32:
+		return fmt.Errorf("%w: SegmentBytes %d must be in [%d, %d]", ErrInvalidOptions, o.SegmentBytes, batch.HeaderSize, math.MaxInt32)
+	case o.SegmentAge <= 0:
+		return fmt.Errorf("%w: SegmentAge %v must be positive", ErrInvalidOptions, o.SegmentAge)
+	case o.IndexIntervalBytes <= 0:
+		return fmt.Errorf("%w: IndexIntervalBytes %d must be positive", ErrInvalidOptions, o.IndexIntervalBytes)
+	case o.MaxMessageBytes <= 0:
+		return fmt.Errorf("%w: MaxMessageBytes %d must be positive", ErrInvalidOptions, o.MaxMessageBytes)
+	case o.FlushInterval <= 0:
+		return fmt.Errorf("%w: FlushInterval %v must be positive", ErrInvalidOptions, o.FlushInterval)
+	case o.Logger == nil:
+		return fmt.Errorf("%w: Logger is nil", ErrInvalidOptions)
+	case o.Now == nil:
+		return fmt.Errorf("%w: Now is nil", ErrInvalidOptions)
+	}
+	return nil
+}
+
+// AppendResult describes a successful Append.
+type AppendResult struct {
+	BaseOffset     int64 // offset of the first record appended
+	LastOffset     int64 // offset of the last record appended
+	LogStartOffset int64 // log start at the time of the append
+}
+
+// Stats are cumulative counters and current gauges, for metrics.
+type Stats struct {
+	Appends         uint64 // Append/AppendReplicated calls that wrote
+	AppendedBatches uint64
+	AppendedBytes   uint64
+	Fsyncs          uint64 // fsync rounds (each may cover many appends)
+	FsyncNanos      int64  // total time spent in fsync rounds
+	Segments        int
+	Size            int64
+	LogStartOffset  int64
+	LogEndOffset    int64
+	HighWatermark   int64
+}
+
+// Log is one partition's log. All methods are safe for concurrent use.
+type Log struct {
+	dir    string
+	opts   atomic.Pointer[Options]
+	logger *slog.Logger
+
+	syncMu   sync.Mutex
+	appendMu sync.Mutex
+	truncMu  sync.RWMutex
+	segMu    sync.RWMutex
+	segments []*segment // sorted by base offset; the last one is active
+
+	// Guarded by appendMu.
+	active      *segment
+	pendingSync []*segment // sealed segments not yet fsynced (each holds a reference)
+	dirDirty    bool       // segment files were created since the last fsync round
+	closed      bool
+
+	// Guarded by syncMu.
+	recoveryPoint int64
+
+	scannedAtOpen int // segments checksummed by recovery (observability, tests)
+
+	epochs *epochCache
+
+	logStart atomic.Int64
+	leo      atomic.Int64
+	hw       atomic.Int64
+	durable  atomic.Int64 // every offset below is fsynced
+	isClosed atomic.Bool
+
+	failMu  sync.Mutex
+	failErr error
+
+	changed broadcaster // high watermark advanced, truncation, close
+	synced  broadcaster // durable mark advanced, failure, close
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+
+	appends, appendedBatches, appendedBytes atomic.Uint64
+	fsyncs                                  atomic.Uint64
+	fsyncNanos                              atomic.Int64
+}
+
+// broadcaster hands out a channel that is closed at the next fire. A fresh
+// channel is only allocated when someone took the previous one, so appends
+// with no long-poll waiters cost nothing.
+type broadcaster struct {
+	mu    sync.Mutex
+	ch    chan struct{}
+	taken bool
+	final bool
+}
+
+func (b *broadcaster) wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	b.taken = true
+	return b.ch
+}
+
+func (b *broadcaster) fire() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.final || !b.taken {
+		return
+	}
+	close(b.ch)
+	b.ch = make(chan struct{})
+	b.taken = false
+}
+
+func (b *broadcaster) finished() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.final
+}
+
+// finish closes the channel for good: every later wait returns a closed
+// channel.
+func (b *broadcaster) finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.final {
+		return
+	}
+	b.final = true
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	close(b.ch)
+}
+
+// Dir is the partition directory.
+func (l *Log) Dir() string { return l.dir }
+
+// Options returns the current options.
+func (l *Log) Options() Options { return *l.opts.Load() }
+
+// LogStartOffset is the first offset that may be read.
+func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
+
+// LogEndOffset is the next offset to be assigned.
+func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// HighWatermark is the end of what readers should see: with FlushAlways the
+// durable (fsynced) end, otherwise the log end. Replication (a lower ISR
+// watermark) is the caller's business; it passes its own bound to Read.
+func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+
+// DurableOffset is the end of the fsynced prefix: every offset below it
+// survives a crash.
+func (l *Log) DurableOffset() int64 { return l.durable.Load() }
+
+// Changed returns a channel closed (and then replaced) whenever the high
+// watermark advances or the log is truncated, failed or closed. Long-poll
+// fetch takes it, rechecks its condition, then waits on it.
+func (l *Log) Changed() <-chan struct{} { return l.changed.wait() }
+
+// Size is the total bytes of all segments.
+func (l *Log) Size() int64 {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	var n int64
+	for _, s := range l.segments {
+		n += s.size.Load()
+	}
+	return n
+}
+
+// SegmentCount is the number of segments, including the active one.
+func (l *Log) SegmentCount() int {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	return len(l.segments)
+}
+
+// Stats returns counters and gauges.
+func (l *Log) Stats() Stats {
+	l.segMu.RLock()
+	n := len(l.segments)
+	var size int64
+	for _, s := range l.segments {
+		size += s.size.Load()
+	}
+	l.segMu.RUnlock()
+	return Stats{
+		Appends:         l.appends.Load(),
+		AppendedBatches: l.appendedBatches.Load(),
+		AppendedBytes:   l.appendedBytes.Load(),
+		Fsyncs:          l.fsyncs.Load(),
+		FsyncNanos:      l.fsyncNanos.Load(),
+		Segments:        n,
+		Size:            size,
+		LogStartOffset:  l.logStart.Load(),
+		LogEndOffset:    l.leo.Load(),
+		HighWatermark:   l.hw.Load(),
+	}
+}
+
+// LeaderEpochs returns the leader-epoch checkpoint entries, oldest first.
+func (l *Log) LeaderEpochs() []EpochEntry { return l.epochs.snapshot() }
+
+// LatestEpoch returns the newest leader epoch recorded in the log.
+func (l *Log) LatestEpoch() (int32, bool) {
+	e, ok := l.epochs.latest()
+	return e.Epoch, ok
+}
+
+// EndOffsetForEpoch answers OffsetForLeaderEpoch (KIP-101/KIP-320) like
+// Kafka: the largest known epoch <= epoch and the offset where the next epoch
+// starts, the log end for the latest epoch, or (-1, -1) when the epoch is
+// unknown (negative, newer than any recorded, or no epochs recorded).
+func (l *Log) EndOffsetForEpoch(epoch int32) (int32, int64) {
+	return l.epochs.endOffsetFor(epoch, l.leo.Load())
+}
+
+// SetOptions applies a dynamic configuration change. Segment size and age
+// apply from the next append; switching FlushAlways off releases durable
+// waiters and lets the high watermark follow the log end.
+func (l *Log) SetOptions(opts Options) error {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.opts.Store(&opts) // the logger stays the one given to Open
+	if !opts.FlushAlways {
+		l.raiseHW(l.leo.Load())
+		l.synced.fire()
+	}
+	l.kickFlusher() // re-arms the interval timer
+	return nil
+}
+
+// raiseHW moves the high watermark up to hw (never down) and notifies.
+func (l *Log) raiseHW(hw int64) {
+	for {
+		cur := l.hw.Load()
+		if hw <= cur {
+			return
+		}
+		if l.hw.CompareAndSwap(cur, hw) {
+			l.changed.fire()
+			return
+		}
+	}
+}
+
+// failure returns the sticky I/O failure, if any.
+func (l *Log) failure() error {
+	l.failMu.Lock()
+	defer l.failMu.Unlock()
+	return l.failErr
+}
+
+// fail takes the log offline after an I/O error that may have left the
+// files or durability in an unknown state (a failed fsync cannot be retried
+// safely: the kernel may have dropped the dirty pages). Reopening recovers.
+func (l *Log) fail(err error) error {
+	l.failMu.Lock()
+	first := l.failErr == nil
+	if first {
+		l.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
+	}
+	ferr := l.failErr
+	l.failMu.Unlock()
+	if first {
+		l.logger.Error("log offline after I/O error", "err", err)
+		l.synced.fire()
+		l.changed.fire()
+	}
+	return ferr
+}
+
+// snapshot returns the segments, each with a reference the caller releases,
+// starting with the one that contains offset (the first segment if offset is
+// below it). ok is false if the log is closed.
+func (l *Log) snapshot(offset int64) ([]*segment, bool) {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	if len(l.segments) == 0 {
+		return nil, false
+	}
+	i := sort.Search(len(l.segments), func(i int) bool { return l.segments[i].base > offset }) - 1
+	if i < 0 {
+		i = 0
+	}
+	out := make([]*segment, 0, len(l.segments)-i)
+	for _, s := range l.segments[i:] {
+		if !s.tryAcquire() {
+			releaseAll(out)
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+func releaseAll(segs []*segment) {
+	for _, s := range segs {
+		s.release()
+	}
+}
+
+// Sync fsyncs everything appended so far, whatever the flush policy.
+func (l *Log) Sync() error {
+	if l.isClosed.Load() {
+		return ErrClosed
+	}
+	return l.flushOnce()
+}
+
+// Close flushes and fsyncs everything, writes the clean-shutdown checkpoint
+// and closes the files (readers in flight finish first). Idempotent.
+func (l *Log) Close() error {
+	l.appendMu.Lock()
+	if l.closed {
+		l.appendMu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.isClosed.Store(true)
+	l.appendMu.Unlock()
+
+	close(l.stop)
+	<-l.done
+
+	err := l.flushOnce()
+	l.syncMu.Lock()
+	l.appendMu.Lock()
+	if err == nil {
+		err = l.failure()
+	}
+	act := l.active
+	if err == nil {
+		// Seal-like finish of the active indexes so a clean reopen can trust
+		// them: pending entries written, final time entry, all fsynced.
+		act.appendTimeEntry()
+		err = act.flushIndexes()
+		if err == nil {
+			err = act.syncAll()
+		}
+		if err == nil {
+			err = writeCleanState(l.dir, cleanState{
+				ActiveBase: act.base, ActiveSize: act.size.Load(), LogEnd: l.leo.Load(),
+			})
+		}
+	}
+	releaseAll(l.pendingSync)
+	l.pendingSync = nil
+	l.segMu.Lock()
+	segs := l.segments
+	l.segments = nil
+	l.segMu.Unlock()
+	releaseAll(segs)
+	l.appendMu.Unlock()
+	l.syncMu.Unlock()
+
+	l.synced.finish()
+	l.changed.finish()
+	if err != nil {
+		return fmt.Errorf("close log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// Delete closes the log and removes its directory (topic deletion). Readers
+// in flight keep their open files until they finish.
+func (l *Log) Delete() error {
+	cerr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return fmt.Errorf("delete log %s: %w", l.dir, err)
+	}
+	if cerr != nil && !errors.Is(cerr, ErrFailed) {
+		return cerr
+	}
+	return nil
+}
+
+// WaitDurable blocks until every offset up to and including offset is
+// fsynced. Concurrent waiters share fsyncs (group commit). Without
+// FlushAlways it returns immediately. It fails with ErrOffsetOutOfRange if
+// offset was never appended (or was truncated away), ErrClosed if the log
+// closes first, the failure if the log goes offline, or ctx's error.
+func (l *Log) WaitDurable(ctx context.Context, offset int64) error {
+	if !l.opts.Load().FlushAlways {
+		return nil
+	}
+	for {
+		ch := l.synced.wait()
+		if l.durable.Load() > offset {
+			return nil
+		}
+		if err := l.failure(); err != nil {
+			return err
+		}
+		if l.synced.finished() {
+			return ErrClosed
+		}
+		if leo := l.leo.Load(); offset >= leo {
+			return fmt.Errorf("%w: wait for offset %d, log end is %d", ErrOffsetOutOfRange, offset, leo)
+		}
+		// While Close is in progress its final fsync may still cover offset;
+		// ch is closed when Close finishes.
+		l.kickFlusher()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (l *Log) kickFlusher() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// runFlusher is the per-Log flusher goroutine: an fsync round on every kick
+// (FlushAlways: after each append and for each waiter) and, with an interval
+// policy, on a ticker. Appends that land while a round is in progress are
+// covered by the next one, which is how many producers share one fsync.
+func (l *Log) runFlusher() {
+	defer close(l.done)
+	var (
+		ticker   *time.Ticker
+		tickC    <-chan time.Time
+		interval time.Duration
+	)
+	arm := func() {
+		o := l.opts.Load()
+		if o.FlushAlways {
+			if ticker != nil {
+				ticker.Stop()
+				ticker, tickC, interval = nil, nil, 0
+			}
+			return
+		}
+		if ticker == nil || interval != o.FlushInterval {
+			if ticker != nil {
+				ticker.Stop()
+			}
+			interval = o.FlushInterval
+			ticker = time.NewTicker(interval)
+			tickC = ticker.C
+		}
+	}
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	for {
+		arm()
+		select {
+		case <-l.stop:
+			return
+		case <-l.kick:
+		case <-tickC:
+		}
+		if l.failure() != nil {
+			continue
+		}
+		_ = l.flushOnce() // failures are sticky and logged by fail
+	}
+}
+
+// flushOnce is one fsync round: it snapshots the log end, fsyncs sealed
+// segments awaiting it, the directory if segment files were created, and the
+// active segment, then advances the durable mark to the snapshot. Appends
+// continue while it runs.
+func (l *Log) flushOnce() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+
+	l.appendMu.Lock()
+	if err := l.failure(); err != nil {
+		l.appendMu.Unlock()
+		return err
+	}
+	if l.active == nil || len(l.segments) == 0 { // closed
+		l.appendMu.Unlock()
+		return nil
+	}
+	target := l.leo.Load()
+	sealed := l.pendingSync
+	l.pendingSync = nil
+	dirDirty := l.dirDirty
+	l.dirDirty = false
+	act := l.active
+	act.acquire()
+	l.appendMu.Unlock()
+	defer act.release()
+	defer releaseAll(sealed)
+
+	if target <= l.durable.Load() && len(sealed) == 0 && !dirDirty {
+		return nil
+	}
+	start := time.Now()
+	err := func() error {
+		for _, s := range sealed {
+			if err := s.syncAll(); err != nil {
+				return err
+			}
+		}
+		if dirDirty {
+			if err := syncDir(l.dir); err != nil {
+				return err
+			}
+		}
+		return act.syncData()
+	}()
+	l.fsyncs.Add(1)
+	l.fsyncNanos.Add(int64(time.Since(start)))
+	if err != nil {
+		return l.fail(err)
+	}
+	if len(sealed) > 0 && act.base > l.recoveryPoint {
+		// Every segment below the active one is now fully on disk.
+		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, act.base); err != nil {
+			return l.fail(err)
+		}
+		l.recoveryPoint = act.base
+	}
+	for {
+		cur := l.durable.Load()
+		if target <= cur || l.durable.CompareAndSwap(cur, target) {
+			break
+		}
+	}
+	if l.opts.Load().FlushAlways {
+		l.raiseHW(target)
+	}
+	l.synced.fire()
+	return nil
+}

@@ -1,0 +1,321 @@
+package log
+
+import (
+	"fmt"
+	"time"
+)
+
+// EnforceRetention deletes the oldest sealed segments that breach retention:
+// by time (the segment's newest batch timestamp, or its file mtime if it has
+// none, is older than Retention by Now) or by size (the log would still hold
+// at least RetentionBytes without it). Deletion stops at the first segment
+// that breaches neither, never touches the active segment, and never deletes
+// data at or above the high watermark. First, a non-empty active segment
+// older than SegmentAge is rolled, so low-traffic logs still age out. Readers
+// holding a deleted segment finish normally.
+func (l *Log) EnforceRetention() (deletedSegments int, err error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return 0, err
+	}
+	opts := l.opts.Load()
+	now := opts.Now()
+	if act := l.active; act.size.Load() > 0 && !act.rollStart.IsZero() && now.Sub(act.rollStart) >= opts.SegmentAge {
+		if err := l.roll(l.leo.Load()); err != nil {
+			return 0, l.fail(err)
+		}
+	}
+
+	l.segMu.RLock()
+	segs := append([]*segment(nil), l.segments...)
+	l.segMu.RUnlock()
+	var total int64
+	for _, s := range segs {
+		total += s.size.Load()
+	}
+	hw := l.hw.Load()
+	n := 0
+	for i := 0; i < len(segs)-1; i++ {
+		s := segs[i]
+		if segs[i+1].base > hw {
+			break
+		}
+		breach := opts.RetentionBytes >= 0 && total-s.size.Load() >= opts.RetentionBytes
+		if !breach && opts.Retention >= 0 {
+			var newest time.Time
+			if ts := s.maxTs.Load(); ts >= 0 {
+				newest = time.UnixMilli(ts)
+			} else if newest, err = s.modTime(); err != nil {
+				return 0, err
+			}
+			breach = now.Sub(newest) > opts.Retention
+		}
+		if !breach {
+			break
+		}
+		total -= s.size.Load()
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := l.deletePrefix(n, segs[n].base); err != nil {
+		return n, err
+	}
+	l.logger.Info("retention deleted segments", "count", n, "log_start", l.logStart.Load())
+	return n, nil
+}
+
+// DeleteRecordsBefore moves the log start forward to offset (DeleteRecords),
+// persisting it, and deletes the segments entirely below it. offset may equal
+// the log end; beyond it is ErrOffsetOutOfRange. It returns the new log
+// start, unchanged if offset is not above it.
+func (l *Log) DeleteRecordsBefore(offset int64) (newLogStart int64, err error) {
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return 0, ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return 0, err
+	}
+	if leo := l.leo.Load(); offset > leo {
+		return 0, fmt.Errorf("%w: delete records before %d, log end is %d", ErrOffsetOutOfRange, offset, leo)
+	}
+	if offset <= l.logStart.Load() {
+		return l.logStart.Load(), nil
+	}
+	l.segMu.RLock()
+	n := 0
+	for n+1 < len(l.segments) && l.segments[n+1].base <= offset {
+		n++
+	}
+	l.segMu.RUnlock()
+	if err := l.deletePrefix(n, offset); err != nil {
+		return 0, err
+	}
+	return offset, nil
+}
+
+// deletePrefix persists newStart as the log start, then removes the first n
+// segments (never the active one) and trims the epoch checkpoint. Persisting
+// first means a crash midway leaves segments Open deletes as below the start.
+// Caller holds appendMu.
+func (l *Log) deletePrefix(n int, newStart int64) error {
+	if newStart > l.logStart.Load() {
+		if err := writeOffsetCheckpoint(l.dir, logStartFile, newStart); err != nil {
+			return fmt.Errorf("persist log start %d: %w", newStart, err)
+		}
+		l.logStart.Store(newStart)
+	}
+	l.segMu.Lock()
+	del := append([]*segment(nil), l.segments[:n]...)
+	l.segments = append([]*segment(nil), l.segments[n:]...)
+	l.segMu.Unlock()
+	for _, s := range del {
+		if err := s.removeFiles(); err != nil {
+			l.logger.Warn("remove deleted segment", "base", s.base, "err", err)
+		}
+		s.release()
+	}
+	if l.epochs.truncateFromStart(l.logStart.Load()) {
+		if err := l.epochs.persist(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TruncateTo removes every batch at or after offset (follower truncation to a
+// leader's epoch end offset, KIP-101). A batch straddling offset is removed
+// whole. The log end becomes offset (or the straddling batch's base), and the
+// high watermark and durable mark drop with it; the change is fsynced before
+// returning. Reads are excluded while it runs. Offsets below the log start
+// truncate everything and restart the log at offset.
+func (l *Log) TruncateTo(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: truncate to %d", ErrOffsetOutOfRange, offset)
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if offset >= l.leo.Load() {
+		return nil
+	}
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+	if offset < l.logStart.Load() {
+		return l.resetLocked(offset)
+	}
+	if err := l.truncateLocked(offset); err != nil {
+		return l.fail(err)
+	}
+	l.changed.fire()
+	return nil
+}
+
+func (l *Log) truncateLocked(offset int64) error {
+	opts := l.opts.Load()
+	l.segMu.Lock()
+	i := len(l.segments) - 1
+	for i > 0 && l.segments[i].base > offset {
+		i--
+	}
+	s := l.segments[i]
+	del := append([]*segment(nil), l.segments[i+1:]...)
+	l.segments = l.segments[:i+1]
+	l.segMu.Unlock()
+	for _, d := range del {
+		if err := d.removeFiles(); err != nil {
+			return err
+		}
+		d.release()
+	}
+	kept := l.pendingSync[:0]
+	for _, p := range l.pendingSync {
+		if p.base > s.base {
+			p.release()
+			continue
+		}
+		kept = append(kept, p)
+	}
+	l.pendingSync = kept
+
+	// Find the cut: the first batch whose last offset reaches offset.
+	newEnd := offset
+	cut := s.size.Load()
+	if h, pos, _, found, err := s.findBatch(offset); err != nil {
+		return err
+	} else if found {
+		cut = pos
+		newEnd = min(offset, h.BaseOffset)
+	}
+	if err := s.truncateFile(cut); err != nil {
+		return err
+	}
+	// Rebuild the (now active again) segment's indexes and maxima.
+	res, err := s.scan(opts.IndexIntervalBytes, nil)
+	if err != nil {
+		return err
+	}
+	if res.validBytes < cut {
+		l.logger.Warn("corruption found while truncating", "segment", s.base, "reason", res.stopReason)
+		if err := s.truncateFile(res.validBytes); err != nil {
+			return err
+		}
+		newEnd = res.next
+	}
+	if err := s.flushIndexes(); err != nil {
+		return err
+	}
+	s.rollStart = time.Time{}
+	if s.size.Load() > 0 {
+		s.rollStart = opts.Now()
+	}
+	l.active = s
+	if err := s.syncAll(); err != nil {
+		return err
+	}
+	if err := syncDir(l.dir); err != nil {
+		return err
+	}
+	if l.recoveryPoint > s.base {
+		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, s.base); err != nil {
+			return err
+		}
+		l.recoveryPoint = s.base
+	}
+	l.leo.Store(newEnd)
+	l.hw.Store(min(l.hw.Load(), newEnd))
+	l.durable.Store(min(l.durable.Load(), newEnd))
+	if l.epochs.truncateFromEnd(newEnd) {
+		if err := l.epochs.persist(); err != nil {
+			return err
+		}
+	}
+	l.logger.Info("truncated log", "offset", offset, "log_end", newEnd, "removed_segments", len(del))
+	return nil
+}
+
+// TruncateFullyAndStartAt deletes every segment and restarts the log empty at
+// offset, which becomes the log start and end (a follower whose fetch offset
+// fell out of the leader's range). The leader-epoch checkpoint is cleared.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	if offset < 0 {
+		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
+	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+	return l.resetLocked(offset)
+}
+
+// resetLocked implements TruncateFullyAndStartAt. Caller holds syncMu,
+// appendMu and truncMu.
+func (l *Log) resetLocked(offset int64) error {
+	err := func() error {
+		l.segMu.Lock()
+		del := l.segments
+		l.segments = nil
+		l.segMu.Unlock()
+		releaseAll(l.pendingSync)
+		l.pendingSync = nil
+		for _, d := range del {
+			if err := d.removeFiles(); err != nil {
+				return err
+			}
+			d.release()
+		}
+		ns, err := createSegment(l.dir, offset)
+		if err != nil {
+			return err
+		}
+		l.segMu.Lock()
+		l.segments = []*segment{ns}
+		l.segMu.Unlock()
+		l.active = ns
+		if err := syncDir(l.dir); err != nil {
+			return err
+		}
+		if err := writeOffsetCheckpoint(l.dir, logStartFile, offset); err != nil {
+			return err
+		}
+		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, offset); err != nil {
+			return err
+		}
+		l.recoveryPoint = offset
+		l.epochs.clear()
+		return l.epochs.persist()
+	}()
+	if err != nil {
+		return l.fail(fmt.Errorf("restart log at %d: %w", offset, err))
+	}
+	l.logStart.Store(offset)
+	l.leo.Store(offset)
+	l.hw.Store(offset)
+	l.durable.Store(offset)
+	l.dirDirty = false
+	l.changed.fire()
+	l.logger.Info("log restarted empty", "offset", offset)
+	return nil
+}

@@ -1,0 +1,82 @@
+package txn
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestProducerStateSequences(t *testing.T) {
+	s := NewProducerState()
+	const pid = 7
+	info := func(first, count int32, base int64) BatchInfo {
+		return BatchInfo{FirstSeq: first, LastSeq: LastSeq(first, count), BaseOffset: base, LastOffset: base + int64(count) - 1}
+	}
+
+	// Unknown producer: any sequence is accepted.
+	dup, err := s.Check(pid, 0, 0, 3)
+	require.NoError(t, err)
+	require.Nil(t, dup)
+	s.Record(pid, 0, info(0, 3, 100))
+
+	// In order.
+	dup, err = s.Check(pid, 0, 3, 2)
+	require.NoError(t, err)
+	require.Nil(t, dup)
+	s.Record(pid, 0, info(3, 2, 103))
+
+	// A retry of an earlier batch returns the original offsets.
+	dup, err = s.Check(pid, 0, 0, 3)
+	require.NoError(t, err)
+	require.NotNil(t, dup)
+	require.Equal(t, int64(100), dup.BaseOffset)
+
+	// A gap is out of order.
+	_, err = s.Check(pid, 0, 9, 1)
+	require.ErrorIs(t, err, ErrOutOfOrderSequence)
+
+	// A stale epoch is fenced.
+	s.Record(pid, 2, info(0, 1, 105))
+	_, err = s.Check(pid, 1, 5, 1)
+	require.ErrorIs(t, err, ErrInvalidEpoch)
+
+	// A new epoch must start at 0.
+	_, err = s.Check(pid, 3, 4, 1)
+	require.ErrorIs(t, err, ErrOutOfOrderSequence)
+	_, err = s.Check(pid, 3, 0, 1)
+	require.NoError(t, err)
+
+	// Negative sequences are invalid; non-idempotent batches pass.
+	_, err = s.Check(pid, 2, -5, 1)
+	require.ErrorIs(t, err, ErrInvalidSequence)
+	dup, err = s.Check(-1, -1, -1, 10)
+	require.NoError(t, err)
+	require.Nil(t, dup)
+}
+
+func TestProducerStateKeepsLastFive(t *testing.T) {
+	s := NewProducerState()
+	for i := int32(0); i < 8; i++ {
+		s.Record(1, 0, BatchInfo{FirstSeq: i, LastSeq: i, BaseOffset: int64(i), LastOffset: int64(i)})
+	}
+	// Batches 3..7 are cached; 2 is too old to be recognised and is out of order.
+	dup, err := s.Check(1, 0, 3, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), dup.BaseOffset)
+	_, err = s.Check(1, 0, 2, 1)
+	require.ErrorIs(t, err, ErrOutOfOrderSequence)
+	dup, err = s.Check(1, 0, 8, 1)
+	require.NoError(t, err)
+	require.Nil(t, dup)
+}
+
+func TestSequenceWraps(t *testing.T) {
+	require.Equal(t, int32(math.MaxInt32), LastSeq(math.MaxInt32-1, 2))
+	require.Equal(t, int32(0), LastSeq(math.MaxInt32, 2))
+	require.Equal(t, int32(1), LastSeq(math.MaxInt32, 3))
+	s := NewProducerState()
+	s.Record(1, 0, BatchInfo{FirstSeq: math.MaxInt32 - 1, LastSeq: math.MaxInt32})
+	_, err := s.Check(1, 0, 0, 1)
+	require.NoError(t, err)
+}

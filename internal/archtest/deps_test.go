@@ -1,0 +1,48 @@
+// Package archtest keeps the dependency rules of DESIGN.md true: engine
+// imports nothing from net, cluster, mql or tui; net/client never imports
+// engine; mql and tui reach brokers only through net/client.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/moonmq/moonmq"
+
+func TestDependencyDirection(t *testing.T) {
+	rules := []struct {
+		pkgs      string   // go list pattern
+		forbidden []string // import path prefixes (under the module)
+	}{
+		{"./engine/...", []string{"net/", "cluster/", "mql", "tui", "internal/"}},
+		{"./net/client/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi"}},
+		{"./mql/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi"}},
+		{"./tui/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi"}},
+		{"./cluster/...", []string{"net/", "mql", "tui"}},
+	}
+	for _, r := range rules {
+		out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+strings.TrimPrefix(r.pkgs, "./")).CombinedOutput()
+		if strings.Contains(string(out), "matched no packages") {
+			continue // the package does not exist yet
+		}
+		require.NoError(t, err, "go list %s: %s", r.pkgs, out)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, deps, _ := strings.Cut(line, ":")
+			for _, d := range strings.Fields(deps) {
+				rel, ok := strings.CutPrefix(d, module+"/")
+				if !ok {
+					continue
+				}
+				for _, f := range r.forbidden {
+					if strings.HasPrefix(rel, f) {
+						t.Errorf("%s imports %s, which DESIGN.md forbids", pkg, d)
+					}
+				}
+			}
+		}
+	}
+}

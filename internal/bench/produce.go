@@ -1,0 +1,348 @@
+package bench
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/moonmq/moonmq/net/client"
+)
+
+const produceSynopsis = "produce --topic T [flags]"
+
+// ProduceConfig configures a produce run. Zero fields take the flag
+// defaults (see DefaultProduceConfig).
+type ProduceConfig struct {
+	Addr        string
+	Topic       string
+	Records     int64         // total records across producers
+	Size        int           // value bytes per record
+	Acks        string        // "all", "1" or "0"
+	BatchBytes  int           // max bytes per partition batch
+	Linger      time.Duration // how long a partition waits to fill a batch
+	Producers   int           // concurrent producer clients
+	Rate        float64       // total records/s, 0 = unlimited
+	Partitions  int           // partitions for --create, 0 = broker default
+	Create      bool          // create the topic if missing
+	Compression string        // none, lz4, zstd, snappy, gzip
+	Output      string        // text or json
+	ClientID    string
+	Timeout     time.Duration // stop after this long, 0 = no limit
+
+	// ProgressInterval is the live progress period (1s from the CLI).
+	ProgressInterval time.Duration
+
+	flags *flag.FlagSet
+}
+
+// DefaultProduceConfig returns the CLI defaults.
+func DefaultProduceConfig() ProduceConfig {
+	return ProduceConfig{
+		Addr:             "127.0.0.1:9092",
+		Records:          100_000,
+		Size:             100,
+		Acks:             "all",
+		BatchBytes:       1 << 20,
+		Linger:           5 * time.Millisecond,
+		Producers:        1,
+		Compression:      "none",
+		Output:           "text",
+		ClientID:         "moonmq-bench",
+		ProgressInterval: time.Second,
+	}
+}
+
+func parseProduce(args []string) (ProduceConfig, bool, error) {
+	cfg := DefaultProduceConfig()
+	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
+	cfg.flags = fs
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "broker `host:port` (comma-separated seeds)")
+	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "`topic` to produce to (required)")
+	fs.Int64Var(&cfg.Records, "records", cfg.Records, "total number of records (`N`)")
+	fs.IntVar(&cfg.Size, "size", cfg.Size, "value size in `bytes` (random, incompressible)")
+	fs.StringVar(&cfg.Acks, "acks", cfg.Acks, "acknowledgements: `all`, 1 or 0")
+	fs.IntVar(&cfg.BatchBytes, "batch", cfg.BatchBytes, "max batch size in `bytes` per partition")
+	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long a partition waits to fill a batch (`duration`)")
+	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "concurrent producer clients (`P`)")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "total `records/s` across producers, 0 = unlimited")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions when creating the topic (`N`), 0 = broker default")
+	fs.BoolVar(&cfg.Create, "create", cfg.Create, "create the topic if it does not exist")
+	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "`codec`: none, lz4, zstd, snappy or gzip")
+	fs.StringVar(&cfg.Output, "output", cfg.Output, "result `format`: text or json")
+	fs.StringVar(&cfg.ClientID, "client-id", cfg.ClientID, "client `id` sent to the broker")
+	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "stop after this `duration`, 0 = no limit")
+	help, err := parseFlags("produce", fs, args)
+	if help || err != nil {
+		return cfg, help, err
+	}
+	return cfg, false, cfg.validate()
+}
+
+func (cfg *ProduceConfig) validate() error {
+	const cmd = "produce"
+	switch {
+	case strings.TrimSpace(cfg.Addr) == "":
+		return flagError(cmd, "addr", "required")
+	case cfg.Topic == "":
+		return flagError(cmd, "topic", "required")
+	case cfg.Records <= 0:
+		return flagError(cmd, "records", "must be at least 1 (got %d)", cfg.Records)
+	case cfg.Size < 0 || cfg.Size > 64<<20:
+		return flagError(cmd, "size", "must be between 0 and %d bytes (got %d)", 64<<20, cfg.Size)
+	case cfg.BatchBytes < 1024 || cfg.BatchBytes > 1<<30:
+		return flagError(cmd, "batch", "must be between 1024 and %d bytes (got %d)", 1<<30, cfg.BatchBytes)
+	case cfg.Linger < 0:
+		return flagError(cmd, "linger", "must not be negative (got %s)", cfg.Linger)
+	case cfg.Producers < 1 || cfg.Producers > 1024:
+		return flagError(cmd, "producers", "must be between 1 and 1024 (got %d)", cfg.Producers)
+	case cfg.Rate < 0:
+		return flagError(cmd, "rate", "must not be negative (got %g)", cfg.Rate)
+	case cfg.Partitions < 0:
+		return flagError(cmd, "partitions", "must not be negative (got %d)", cfg.Partitions)
+	case cfg.Timeout < 0:
+		return flagError(cmd, "timeout", "must not be negative (got %s)", cfg.Timeout)
+	}
+	if _, err := acksOpts(cfg.Acks); err != nil {
+		return flagError(cmd, "acks", "%v", err)
+	}
+	if _, err := codec(cfg.Compression); err != nil {
+		return flagError(cmd, "compression", "%v", err)
+	}
+	if cfg.Output != "text" && cfg.Output != "json" {
+		return flagError(cmd, "output", "must be text or json (got %q)", cfg.Output)
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = time.Second
+	}
+	return nil
+}
+
+func acksOpts(acks string) ([]kgo.Opt, error) {
+	switch acks {
+	case "all", "-1":
+		return []kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks())}, nil
+	case "1":
+		// Idempotence requires acks=all.
+		return []kgo.Opt{kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite()}, nil
+	case "0":
+		return []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}, nil
+	}
+	return nil, fmt.Errorf("must be all, 1 or 0 (got %q)", acks)
+}
+
+func codec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("must be none, lz4, zstd, snappy or gzip (got %q)", name)
+}
+
+// payloadSpread is how many distinct value offsets the payload buffer
+// offers, so consecutive records differ (no accidental cross-record
+// compression) without generating random bytes per record.
+const payloadSpread = 64 << 10
+
+// Produce runs a produce benchmark. progress receives the live line (nil: none).
+// A run with failed records returns its Result and an error matching
+// ErrFailed.
+func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	userCtx := ctx
+	if cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Timeout)
+		defer cancel()
+	}
+	if err := ensureTopic(ctx, cfg); err != nil {
+		return Result{}, err
+	}
+
+	payload := make([]byte, cfg.Size+payloadSpread)
+	_, _ = crand.Read(payload) // never fails (Go 1.24+), and never all zero
+
+	acks, _ := acksOpts(cfg.Acks)
+	comp, _ := codec(cfg.Compression)
+	perProducerBuffer := max((256<<20)/cfg.Producers, 4<<20)
+	clients := make([]*kgo.Client, cfg.Producers)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		opts := append([]kgo.Opt{
+			kgo.SeedBrokers(splitAddr(cfg.Addr)...),
+			kgo.ClientID(cfg.ClientID),
+			kgo.ProducerLinger(cfg.Linger),
+			kgo.ProducerBatchMaxBytes(int32(cfg.BatchBytes)),
+			kgo.ProducerBatchCompression(comp),
+			kgo.MaxBufferedRecords(1 << 16),
+			kgo.MaxBufferedBytes(perProducerBuffer),
+			kgo.DefaultProduceTopic(cfg.Topic),
+		}, acks...)
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return Result{}, fmt.Errorf("bench produce: new producer: %w", err)
+		}
+		clients[i] = cl
+		// Connect before the clock starts, so setup is not measured.
+		if err := cl.Ping(ctx); err != nil {
+			return Result{}, fmt.Errorf("bench produce: broker at %s: %w", cfg.Addr, err)
+		}
+	}
+
+	var (
+		hist                 = NewHistogram()
+		acked, ackedBytes    atomic.Int64
+		failed               atomic.Int64
+		firstErr             atomic.Pointer[error]
+		pending              sync.WaitGroup
+		producersDone        sync.WaitGroup
+		perProducer, remains = cfg.Records / int64(cfg.Producers), cfg.Records % int64(cfg.Producers)
+	)
+	// The send time travels in a closure rather than in the record
+	// timestamp: a LogAppendTime topic overwrites that with broker time.
+	promise := func(r *kgo.Record, sent time.Time, err error) {
+		defer pending.Done()
+		if err != nil {
+			// Records abandoned because the run was stopped are not
+			// broker failures.
+			if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+				failed.Add(1)
+				firstErr.CompareAndSwap(nil, &err)
+			}
+			return
+		}
+		hist.Record(time.Since(sent))
+		acked.Add(1)
+		ackedBytes.Add(int64(len(r.Key) + len(r.Value)))
+	}
+
+	prog := startProgress(progressW, "produce", cfg.ProgressInterval, &acked, &ackedBytes)
+	start := time.Now()
+	for i, cl := range clients {
+		n := perProducer
+		if int64(i) < remains {
+			n++
+		}
+		producersDone.Add(1)
+		go func() {
+			defer producersDone.Done()
+			var pace *pacer
+			if cfg.Rate > 0 {
+				pace = newPacer(cfg.Rate / float64(cfg.Producers))
+			}
+			rng := uint64(i)*0x9E3779B97F4A7C15 + 1
+			for range n {
+				if pace != nil {
+					if pace.wait(ctx) != nil {
+						return
+					}
+				} else if ctx.Err() != nil {
+					return
+				}
+				// xorshift: a cheap per-record offset into the payload.
+				rng ^= rng << 13
+				rng ^= rng >> 7
+				rng ^= rng << 17
+				off := int(rng % payloadSpread)
+				sent := time.Now()
+				r := &kgo.Record{Value: payload[off : off+cfg.Size], Timestamp: sent}
+				pending.Add(1)
+				cl.Produce(ctx, r, func(r *kgo.Record, err error) { promise(r, sent, err) })
+			}
+		}()
+	}
+	producersDone.Wait()
+	pending.Wait()
+	elapsed := time.Since(start)
+	prog.Stop()
+
+	res := Result{
+		Mode:    "produce",
+		Topic:   cfg.Topic,
+		Records: acked.Load(),
+		Bytes:   ackedBytes.Load(),
+		Failed:  failed.Load(),
+		Latency: latencyOf(hist),
+		Params: map[string]any{
+			"records": cfg.Records, "size": cfg.Size, "acks": cfg.Acks, "batch": cfg.BatchBytes,
+			"linger": cfg.Linger.String(), "producers": cfg.Producers, "rate": cfg.Rate,
+			"compression": cfg.Compression,
+		},
+	}
+	res.setRates(elapsed)
+	if p := firstErr.Load(); p != nil {
+		res.FirstError = client.Explain(*p)
+		if name := client.ErrorName(*p); name != "" {
+			res.FirstError = name + ": " + res.FirstError
+		}
+	}
+	switch {
+	case res.Failed > 0:
+		return res, fmt.Errorf("bench produce: %w: %d of %d records failed, first: %s",
+			ErrFailed, res.Failed, cfg.Records, res.FirstError)
+	case userCtx.Err() != nil:
+		return res, fmt.Errorf("bench produce: interrupted after %d records: %w", res.Records, userCtx.Err())
+	}
+	return res, nil
+}
+
+// ensureTopic checks the topic exists, creating it with --create.
+func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
+	cl, err := client.Dial(ctx, client.Options{Addr: cfg.Addr, ClientID: cfg.ClientID})
+	if err != nil {
+		return fmt.Errorf("bench produce: %w", err)
+	}
+	defer cl.Close()
+	_, err = cl.Range(ctx, cfg.Topic, nil, client.Latest())
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, client.ErrNotFound):
+		return fmt.Errorf("bench produce: %w", err)
+	case !cfg.Create:
+		return fmt.Errorf("bench produce: topic %q does not exist (pass --create to create it): %w",
+			cfg.Topic, err)
+	}
+	parts := int32(cfg.Partitions)
+	if parts == 0 {
+		parts = -1
+	}
+	if err := cl.CreateTopic(ctx, cfg.Topic, parts, -1, nil); err != nil && !errors.Is(err, client.ErrExists) {
+		return fmt.Errorf("bench produce: %w", err)
+	}
+	return nil
+}
+
+func splitAddr(addr string) []string {
+	var out []string
+	for _, s := range strings.Split(addr, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
