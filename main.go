@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -244,35 +245,41 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 
 // wireMetadata keeps the hosted partitions in step with the metadata: the
 // controller calls back synchronously on every change, so a CreateTopics
-// answer is sent only after the partitions exist on disk.
+// answer is sent only after the partitions exist on disk. Registering
+// replays every existing topic first; a partition that fails to open then
+// fails the start rather than leaving a hole clients would see as an
+// unknown partition.
 func wireMetadata(ctrl *controller.Controller, b *broker.Broker, logger *slog.Logger) error {
-	ensure := func(t controller.Topic) error {
-		for _, p := range t.Partitions {
-			if _, err := b.EnsurePartition(broker.TopicPartition{Topic: t.Name, Partition: p.ID}, t.Configs); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	var (
+		replaying  atomic.Bool // true while OnChange replays existing topics
+		startupErr error
+	)
+	replaying.Store(true)
 	ctrl.OnChange(func(ev controller.Event) {
 		var err error
 		switch ev.Kind {
 		case controller.TopicCreated, controller.PartitionsAdded:
-			err = ensure(ev.Topic)
+			for _, p := range ev.Topic.Partitions {
+				_, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				err = errors.Join(err, perr)
+			}
 		case controller.ConfigsChanged:
 			err = b.UpdateConfigs(ev.Topic.Name, ev.Topic.Configs)
 		case controller.TopicDeleted:
 			err = b.DeleteTopic(ev.Topic.Name)
 		}
-		if err != nil {
-			logger.Error("applying metadata change", "topic", ev.Topic.Name, "err", err)
+		if err != nil && replaying.Load() {
+			startupErr = errors.Join(startupErr, err)
+		} else if err != nil {
+			logger.Error("applying metadata change", "topic", ev.Topic.Name, "event", ev.Kind, "err", err)
 		}
 	})
+	replaying.Store(false)
+	if startupErr != nil {
+		return fmt.Errorf("opening partitions: %w", startupErr)
+	}
 	known := map[broker.TopicPartition]bool{}
 	for _, t := range ctrl.Topics() {
-		if err := ensure(t); err != nil {
-			return err
-		}
 		for _, p := range t.Partitions {
 			known[broker.TopicPartition{Topic: t.Name, Partition: p.ID}] = true
 		}

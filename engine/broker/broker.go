@@ -74,6 +74,8 @@ type Broker struct {
 	parts  map[TopicPartition]*Partition
 	closed bool
 
+	lock *os.File // flock on <data>/.lock, held until Close
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 }
@@ -89,7 +91,11 @@ func Open(opts Options) (*Broker, error) {
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
-	b := &Broker{opts: opts, parts: make(map[TopicPartition]*Partition), stop: make(chan struct{})}
+	lock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{opts: opts, parts: make(map[TopicPartition]*Partition), lock: lock, stop: make(chan struct{})}
 	b.wg.Add(1)
 	go b.housekeeping()
 	return b, nil
@@ -289,6 +295,7 @@ func (b *Broker) Close() error {
 	for err := range errs {
 		all = append(all, err)
 	}
+	all = append(all, b.lock.Close()) // releases the flock
 	return errors.Join(all...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/log"
@@ -42,15 +43,26 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 	return log.Options{
 		SegmentBytes:       cfg.SegmentBytes,
 		SegmentAge:         cfg.SegmentAge,
-		Retention:          cfg.Retention,
-		RetentionBytes:     cfg.RetentionBytes,
-		IndexIntervalBytes: cfg.IndexIntervalBytes,
+		Retention:          nonZero(cfg.Retention),
+		RetentionBytes:     nonZero(cfg.RetentionBytes),
+		IndexIntervalBytes: nonZero(cfg.IndexIntervalBytes),
 		MaxMessageBytes:    cfg.MaxMessageBytes,
 		FlushAlways:        cfg.FlushAlways,
 		FlushInterval:      cfg.FlushInterval,
 		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:                opts.Now,
 	}
+}
+
+// nonZero maps Kafka's literal 0 to 1: log.Options treats 0 as "use the
+// default" (so a zero Options can never delete data), while for
+// retention.ms, retention.bytes and index.interval.bytes Kafka's 0 means
+// "as little as possible", which 1 gives.
+func nonZero[T int | int64 | time.Duration](v T) T {
+	if v == 0 {
+		return 1
+	}
+	return v
 }
 
 // rebuildProducers replays batch headers so retries that straddle a restart
@@ -108,9 +120,6 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 	batches, headers, err := batch.Split(records, p.cfg.MaxMessageBytes)
 	if err != nil {
 		return ProduceResult{}, err
-	}
-	if len(batches) == 0 {
-		return ProduceResult{}, fmt.Errorf("%w: produce request carries no record batch", batch.ErrCorrupt)
 	}
 	// A produce request carries one batch per partition in every client we
 	// know; several are accepted, but idempotence is judged per batch and a

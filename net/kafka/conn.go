@@ -17,6 +17,9 @@ import (
 
 var errTooManyFiles = syscall.EMFILE
 
+// maxControlRequestSize bounds every request but Produce.
+const maxControlRequestSize = 8 << 20
+
 // request is one decoded request frame.
 type request struct {
 	key, version int16
@@ -90,6 +93,17 @@ func (c *conn) readLoop() error {
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 		if size < 8 || size > c.s.opts.MaxRequestSize {
 			return fmt.Errorf("request frame of %d bytes is outside [8, %d]", size, c.s.opts.MaxRequestSize)
+		}
+		// Only produce requests carry bulk data. Other requests are small,
+		// and decoding expands arrays by the in-memory size of their
+		// elements, so a tighter bound keeps a hostile frame from turning
+		// into gigabytes of allocations.
+		key, err := br.Peek(2)
+		if err != nil {
+			return fmt.Errorf("reading request header: %w", err)
+		}
+		if k := int16(binary.BigEndian.Uint16(key)); k != kmsg.Produce.Int16() && size > maxControlRequestSize {
+			return fmt.Errorf("%s request of %d bytes exceeds %d", kmsg.NameForKey(k), size, maxControlRequestSize)
 		}
 		body := make([]byte, size)
 		if _, err := io.ReadFull(br, body); err != nil {

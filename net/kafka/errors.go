@@ -29,6 +29,8 @@ var errorMap = []struct {
 	{controller.ErrInvalidConfig, kerr.InvalidConfig},
 	{topicconfig.ErrInvalid, kerr.InvalidConfig},
 	{controller.ErrNotController, kerr.NotController},
+	{controller.ErrClosed, kerr.NotController},
+	{controller.ErrInvalidRequest, kerr.InvalidRequest},
 	{batch.ErrTooLarge, kerr.MessageTooLarge},
 	{batch.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
 	{batch.ErrInvalidRecord, kerr.InvalidRecord},
@@ -39,6 +41,7 @@ var errorMap = []struct {
 	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{log.ErrClosed, kerr.NotLeaderForPartition},
 	{log.ErrCorrupt, kerr.KafkaStorageError},
+	{log.ErrFailed, kerr.KafkaStorageError},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 }

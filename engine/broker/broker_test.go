@@ -1,0 +1,133 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/txn"
+)
+
+func open(t *testing.T, dir string) *Broker {
+	t.Helper()
+	b, err := Open(Options{DataDir: dir, Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
+	require.NoError(t, err)
+	return b
+}
+
+func producerBatch(pid int64, epoch int16, seq int32, values ...string) []byte {
+	recs := make([]batch.Record, len(values))
+	for i, v := range values {
+		recs[i] = batch.Record{OffsetDelta: int32(i), Value: []byte(v)}
+	}
+	return batch.Build(batch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
+		FirstTimestamp: 1000, MaxTimestamp: 1000}, recs)
+}
+
+func TestIdempotentAppendSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	tp := TopicPartition{Topic: "orders", Partition: 0}
+	p, err := b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+
+	r1, err := p.Append(producerBatch(7, 0, 0, "a", "b"), 0)
+	require.NoError(t, err)
+	require.NoError(t, p.WaitDurable(context.Background(), r1))
+	r2, err := p.Append(producerBatch(7, 0, 2, "c"), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), r2.BaseOffset)
+
+	// A retry is answered with the original offset and stores nothing.
+	dup, err := p.Append(producerBatch(7, 0, 0, "a", "b"), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(0), dup.BaseOffset)
+	require.Equal(t, int64(3), p.Log().LogEndOffset())
+
+	_, err = p.Append(producerBatch(7, 0, 9, "gap"), 0)
+	require.ErrorIs(t, err, txn.ErrOutOfOrderSequence)
+	require.NoError(t, b.Close())
+
+	// After a restart the producer state is rebuilt from the log.
+	b = open(t, dir)
+	defer b.Close()
+	p, err = b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	dup, err = p.Append(producerBatch(7, 0, 2, "c"), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), dup.BaseOffset)
+	require.Equal(t, int64(3), p.Log().LogEndOffset())
+}
+
+func TestAppendRejectsBadBatchesWhole(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	p, err := b.EnsurePartition(TopicPartition{Topic: "t", Partition: 0}, map[string]string{"max.message.bytes": "200"})
+	require.NoError(t, err)
+
+	good := producerBatch(-1, -1, -1, "ok")
+	bad := producerBatch(-1, -1, -1, "corrupt")
+	bad[len(bad)-1] ^= 0xff // breaks the CRC
+	_, err = p.Append(append(append([]byte{}, good...), bad...), 0)
+	require.ErrorIs(t, err, batch.ErrCorrupt)
+	require.Equal(t, int64(0), p.Log().LogEndOffset(), "nothing of a bad request is stored")
+
+	big := producerBatch(-1, -1, -1, string(make([]byte, 300)))
+	_, err = p.Append(big, 0)
+	require.ErrorIs(t, err, batch.ErrTooLarge)
+
+	_, err = p.Append(nil, 0)
+	require.ErrorIs(t, err, batch.ErrInvalidRecord)
+}
+
+func TestLogAppendTimeStampsBatches(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	p, err := b.EnsurePartition(TopicPartition{Topic: "t", Partition: 0}, map[string]string{"message.timestamp.type": "LogAppendTime"})
+	require.NoError(t, err)
+	res, err := p.Append(producerBatch(-1, -1, -1, "x"), 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(1_700_000_000_000), res.LogAppendTime)
+	require.NoError(t, p.WaitDurable(context.Background(), res))
+	data, err := p.Read(0, 1<<20)
+	require.NoError(t, err)
+	h, err := batch.ParseHeader(data)
+	require.NoError(t, err)
+	require.True(t, h.LogAppendTime())
+	require.Equal(t, int64(1_700_000_000_000), h.MaxTimestamp)
+}
+
+func TestDataDirIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	_, err := Open(Options{DataDir: dir})
+	require.ErrorIs(t, err, ErrDataDirLocked)
+	require.NoError(t, b.Close())
+	b = open(t, dir)
+	require.NoError(t, b.Close())
+}
+
+func TestDeleteTopicAndOrphans(t *testing.T) {
+	dir := t.TempDir()
+	b := open(t, dir)
+	defer b.Close()
+	for i := int32(0); i < 2; i++ {
+		_, err := b.EnsurePartition(TopicPartition{Topic: "gone-topic", Partition: i}, nil)
+		require.NoError(t, err)
+	}
+	_, err := b.EnsurePartition(TopicPartition{Topic: "kept", Partition: 0}, nil)
+	require.NoError(t, err)
+	require.NoError(t, b.DeleteTopic("gone-topic"))
+	_, err = b.Partition(TopicPartition{Topic: "gone-topic", Partition: 0})
+	require.ErrorIs(t, err, ErrUnknownPartition)
+	require.Len(t, b.Partitions(), 1)
+
+	tp, ok := parseDirName("my-topic-12")
+	require.True(t, ok)
+	require.Equal(t, TopicPartition{Topic: "my-topic", Partition: 12}, tp)
+	_, ok = parseDirName("meta")
+	require.False(t, ok)
+}
