@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"syscall"
 	"time"
 
@@ -219,13 +220,21 @@ func (c *conn) writeLoop() {
 		if rp.resp == nil && rp.raw == nil {
 			continue // acks=0 produce: no response
 		}
+		if hint := encodedSizeHint(rp.resp) + 16; cap(buf) < hint {
+			buf = getWriteBuf(hint)
+		}
 		buf = encodeReply(buf[:0], rp)
+		if f, ok := rp.resp.(*kmsg.FetchResponse); ok {
+			recycleFetch(f)
+		}
 		if _, err := bw.Write(buf); err != nil {
 			fail()
 			continue
 		}
 		if cap(buf) > 1<<20 {
-			buf = nil // do not pin a large fetch buffer on an idle connection
+			// Do not pin a large fetch buffer on an idle connection; share it.
+			putWriteBuf(buf)
+			buf = nil
 		}
 	}
 }
@@ -246,4 +255,19 @@ func encodeReply(buf []byte, rp reply) []byte {
 	}
 	binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
 	return buf
+}
+
+// writeBufs shares large response buffers between connections.
+var writeBufs sync.Pool // of *[]byte
+
+func getWriteBuf(n int) []byte {
+	if p, ok := writeBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+func putWriteBuf(b []byte) {
+	b = b[:0]
+	writeBufs.Put(&b)
 }

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -72,7 +73,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
 			if remaining > 0 {
 				limit := min(int(p.PartitionMaxBytes), remaining)
-				data, err := l.Read(p.FetchOffset, limit, hw)
+				data, err := l.ReadAppend(getFetchBuf(), p.FetchOffset, limit, hw)
 				if err != nil {
 					rp.ErrorCode = c.errCode(err)
 				} else if len(data) > 0 {
@@ -86,4 +87,48 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, total, changed
+}
+
+// fetchBufs recycles the buffers partitions are read into. A consumer
+// streaming a log reads megabytes per request; allocating them fresh makes
+// the garbage collector, not the disk or the socket, the bottleneck.
+var fetchBufs sync.Pool // of *[]byte
+
+func getFetchBuf() []byte {
+	if p, ok := fetchBufs.Get().(*[]byte); ok {
+		return (*p)[:0]
+	}
+	return nil
+}
+
+// recycleFetch returns a written fetch response's record buffers to the
+// pool. The caller must hold the only reference to resp.
+func recycleFetch(resp *kmsg.FetchResponse) {
+	for ti := range resp.Topics {
+		for pi := range resp.Topics[ti].Partitions {
+			b := resp.Topics[ti].Partitions[pi].RecordBatches
+			if cap(b) >= 64<<10 {
+				b = b[:0]
+				fetchBufs.Put(&b)
+			}
+			resp.Topics[ti].Partitions[pi].RecordBatches = nil
+		}
+	}
+}
+
+// encodedSizeHint estimates a response's encoded size so the write buffer
+// grows once instead of doubling through every record set it copies.
+func encodedSizeHint(resp kmsg.Response) int {
+	f, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for _, t := range f.Topics {
+		n += len(t.Topic) + 32
+		for _, p := range t.Partitions {
+			n += len(p.RecordBatches) + 64 + 16*len(p.AbortedTransactions)
+		}
+	}
+	return n
 }
