@@ -37,6 +37,8 @@ type Options struct {
 	// RetentionCheckInterval is how often retention and time-based rolls run.
 	RetentionCheckInterval time.Duration
 	Now                    func() time.Time
+	// OnFsync observes every partition's fsync rounds (see log.Options).
+	OnFsync func(d time.Duration, appends uint64)
 }
 
 // EnsureDefaults fills zero fields.

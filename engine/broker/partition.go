@@ -51,6 +51,7 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 		FlushInterval:      cfg.FlushInterval,
 		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:                opts.Now,
+		OnFsync:            opts.OnFsync,
 	}
 }
 
@@ -104,6 +105,8 @@ type ProduceResult struct {
 	BaseOffset     int64
 	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
 	LogStartOffset int64
+	// Records and Bytes were appended by this call (0 for a deduplicated retry).
+	Records, Bytes int
 	lastOffset     int64
 }
 
@@ -155,8 +158,13 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: first.MaxTimestamp,
 		})
 	}
-	return ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
-		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}, nil
+	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
+		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}
+	for i, h := range headers {
+		out.Records += int(h.NumRecords)
+		out.Bytes += len(batches[i])
+	}
+	return out, nil
 }
 
 // WaitDurable blocks until the appended result is on disk (per the topic's

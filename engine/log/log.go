@@ -116,6 +116,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for segment age and retention; injectable for tests.
 	Now func() time.Time
+	// OnFsync, when set, is called after every successful fsync round with
+	// its duration and the number of appends it made durable (the group
+	// commit size); metrics hang off it. It must not block.
+	OnFsync func(d time.Duration, appends uint64)
 }
 
 // EnsureDefaults fills zero fields with defaults.
@@ -233,6 +237,7 @@ type Log struct {
 	done chan struct{}
 
 	appends, appendedBatches, appendedBytes atomic.Uint64
+	appendsFlushed                          uint64 // appends covered by the last fsync round; guarded by syncMu
 	fsyncs                                  atomic.Uint64
 	fsyncNanos                              atomic.Int64
 }
@@ -648,6 +653,7 @@ func (l *Log) flushOnce() error {
 		return nil
 	}
 	target := l.leo.Load()
+	appendsAtTarget := l.appends.Load()
 	sealed := l.pendingSync
 	l.pendingSync = nil
 	dirDirty := l.dirDirty
@@ -675,11 +681,16 @@ func (l *Log) flushOnce() error {
 		}
 		return act.syncData()
 	}()
+	took := time.Since(start)
 	l.fsyncs.Add(1)
-	l.fsyncNanos.Add(int64(time.Since(start)))
+	l.fsyncNanos.Add(int64(took))
 	if err != nil {
 		return l.fail(err)
 	}
+	if cb := l.opts.Load().OnFsync; cb != nil {
+		cb(took, appendsAtTarget-l.appendsFlushed)
+	}
+	l.appendsFlushed = appendsAtTarget
 	if len(sealed) > 0 && act.base > l.recoveryPoint {
 		// Every segment below the active one is now fully on disk.
 		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, act.base); err != nil {

@@ -1,6 +1,7 @@
 // Package httpapi serves the operator's HTTP endpoints: /healthz (the
 // process is alive), /readyz (storage recovered and metadata loaded; 503
-// before), /metrics (Prometheus text) and, when enabled, /debug/pprof.
+// before), /metrics (Prometheus text), /stats (JSON) and, when enabled,
+// /debug/pprof. It also owns the storage-side Prometheus collectors.
 //
 // Invariant: handlers never block on the broker's locks for long; they read
 // snapshots supplied by the caller.
@@ -8,6 +9,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,7 +29,9 @@ type Options struct {
 	Addr     string
 	Pprof    bool
 	Registry *prometheus.Registry // nil: a new registry with Go and process collectors
-	Logger   *slog.Logger
+	// Stats builds the /stats document; nil disables the endpoint.
+	Stats  func() *Stats
+	Logger *slog.Logger
 }
 
 // Server is the running HTTP endpoint.
@@ -64,6 +68,16 @@ func Listen(opts Options) (*Server, error) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	if opts.Stats != nil {
+		mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(opts.Stats()); err != nil {
+				s.log.Debug("writing /stats", "err", err)
+			}
+		})
+	}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -72,7 +72,7 @@ func (c *conn) serve() {
 	c.cancel()
 	c.nc.Close()
 	switch {
-	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.s.ctx.Err() != nil:
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.s.ctx.Err() != nil, c.draining():
 		c.s.log.Debug("connection closed", "peer", c.peer)
 	default:
 		c.s.log.Warn("closing connection", "peer", c.peer, "reason", err)
@@ -89,6 +89,9 @@ func (c *conn) readLoop() error {
 	var sizeBuf [4]byte
 	for {
 		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+			if c.draining() {
+				return nil // graceful shutdown: stop taking requests
+			}
 			return err
 		}
 		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
@@ -121,9 +124,18 @@ func (c *conn) readLoop() error {
 			return c.ctx.Err()
 		}
 		c.dispatch(req, sl)
-		if c.ctx.Err() != nil {
+		if c.ctx.Err() != nil || c.draining() {
 			return nil
 		}
+	}
+}
+
+func (c *conn) draining() bool {
+	select {
+	case <-c.s.draining:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -217,6 +229,7 @@ func (c *conn) writeLoop() {
 			fail()
 			continue
 		}
+		c.s.metrics.observe(rp.req, rp.resp)
 		if rp.resp == nil && rp.raw == nil {
 			continue // acks=0 produce: no response
 		}
@@ -225,6 +238,7 @@ func (c *conn) writeLoop() {
 		}
 		buf = encodeReply(buf[:0], rp)
 		if f, ok := rp.resp.(*kmsg.FetchResponse); ok {
+			c.s.metrics.countFetch(f)
 			recycleFetch(f)
 		}
 		if _, err := bw.Write(buf); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/broker"
 )
 
@@ -34,10 +35,10 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			// Take the notification channels before reading, so an append
 			// between the read and the wait still wakes us.
 			resp, bytes, changed := c.fetchOnce(req)
-			if bytes >= int(req.MinBytes) || ctx.Err() != nil || len(changed) == 0 {
+			if bytes >= int(req.MinBytes) || ctx.Err() != nil || len(changed) == 0 || c.draining() {
 				return resp
 			}
-			broker.WaitAny(ctx, changed)
+			broker.WaitAny(ctx, append(changed, c.s.draining))
 		}
 	}
 }
@@ -99,6 +100,27 @@ func getFetchBuf() []byte {
 		return (*p)[:0]
 	}
 	return nil
+}
+
+// countFetch adds a written fetch response to the per-topic out metrics.
+func (m *Metrics) countFetch(resp *kmsg.FetchResponse) {
+	for _, t := range resp.Topics {
+		var bytes, records int
+		for _, p := range t.Partitions {
+			if len(p.RecordBatches) == 0 {
+				continue
+			}
+			bytes += len(p.RecordBatches)
+			_ = batch.Iterate(p.RecordBatches, func(h batch.Header, _ []byte) bool {
+				records += int(h.NumRecords)
+				return true
+			})
+		}
+		if bytes > 0 {
+			m.bytesOut.WithLabelValues(t.Topic).Add(float64(bytes))
+			m.recordsOut.WithLabelValues(t.Topic).Add(float64(records))
+		}
+	}
 }
 
 // recycleFetch returns a written fetch response's record buffers to the

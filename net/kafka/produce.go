@@ -59,6 +59,8 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 				continue
 			}
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+			c.s.metrics.bytesIn.WithLabelValues(t.Topic).Add(float64(res.Bytes))
+			c.s.metrics.recordsIn.WithLabelValues(t.Topic).Add(float64(res.Records))
 			waits = append(waits, pending{part: part, res: res, out: rp})
 		}
 	}

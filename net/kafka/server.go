@@ -42,8 +42,15 @@ type Options struct {
 	// MaxInFlight bounds the pipelined requests per connection that are read
 	// but not yet answered.
 	MaxInFlight int
-	Logger      *slog.Logger
-	Version     string
+	// MaxConnections and MaxConnectionsPerIP refuse connections beyond them
+	// (0 = unlimited); a refused connection is logged and counted.
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	// Metrics receives request, traffic and connection metrics; nil creates
+	// an unregistered set.
+	Metrics *Metrics
+	Logger  *slog.Logger
+	Version string
 }
 
 // EnsureDefaults fills zero fields.
@@ -63,6 +70,20 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+}
+
+// Validate reports a misconfiguration.
+func (o *Options) Validate() error {
+	switch {
+	case o.MaxConnections < 0:
+		return fmt.Errorf("kafka: max connections %d must not be negative", o.MaxConnections)
+	case o.MaxConnectionsPerIP < 0:
+		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
+	}
+	return nil
 }
 
 // Metadata is what the handlers need from the metadata state machine;
@@ -92,8 +113,12 @@ type Server struct {
 	pids      pidAllocator
 	ctx       context.Context
 	cancel    context.CancelFunc
+	draining  chan struct{} // closed by Shutdown: stop reading, cut long polls short
+	drainOnce sync.Once
+	metrics   *Metrics
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
+	perIP     map[string]int
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
@@ -101,6 +126,9 @@ type Server struct {
 // Listen binds the listener; Serve then accepts on it.
 func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
 	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: listen on %s: %w", opts.Listen, err)
@@ -132,7 +160,9 @@ func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
 	s := &Server{
 		opts: opts, meta: meta, broker: b, log: opts.Logger,
 		ln: ln, advHost: host, advPort: int32(port),
-		ctx: ctx, cancel: cancel, conns: make(map[*conn]struct{}),
+		ctx: ctx, cancel: cancel, draining: make(chan struct{}),
+		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
+		metrics: opts.Metrics,
 	}
 	s.pids.meta = meta
 	return s, nil
@@ -166,22 +196,94 @@ func (s *Server) Serve() error {
 		}
 		backoff = 0
 		c := newConn(s, nc)
+		ip := remoteIP(nc)
 		s.mu.Lock()
 		if s.ctx.Err() != nil {
 			s.mu.Unlock()
 			nc.Close()
 			return nil
 		}
+		if reason := s.refuse(ip); reason != "" {
+			s.mu.Unlock()
+			s.metrics.connRejects.WithLabelValues(reason).Inc()
+			s.log.Warn("refusing connection", "peer", nc.RemoteAddr().String(), "reason", reason)
+			nc.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
+		s.perIP[ip]++
 		s.wg.Add(1)
 		s.mu.Unlock()
+		s.metrics.connections.Inc()
 		go func() {
 			defer s.wg.Done()
 			c.serve()
 			s.mu.Lock()
 			delete(s.conns, c)
+			if s.perIP[ip]--; s.perIP[ip] <= 0 {
+				delete(s.perIP, ip)
+			}
 			s.mu.Unlock()
+			s.metrics.connections.Dec()
 		}()
+	}
+}
+
+// refuse says why a new connection from ip must be refused, or "". s.mu is held.
+func (s *Server) refuse(ip string) string {
+	switch {
+	case s.opts.MaxConnections > 0 && len(s.conns) >= s.opts.MaxConnections:
+		return "max_connections"
+	case s.opts.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.opts.MaxConnectionsPerIP:
+		return "max_connections_per_ip"
+	}
+	return ""
+}
+
+func remoteIP(nc net.Conn) string {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return nc.RemoteAddr().String()
+}
+
+// Connections is the number of open client connections.
+func (s *Server) Connections() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// Shutdown stops accepting, lets every connection finish the requests it
+// has read (long polls return what they have at once, produces wait for
+// their fsync), then closes the connections. Requests not yet read are not
+// taken: clients retry them elsewhere or after the restart. If ctx ends
+// first, the remaining connections are closed and in-flight requests
+// abandoned; Shutdown then returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.drainOnce.Do(func() {
+		close(s.draining)
+		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			s.log.Warn("closing listener", "err", err)
+		}
+		s.mu.Lock()
+		for c := range s.conns {
+			// Unblock the read loop; it sees draining and stops reading.
+			_ = c.nc.SetReadDeadline(time.Now())
+		}
+		s.mu.Unlock()
+	})
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return s.Close()
+	case <-ctx.Done():
+		s.Close()
+		return ctx.Err()
 	}
 }
 

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "moonmq.toml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	return p
+}
+
+func load(t *testing.T, args, env []string) (*serveConfig, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	return loadServeConfig(args, env, &out, &errb)
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	file := writeConfig(t, `
+listen = "127.0.0.1:7000"
+http = "127.0.0.1:7001"
+node_id = 7
+auto_create_topics = true
+retention_check_interval = "5s"
+`)
+	env := []string{"MOONMQ_LISTEN=127.0.0.1:8000", "MOONMQ_DATA=/from/env", "MOONMQ_NODE_ID=9", "MOONMQ_ADDR=ignored:1"}
+	cfg, err := load(t, []string{"--config", file, "--node-id", "3"}, env)
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.nodeID, "flag beats file and env")
+	require.Equal(t, "127.0.0.1:7000", cfg.listen, "file beats env")
+	require.Equal(t, "/from/env", cfg.data, "env beats default")
+	require.True(t, cfg.autoCreate)
+	require.Equal(t, 5*time.Second, cfg.retentionCheck)
+	require.Equal(t, "127.0.0.1:7001", cfg.http)
+	require.Equal(t, 1, cfg.defaultPartitions, "default when nobody sets it")
+
+	// MOONMQ_CONFIG names the file when --config is absent.
+	cfg, err = load(t, nil, []string{"MOONMQ_CONFIG=" + file})
+	require.NoError(t, err)
+	require.Equal(t, 7, cfg.nodeID)
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		args, env  []string
+		want       string
+	}{
+		{name: "unknown file key", file: "listn = \"x\"\n", want: `unknown key "listn"`},
+		{name: "bad file value", file: "node_id = \"seven\"\n", want: "node_id"},
+		{name: "nested table", file: "[kafka]\nlisten = \"x\"\n", want: `key "kafka"`},
+		{name: "bad env value", env: []string{"MOONMQ_MAX_CONNECTIONS=lots"}, want: "MOONMQ_MAX_CONNECTIONS"},
+		{name: "bad duration", env: []string{"MOONMQ_SHUTDOWN_TIMEOUT=-1s"}, want: "shutdown-timeout"},
+		{name: "invalid range", args: []string{"--default-partitions", "0"}, want: "default-partitions"},
+		{name: "missing file", args: []string{"--config", "/nonexistent/moonmq.toml"}, want: "does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			_, err := load(t, args, tc.env)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	_, err := load(t, []string{"--no-such-flag"}, nil)
+	require.ErrorIs(t, err, errUsage)
+	_, err = newLogger("loud", "text", &bytes.Buffer{})
+	require.ErrorContains(t, err, "log-level")
+}
+
+func TestPrintConfigRoundTrips(t *testing.T) {
+	var out, errb bytes.Buffer
+	_, err := loadServeConfig([]string{"--print-config", "--node-id", "4", "--listen", "127.0.0.1:9999"}, nil, &out, &errb)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Contains(t, out.String(), "node_id = 4\n")
+	require.Contains(t, out.String(), `listen = "127.0.0.1:9999"`)
+
+	// The printed file loads back to the same settings.
+	cfg, err := load(t, []string{"--config", writeConfig(t, out.String())}, nil)
+	require.NoError(t, err)
+	require.Equal(t, 4, cfg.nodeID)
+	require.Equal(t, "127.0.0.1:9999", cfg.listen)
+}

@@ -1,0 +1,142 @@
+package group
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// offsetEntry is one committed offset.
+type offsetEntry struct {
+	offset      int64
+	leaderEpoch int32
+	metadata    string
+	commitTime  int64 // ms
+	expireTime  int64 // ms; -1 unless an OffsetCommit v1-v4 asked for one
+	topicID     TopicID
+}
+
+type tpKey struct {
+	topic string
+	part  int32
+}
+
+// Group is one group id: its membership state machine (exactly one of
+// classic or consumer is set) and its committed offsets.
+type Group struct {
+	id        string
+	partition int32 // __consumer_offsets partition holding its records
+	classic   *Classic
+	consumer  *Consumer
+	offsets   map[tpKey]*offsetEntry
+	// persisted is set once a GroupMetadata record exists, so deleting
+	// the group writes a tombstone for it.
+	persisted bool
+}
+
+func newGroup(cfg *Config, id string, partition int32, now time.Time) *Group {
+	return &Group{id: id, partition: partition, classic: newClassic(cfg, now), offsets: map[tpKey]*offsetEntry{}}
+}
+
+// Type is "classic" or "consumer", as ListGroups v5 reports it.
+func (g *Group) Type() string {
+	if g.consumer != nil {
+		return "consumer"
+	}
+	return "classic"
+}
+
+// State is the group's state.
+func (g *Group) State() State {
+	if g.consumer != nil {
+		return g.consumer.State()
+	}
+	return g.classic.State()
+}
+
+// ProtocolType is "consumer" for consumer groups and the classic group's
+// protocol type otherwise ("" for groups that only store offsets).
+func (g *Group) ProtocolType() string {
+	if g.consumer != nil {
+		return ConsumerProtocolType
+	}
+	return g.classic.ProtocolType()
+}
+
+func (g *Group) members() int {
+	if g.consumer != nil {
+		return g.consumer.Len()
+	}
+	return g.classic.Len()
+}
+
+func (g *Group) nextDeadline() time.Time {
+	if g.consumer != nil {
+		return g.consumer.NextDeadline()
+	}
+	return g.classic.NextDeadline()
+}
+
+// subscribed reports whether the group's members consume topic; known is
+// false when it cannot tell (e.g. a non-consumer classic protocol).
+func (g *Group) subscribed(topic string) (subscribed, known bool) {
+	if g.consumer != nil {
+		return g.consumer.subscribed(topic), true
+	}
+	topics, ok := g.classic.subscribedTopics()
+	return topics[topic], ok
+}
+
+// sortedOffsets returns the committed partitions in topic, partition order.
+func (g *Group) sortedOffsets() []tpKey {
+	keys := make([]tpKey, 0, len(g.offsets))
+	for k := range g.offsets {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b tpKey) int {
+		if c := strings.Compare(a.topic, b.topic); c != 0 {
+			return c
+		}
+		return int(a.part - b.part)
+	})
+	return keys
+}
+
+// expiredOffsets is the offset retention rule (KIP-211): an explicit
+// expiry wins; otherwise an empty group's offsets expire once both the
+// group has been empty and the commit is older than the retention, and an
+// active consumer group's offsets expire only for topics it no longer
+// consumes, by commit age. Offsets of groups whose subscriptions the
+// broker cannot read never expire while the group has members.
+func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []tpKey {
+	nowMs := now.UnixMilli()
+	ret := retention.Milliseconds()
+	empty := g.members() == 0
+	var since int64
+	if empty {
+		if g.consumer != nil {
+			since = g.consumer.stateSince.UnixMilli()
+		} else {
+			since = g.classic.stateSince.UnixMilli()
+		}
+	}
+	var out []tpKey
+	for _, k := range g.sortedOffsets() {
+		o := g.offsets[k]
+		switch {
+		case o.expireTime >= 0:
+			if nowMs >= o.expireTime {
+				out = append(out, k)
+			}
+		case empty:
+			if max(since, o.commitTime)+ret <= nowMs {
+				out = append(out, k)
+			}
+		default:
+			if sub, known := g.subscribed(k.topic); known && !sub && o.commitTime+ret <= nowMs {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/term"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/net/httpapi"
+	"github.com/moonmq/moonmq/net/kafka"
+)
+
+// serveConfig holds every `moonmq serve` setting. Each is a flag; the
+// config file and MOONMQ_* environment variables set the same flags (see
+// config.go), so this struct is the one definition of the configuration.
+type serveConfig struct {
+	config      string
+	printConfig bool
+
+	data, listen, advertise, http string
+	nodeID                        int
+	autoCreate                    bool
+	defaultPartitions             int
+	maxRequestSize                int
+	maxConnections                int
+	maxConnectionsPerIP           int
+	logLevel, logFormat           string
+	pprof                         bool
+	retentionCheck                time.Duration
+	shutdownTimeout               time.Duration
+}
+
+func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
+	cfg := &serveConfig{}
+	fs := flag.NewFlagSet("moonmq serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.config, "config", "", "TOML config file (keys are flag names with underscores; env MOONMQ_CONFIG)")
+	fs.BoolVar(&cfg.printConfig, "print-config", false, "print the effective configuration as TOML and exit")
+	fs.StringVar(&cfg.data, "data", "./moonmq-data", "data directory (partition logs and metadata)")
+	fs.StringVar(&cfg.listen, "listen", "127.0.0.1:9092", "Kafka protocol listener address (host:port); use 0.0.0.0:9092 to expose it")
+	fs.StringVar(&cfg.advertise, "advertise", "", "host:port given to clients in Metadata (default: the listen address)")
+	fs.StringVar(&cfg.http, "http", "127.0.0.1:9090", "HTTP address for /metrics, /stats, /healthz, /readyz (empty disables)")
+	fs.IntVar(&cfg.nodeID, "node-id", 1, "this node's broker id")
+	fs.BoolVar(&cfg.autoCreate, "auto-create-topics", false, "create unknown topics on Metadata/Produce (Kafka's auto.create.topics.enable)")
+	fs.IntVar(&cfg.defaultPartitions, "default-partitions", 1, "partitions of auto-created topics and of CreateTopics with -1")
+	fs.IntVar(&cfg.maxRequestSize, "max-request-size", 100<<20, "largest request frame accepted, in bytes")
+	fs.IntVar(&cfg.maxConnections, "max-connections", 10000, "most client connections at once (0 = unlimited)")
+	fs.IntVar(&cfg.maxConnectionsPerIP, "max-connections-per-ip", 1000, "most client connections from one IP address (0 = unlimited)")
+	fs.StringVar(&cfg.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
+	fs.BoolVar(&cfg.pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
+	fs.DurationVar(&cfg.retentionCheck, "retention-check-interval", 30*time.Second, "how often retention and time-based segment rolls run")
+	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
+			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
+			"precedence: flags, then config file, then environment, then defaults.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	return fs, cfg
+}
+
+func (c *serveConfig) validate() error {
+	switch {
+	case c.nodeID < 0 || c.nodeID > 1<<31-1:
+		return fmt.Errorf("node-id %d: must be between 0 and 2147483647", c.nodeID)
+	case c.defaultPartitions < 1:
+		return fmt.Errorf("default-partitions %d: must be at least 1", c.defaultPartitions)
+	case c.maxRequestSize < 1024 || c.maxRequestSize > 1<<30:
+		return fmt.Errorf("max-request-size %d: must be between 1024 and 1073741824", c.maxRequestSize)
+	case c.maxConnections < 0:
+		return fmt.Errorf("max-connections %d: must not be negative", c.maxConnections)
+	case c.maxConnectionsPerIP < 0:
+		return fmt.Errorf("max-connections-per-ip %d: must not be negative", c.maxConnectionsPerIP)
+	case c.retentionCheck <= 0:
+		return fmt.Errorf("retention-check-interval %v: must be positive", c.retentionCheck)
+	case c.shutdownTimeout <= 0:
+		return fmt.Errorf("shutdown-timeout %v: must be positive", c.shutdownTimeout)
+	case c.data == "":
+		return errors.New("data: must not be empty")
+	}
+	return nil
+}
+
+func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "auto" {
+		format = "json"
+		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			format = "text"
+		}
+	}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	default:
+		return nil, fmt.Errorf("log-format %q: want text, json or auto", format)
+	}
+}
+
+// loadServeConfig parses flags, then fills the rest from the config file and
+// the environment.
+func loadServeConfig(args []string, env []string, stdout, stderr io.Writer) (*serveConfig, error) {
+	fs, cfg := serveFlags(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, errUsage
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	path := cfg.config
+	if path == "" {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, "MOONMQ_CONFIG="); ok {
+				path = v
+			}
+		}
+	}
+	if err := applyConfig(fs, path, env); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.printConfig {
+		printConfig(stdout, fs)
+		return nil, flag.ErrHelp // done, exit 0
+	}
+	return cfg, nil
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadServeConfig(args, os.Environ(), stdout, stderr)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(cfg.logLevel, cfg.logFormat, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	storage := httpapi.NewStorageMetrics(reg)
+	kmetrics := kafka.NewMetrics(reg)
+
+	// The HTTP listener comes up first so /healthz answers and /readyz says
+	// 503 while storage recovers and metadata loads.
+	var (
+		hs    *httpapi.Server
+		stats atomic.Pointer[func() *httpapi.Stats]
+	)
+	if cfg.http != "" {
+		hs, err = httpapi.Listen(httpapi.Options{Addr: cfg.http, Pprof: cfg.pprof, Registry: reg, Logger: logger,
+			Stats: func() *httpapi.Stats {
+				if f := stats.Load(); f != nil {
+					return (*f)()
+				}
+				return &httpapi.Stats{Version: version, NodeID: int32(cfg.nodeID)}
+			}})
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := hs.Serve(); err != nil {
+				logger.Error("http server stopped", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = hs.Close(sctx)
+		}()
+	}
+
+	b, err := broker.Open(broker.Options{DataDir: cfg.data, Logger: logger,
+		RetentionCheckInterval: cfg.retentionCheck, OnFsync: storage.ObserveFsync})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			logger.Error("closing partitions", "err", err)
+		}
+	}()
+	reg.MustRegister(httpapi.NewPartitionCollector(b))
+
+	ctrl, err := controller.Open(ctx, controller.Options{
+		Dir: filepath.Join(cfg.data, "meta"), NodeID: int32(cfg.nodeID), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer ctrl.Close()
+	if err := wireMetadata(ctrl, b, kmetrics, logger); err != nil {
+		return err
+	}
+
+	ks, err := kafka.Listen(kafka.Options{
+		Listen: cfg.listen, Advertise: cfg.advertise, NodeID: int32(cfg.nodeID),
+		MaxRequestSize: int32(cfg.maxRequestSize), AutoCreateTopics: cfg.autoCreate,
+		DefaultPartitions: int32(cfg.defaultPartitions), MaxConnections: cfg.maxConnections,
+		MaxConnectionsPerIP: cfg.maxConnectionsPerIP, Metrics: kmetrics, Logger: logger, Version: version,
+	}, ctrl, b)
+	if err != nil {
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- ks.Serve() }()
+
+	listeners := httpapi.Listeners{Kafka: ks.Addr().String(), Advertised: ks.Advertised()}
+	if hs != nil {
+		listeners.HTTP = hs.Addr().String()
+	}
+	statsFn := func() *httpapi.Stats {
+		return &httpapi.Stats{
+			Version: version, NodeID: int32(cfg.nodeID), StartedAt: start,
+			UptimeSeconds: time.Since(start).Seconds(), Listeners: listeners,
+			Connections: ks.Connections(), Topics: httpapi.TopicStatsOf(b), Groups: []httpapi.GroupStats{},
+		}
+	}
+	stats.Store(&statsFn)
+	if hs != nil {
+		hs.SetReady(true)
+	}
+	logger.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
+		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "version", version,
+		"startup", time.Since(start).Round(time.Millisecond))
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if err != nil {
+			return err
+		}
+	}
+	// A second signal during the graceful shutdown exits at once.
+	forced := make(chan os.Signal, 1)
+	signal.Notify(forced, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(forced)
+	go func() {
+		if _, ok := <-forced; ok {
+			logger.Warn("second signal: exiting without a clean shutdown")
+			os.Exit(1)
+		}
+	}()
+
+	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
+	if hs != nil {
+		hs.SetReady(false)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
+	defer cancel()
+	if err := ks.Shutdown(sctx); err != nil {
+		logger.Warn("in-flight requests abandoned at shutdown", "err", err)
+	}
+	return nil // deferred closes flush, fsync and checkpoint every partition
+}
+
+// wireMetadata keeps the hosted partitions in step with the metadata: the
+// controller calls back synchronously on every change, so a CreateTopics
+// answer is sent only after the partitions exist on disk. Registering
+// replays every existing topic first; a partition that fails to open then
+// fails the start rather than leaving a hole clients would see as an
+// unknown partition.
+func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metrics, logger *slog.Logger) error {
+	var (
+		replaying  atomic.Bool // true while OnChange replays existing topics
+		startupErr error
+	)
+	replaying.Store(true)
+	ctrl.OnChange(func(ev controller.Event) {
+		var err error
+		switch ev.Kind {
+		case controller.TopicCreated, controller.PartitionsAdded:
+			for _, p := range ev.Topic.Partitions {
+				_, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				err = errors.Join(err, perr)
+			}
+		case controller.ConfigsChanged:
+			err = b.UpdateConfigs(ev.Topic.Name, ev.Topic.Configs)
+		case controller.TopicDeleted:
+			err = b.DeleteTopic(ev.Topic.Name)
+			m.DeleteTopic(ev.Topic.Name)
+		}
+		if err != nil && replaying.Load() {
+			startupErr = errors.Join(startupErr, err)
+		} else if err != nil {
+			logger.Error("applying metadata change", "topic", ev.Topic.Name, "event", ev.Kind, "err", err)
+		}
+	})
+	replaying.Store(false)
+	if startupErr != nil {
+		return fmt.Errorf("opening partitions: %w", startupErr)
+	}
+	known := map[broker.TopicPartition]bool{}
+	for _, t := range ctrl.Topics() {
+		for _, p := range t.Partitions {
+			known[broker.TopicPartition{Topic: t.Name, Partition: p.ID}] = true
+		}
+	}
+	return b.RemoveOrphans(func(tp broker.TopicPartition) bool { return known[tp] })
+}
