@@ -1,0 +1,250 @@
+package kafka
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/broker"
+)
+
+// startServer runs an in-process broker: controller, partitions and the
+// Kafka front end, wired as main.go wires them.
+func startServer(t *testing.T, opts Options) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := broker.Open(broker.Options{DataDir: dir})
+	require.NoError(t, err)
+	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
+	require.NoError(t, err)
+	ctrl.OnChange(func(ev controller.Event) {
+		switch ev.Kind {
+		case controller.TopicCreated, controller.PartitionsAdded:
+			for _, p := range ev.Topic.Partitions {
+				_, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				require.NoError(t, err)
+			}
+		case controller.TopicDeleted:
+			require.NoError(t, b.DeleteTopic(ev.Topic.Name))
+		}
+	})
+	opts.Listen, opts.NodeID = "127.0.0.1:0", 1
+	s, err := Listen(opts, ctrl, b)
+	require.NoError(t, err)
+	go s.Serve()
+	t.Cleanup(func() {
+		s.Close()
+		ctrl.Close()
+		b.Close()
+	})
+	return s
+}
+
+type rawConn struct {
+	t    *testing.T
+	c    net.Conn
+	corr int32
+}
+
+func dialRaw(t *testing.T, s *Server) *rawConn {
+	c, err := net.Dial("tcp", s.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(20*time.Second)))
+	return &rawConn{t: t, c: c}
+}
+
+// send writes a request and returns its correlation id.
+func (r *rawConn) send(req kmsg.Request) int32 {
+	r.corr++
+	body := encodeRequest(req, r.corr)
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
+	_, err := r.c.Write(append(frame, body...))
+	require.NoError(r.t, err)
+	return r.corr
+}
+
+// recv reads one response into resp (whose version must match the request).
+func (r *rawConn) recv(resp kmsg.Response) int32 {
+	var size [4]byte
+	_, err := io.ReadFull(r.c, size[:])
+	require.NoError(r.t, err)
+	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
+	_, err = io.ReadFull(r.c, buf)
+	require.NoError(r.t, err)
+	corr := int32(binary.BigEndian.Uint32(buf))
+	body := buf[4:]
+	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
+		body = body[1:] // empty header tags
+	}
+	require.NoError(r.t, resp.ReadFrom(body))
+	return corr
+}
+
+func createTopic(t *testing.T, s *Server, name string, partitions int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+}
+
+func fetchRequest(topic string, maxWait time.Duration) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.MaxWaitMillis = int32(maxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = 1 << 20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = topic
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	req.Topics = append(req.Topics, ft)
+	return req
+}
+
+// TestPipelinedResponsesKeepOrder sends a long-poll fetch and, behind it on
+// the same connection, a metadata request: the metadata answer must wait
+// for the fetch (Kafka answers in request order), while another
+// connection is served during the poll.
+func TestPipelinedResponsesKeepOrder(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "quiet", 1)
+
+	rc := dialRaw(t, s)
+	fetchCorr := rc.send(fetchRequest("quiet", 60*time.Second)) // outlives the 20 s connection deadline
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	mdCorr := rc.send(md)
+
+	// Another connection is answered while the fetch is parked.
+	other := dialRaw(t, s)
+	other.send(md)
+	omd := kmsg.NewPtrMetadataResponse()
+	omd.Version = 9
+	other.recv(omd)
+
+	// Wake the fetch; its answer comes first, then the metadata behind it.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("quiet"))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("x")}).FirstErr())
+	fr := kmsg.NewPtrFetchResponse()
+	fr.Version = 11
+	require.Equal(t, fetchCorr, rc.recv(fr))
+	mr := kmsg.NewPtrMetadataResponse()
+	mr.Version = 9
+	require.Equal(t, mdCorr, rc.recv(mr))
+	require.Len(t, mr.Topics, 1)
+}
+
+// TestLongPollWakesOnProduce: a fetch parked on an empty partition returns
+// as soon as a record is produced, well before MaxWait.
+func TestLongPollWakesOnProduce(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "wake", 1)
+	rc := dialRaw(t, s)
+	rc.send(fetchRequest("wake", 60*time.Second)) // outlives the 20 s connection deadline
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("wake"))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("hi")}).FirstErr())
+
+	fr := kmsg.NewPtrFetchResponse()
+	fr.Version = 11
+	rc.recv(fr)
+	p := fr.Topics[0].Partitions[0]
+	require.Equal(t, int16(0), p.ErrorCode)
+	require.NotEmpty(t, p.RecordBatches)
+	require.Equal(t, int64(1), p.HighWatermark)
+}
+
+func TestAutoCreateIsOffByDefault(t *testing.T) {
+	s := startServer(t, Options{})
+	rc := dialRaw(t, s)
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	name := "nope"
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: &name}}
+	md.AllowAutoTopicCreation = true
+	rc.send(md)
+	mr := kmsg.NewPtrMetadataResponse()
+	mr.Version = 9
+	rc.recv(mr)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, mr.Topics[0].ErrorCode)
+
+	s2 := startServer(t, Options{AutoCreateTopics: true, DefaultPartitions: 3})
+	rc2 := dialRaw(t, s2)
+	rc2.send(md)
+	mr = kmsg.NewPtrMetadataResponse()
+	mr.Version = 9
+	rc2.recv(mr)
+	require.Equal(t, int16(0), mr.Topics[0].ErrorCode)
+	require.Len(t, mr.Topics[0].Partitions, 3)
+}
+
+func TestProduceErrors(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "p", 1)
+	rc := dialRaw(t, s)
+	produce := func(acks int16, topic string, records []byte) *kmsg.ProduceResponse {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, acks, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = records
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		rc.send(req)
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 9
+		rc.recv(resp)
+		return resp
+	}
+	bad := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
+	bad[len(bad)-1] ^= 0xff
+	require.Equal(t, kerr.CorruptMessage.Code, produce(-1, "p", bad).Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, kerr.UnsupportedForMessageFormat.Code, produce(-1, "p", make([]byte, 70)).Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, kerr.UnknownTopicOrPartition.Code, produce(1, "missing", []byte{1}).Topics[0].Partitions[0].ErrorCode)
+	require.Equal(t, kerr.InvalidRequiredAcks.Code, produce(2, "p", []byte{1}).Topics[0].Partitions[0].ErrorCode)
+}
+
+func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "s", 1)
+	rc := dialRaw(t, s)
+	corr := rc.send(fetchRequest("s", 30*time.Second))
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		done <- s.Shutdown(ctx)
+	}()
+	// The parked long poll is answered at once, not after 30 s.
+	fr := kmsg.NewPtrFetchResponse()
+	fr.Version = 11
+	require.Equal(t, corr, rc.recv(fr))
+	require.NoError(t, <-done)
+	_, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
+	require.Error(t, err, "the listener is closed")
+}
