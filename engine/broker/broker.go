@@ -103,6 +103,9 @@ func Open(opts Options) (*Broker, error) {
 	return b, nil
 }
 
+// DataDir is the directory holding every partition.
+func (b *Broker) DataDir() string { return b.opts.DataDir }
+
 // Dir is the directory of one partition's log.
 func (b *Broker) Dir(tp TopicPartition) string {
 	return filepath.Join(b.opts.DataDir, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))

@@ -115,6 +115,18 @@ func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Res
 	return resp, nil
 }
 
+// alterTopicConfigs applies one resource of an (Incremental)AlterConfigs
+// request; only topic configs are alterable (broker settings are static).
+func (c *conn) alterTopicConfigs(typ kmsg.ConfigResourceType, apply func() error) (int16, *string) {
+	if typ != kmsg.ConfigResourceTypeTopic {
+		return kerr.InvalidRequest.Code, errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", typ))
+	}
+	if err := apply(); err != nil {
+		return c.errCode(err), errMessage(err)
+	}
+	return 0, nil
+}
+
 func (c *conn) handleIncrementalAlterConfigs(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.IncrementalAlterConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
@@ -123,23 +135,18 @@ func (c *conn) handleIncrementalAlterConfigs(r *request) (kmsg.Response, func() 
 	for _, res := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		if res.ResourceType != kmsg.ConfigResourceTypeTopic {
-			rr.ErrorCode = kerr.InvalidRequest.Code
-			rr.ErrorMessage = errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", res.ResourceType))
-			resp.Resources = append(resp.Resources, rr)
-			continue
-		}
-		ops := make([]controller.ConfigOp, 0, len(res.Configs))
-		for _, cfg := range res.Configs {
-			op := controller.ConfigOp{Key: cfg.Name, Op: controller.OpType(cfg.Op)}
-			if cfg.Value != nil {
-				op.Value = *cfg.Value
+		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, func() error {
+			ops := make([]controller.ConfigOp, 0, len(res.Configs))
+			for _, cfg := range res.Configs {
+				op := controller.ConfigOp{Key: cfg.Name, Op: controller.OpType(cfg.Op)}
+				if cfg.Value != nil {
+					op.Value = *cfg.Value
+				}
+				ops = append(ops, op)
 			}
-			ops = append(ops, op)
-		}
-		if _, err := c.s.meta.AlterConfigs(ctx, res.ResourceName, ops, req.ValidateOnly); err != nil {
-			rr.ErrorCode, rr.ErrorMessage = c.errCode(err), errMessage(err)
-		}
+			_, err := c.s.meta.AlterConfigs(ctx, res.ResourceName, ops, req.ValidateOnly)
+			return err
+		})
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil
@@ -153,21 +160,16 @@ func (c *conn) handleAlterConfigs(r *request) (kmsg.Response, func() kmsg.Respon
 	for _, res := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		if res.ResourceType != kmsg.ConfigResourceTypeTopic {
-			rr.ErrorCode = kerr.InvalidRequest.Code
-			rr.ErrorMessage = errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", res.ResourceType))
-			resp.Resources = append(resp.Resources, rr)
-			continue
-		}
-		configs := make(map[string]string, len(res.Configs))
-		for _, cfg := range res.Configs {
-			if cfg.Value != nil {
-				configs[cfg.Name] = *cfg.Value
+		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, func() error {
+			configs := make(map[string]string, len(res.Configs))
+			for _, cfg := range res.Configs {
+				if cfg.Value != nil {
+					configs[cfg.Name] = *cfg.Value
+				}
 			}
-		}
-		if _, err := c.s.meta.ReplaceConfigs(ctx, res.ResourceName, configs, req.ValidateOnly); err != nil {
-			rr.ErrorCode, rr.ErrorMessage = c.errCode(err), errMessage(err)
-		}
+			_, err := c.s.meta.ReplaceConfigs(ctx, res.ResourceName, configs, req.ValidateOnly)
+			return err
+		})
 		resp.Resources = append(resp.Resources, rr)
 	}
 	return resp, nil

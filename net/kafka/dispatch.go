@@ -40,6 +40,7 @@ func init() {
 		kmsg.CreatePartitions.Int16():        {0, 3, (*conn).handleCreatePartitions},
 		kmsg.IncrementalAlterConfigs.Int16(): {0, 1, (*conn).handleIncrementalAlterConfigs},
 		kmsg.DescribeCluster.Int16():         {0, 1, (*conn).handleDescribeCluster},
+		kmsg.DescribeLogDirs.Int16():         {0, 4, (*conn).handleDescribeLogDirs},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -247,4 +248,28 @@ func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
 	require.NoError(t, <-done)
 	_, err := net.DialTimeout("tcp", s.Addr().String(), time.Second)
 	require.Error(t, err, "the listener is closed")
+}
+
+func TestDescribeLogDirsReportsSizes(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "sized", 2)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("sized"),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: make([]byte, 1000), Partition: 1}).FirstErr())
+
+	adm := kadm.NewClient(cl)
+	dirs, err := adm.DescribeAllLogDirs(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, dirs.Error())
+	sizes := map[int32]int64{}
+	dirs.EachPartition(func(p kadm.DescribedLogDirPartition) {
+		if p.Topic == "sized" {
+			sizes[p.Partition] = p.Size
+		}
+	})
+	require.Len(t, sizes, 2)
+	require.Equal(t, int64(0), sizes[0])
+	require.Greater(t, sizes[1], int64(1000))
 }
