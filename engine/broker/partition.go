@@ -67,9 +67,17 @@ func nonZero[T int | int64 | time.Duration](v T) T {
 }
 
 // rebuildProducers replays batch headers so retries that straddle a restart
-// are still recognised as duplicates.
+// are still recognised as duplicates. Only the last two segments are read:
+// a producer retries within seconds, so its last batches are there, and
+// opening stays proportional to a segment, not to the whole log. A
+// producer whose batches all lie further back is unknown after a restart
+// and, as in Kafka since KIP-360, may continue at any sequence.
 func (p *Partition) rebuildProducers() error {
-	return p.log.Batches(p.log.LogStartOffset(), func(h batch.Header) bool {
+	from := p.log.LogStartOffset()
+	if bases := p.log.SegmentBases(); len(bases) > 2 {
+		from = max(from, bases[len(bases)-2])
+	}
+	return p.log.Batches(from, func(h batch.Header) bool {
 		if h.ProducerID >= 0 && !h.IsControl() {
 			p.producers.Record(h.ProducerID, h.ProducerEpoch, txn.BatchInfo{
 				FirstSeq: h.BaseSequence, LastSeq: txn.LastSeq(h.BaseSequence, h.NumRecords),

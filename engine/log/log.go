@@ -338,6 +338,18 @@ func (l *Log) SegmentCount() int {
 	return len(l.segments)
 }
 
+// SegmentBases returns the base offset of every segment, oldest first; the
+// last is the active segment's.
+func (l *Log) SegmentBases() []int64 {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	out := make([]int64, len(l.segments))
+	for i, s := range l.segments {
+		out[i] = s.base
+	}
+	return out
+}
+
 // Stats returns counters and gauges.
 func (l *Log) Stats() Stats {
 	l.segMu.RLock()
