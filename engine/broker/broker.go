@@ -291,7 +291,7 @@ func (b *Broker) Close() error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- p.log.Close()
+			errs <- p.close()
 		}()
 	}
 	wg.Wait()

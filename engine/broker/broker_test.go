@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -130,4 +132,37 @@ func TestDeleteTopicAndOrphans(t *testing.T) {
 	require.Equal(t, TopicPartition{Topic: "my-topic", Partition: 12}, tp)
 	_, ok = parseDirName("meta")
 	require.False(t, ok)
+}
+
+// TestProducerStateWithoutSnapshot: after an unclean stop there is no
+// snapshot (or a stale one), and the state is rebuilt from the log tail.
+func TestProducerStateWithoutSnapshot(t *testing.T) {
+	for _, stale := range []bool{false, true} {
+		dir := t.TempDir()
+		b := open(t, dir)
+		tp := TopicPartition{Topic: "orders", Partition: 0}
+		p, err := b.EnsurePartition(tp, nil)
+		require.NoError(t, err)
+		_, err = p.Append(producerBatch(9, 1, 0, "a"), 0)
+		require.NoError(t, err)
+		require.NoError(t, b.Close())
+		snap := filepath.Join(dir, "orders-0", producerSnapshotFile)
+		if stale {
+			require.NoError(t, os.WriteFile(snap, []byte(`{"version":1,"offset":77,"producers":{}}`), 0o644))
+		} else {
+			require.NoError(t, os.Remove(snap))
+		}
+		b = open(t, dir)
+		p, err = b.EnsurePartition(tp, nil)
+		require.NoError(t, err)
+		dup, err := p.Append(producerBatch(9, 1, 0, "a"), 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(0), dup.BaseOffset)
+		require.Equal(t, int64(1), p.Log().LogEndOffset(), "stale=%v: the retry was not stored again", stale)
+		_, err = p.Append(producerBatch(9, 0, 1, "old epoch"), 0)
+		require.ErrorIs(t, err, txn.ErrInvalidEpoch)
+		require.NoError(t, b.Close())
+		_, err = os.Stat(snap)
+		require.NoError(t, err, "a clean close writes the snapshot")
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -31,12 +33,71 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{tp: tp, opts: opts, log: l, producers: txn.NewProducerState(), cfg: cfg}
-	if err := p.rebuildProducers(); err != nil {
+	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg}
+	if err := p.loadProducers(); err != nil {
 		_ = l.Close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// producerSnapshotFile holds the idempotent-producer state written at a
+// clean close, valid only while the log end is where it was then.
+const producerSnapshotFile = "producer-state.json"
+
+// loadProducers restores producer state from the clean-shutdown snapshot
+// when it matches the log, and otherwise rebuilds it from the log tail. The
+// snapshot is removed once read, so a later crash can never reuse it.
+func (p *Partition) loadProducers() error {
+	path := filepath.Join(p.log.Dir(), producerSnapshotFile)
+	if b, err := os.ReadFile(path); err == nil {
+		_ = os.Remove(path)
+		st, offset, err := txn.LoadSnapshot(b)
+		if err == nil && offset == p.log.LogEndOffset() {
+			p.producers = st
+			return nil
+		}
+		p.opts.Logger.Warn("ignoring producer state snapshot", "topic", p.tp.Topic, "partition", p.tp.Partition,
+			"snapshot_offset", offset, "log_end", p.log.LogEndOffset(), "err", err)
+	}
+	p.producers = txn.NewProducerState()
+	return p.rebuildProducers()
+}
+
+// close flushes the log and writes the producer state snapshot. Appends
+// are excluded while it runs, so the snapshot matches the log end.
+func (p *Partition) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleted {
+		return nil
+	}
+	snap, err := p.producers.Snapshot(p.log.LogEndOffset())
+	if err == nil {
+		err = writeFileSync(filepath.Join(p.log.Dir(), producerSnapshotFile), snap)
+	}
+	return errors.Join(err, p.log.Close())
+}
+
+// writeFileSync writes a file atomically: temp file, fsync, rename.
+func writeFileSync(path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Options {
