@@ -31,6 +31,7 @@ Usage:
   moonmq serve [flags]          run a broker node (moonmq serve --help for flags)
   moonmq bench produce|consume  load generator (moonmq bench produce --help)
   moonmq top [--addr host:port] live dashboard: brokers, topics, groups, records
+  moonmq --repl [--addr ...]    MQL console (also: moonmq run FILE.mql, moonmq -e 'STMT;')
   moonmq version                print the version
 `
 
@@ -53,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = bench.Run(ctx, args[1:], stdout, stderr)
 	case "top":
 		err = top(ctx, args[1:], stderr)
+	case "--repl", "-repl", "run", "-e", "--e":
+		return mqlCommand(ctx, args, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "moonmq", versionString())
 		return 0

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -68,6 +69,15 @@ func fmtRate(v float64, ok bool) string {
 	}
 }
 
+// fmtPerSec is fmtRate with a "/s" unit when the rate is known.
+func fmtPerSec(v float64, ok bool) string {
+	s := fmtRate(v, ok)
+	if s == unknown {
+		return s
+	}
+	return s + "/s"
+}
+
 // fmtBytes renders a size in binary units; negative means unknown.
 func fmtBytes(n int64) string {
 	if n < 0 {
@@ -116,6 +126,14 @@ func fmtIDs(ids []int32) string {
 		parts[i] = strconv.FormatInt(int64(id), 10)
 	}
 	return strings.Join(parts, ",")
+}
+
+// plural renders "1 member", "2 members".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
 
 // fmtAge renders how long ago t was, coarsely.
@@ -220,7 +238,8 @@ func oneLine(b []byte) string {
 		case r == '\r':
 			sb.WriteString(`\r`)
 		case !unicode.IsPrint(r) && r != ' ':
-			sb.WriteString(strconv.QuoteRune(r))
+			q := strconv.QuoteRune(r)
+			sb.WriteString(q[1 : len(q)-1])
 		default:
 			sb.WriteRune(r)
 		}
@@ -247,8 +266,11 @@ func isText(b []byte) bool {
 }
 
 // prettyValue renders a record key or value for the detail pane: indented
-// JSON when it is valid JSON (object or array), text when it is text, and a
-// hex dump otherwise. It also returns the format it chose.
+// JSON when it is a valid JSON object or array (key order and numbers kept
+// exactly as sent), text when it is text, and a hex dump otherwise. It also
+// returns the format it chose. Control characters never reach the
+// terminal: record data must not be able to move the cursor or recolour
+// the screen.
 func prettyValue(b []byte) (string, string) {
 	if b == nil {
 		return "null", "null"
@@ -256,23 +278,38 @@ func prettyValue(b []byte) (string, string) {
 	if len(b) == 0 {
 		return "(empty)", "empty"
 	}
-	trimmed := strings.TrimSpace(string(b))
-	if (strings.HasPrefix(trimmed, "{") || strings.HasPrefix(trimmed, "[")) && json.Valid(b) {
-		var out strings.Builder
-		var v any
-		if err := json.Unmarshal(b, &v); err == nil {
-			enc := json.NewEncoder(&out)
-			enc.SetIndent("", "  ")
-			enc.SetEscapeHTML(false)
-			if enc.Encode(v) == nil {
-				return strings.TrimRight(out.String(), "\n"), "json"
-			}
+	trimmed := bytes.TrimSpace(b)
+	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') && json.Valid(trimmed) {
+		var out bytes.Buffer
+		if json.Indent(&out, trimmed, "", "  ") == nil {
+			// Valid JSON has no raw control characters outside
+			// whitespace, which Indent normalises.
+			return out.String(), "json"
 		}
 	}
 	if isText(b) {
-		return strings.ToValidUTF8(strings.ReplaceAll(string(b), "\r", ""), "?"), "text"
+		return safeText(string(b)), "text"
 	}
 	return hexDump(b), "binary"
+}
+
+// safeText keeps newlines and tabs, drops carriage returns and escapes every
+// other control character (C0, DEL, C1) so text shows as written.
+func safeText(s string) string {
+	var sb strings.Builder
+	for _, r := range strings.ToValidUTF8(s, "\ufffd") {
+		switch {
+		case r == '\n' || r == '\t':
+			sb.WriteRune(r)
+		case r == '\r':
+		case unicode.IsControl(r):
+			q := strconv.QuoteRune(r)
+			sb.WriteString(q[1 : len(q)-1])
+		default:
+			sb.WriteRune(r)
+		}
+	}
+	return sb.String()
 }
 
 // hexDump renders b as offset / hex / ASCII lines, like hexdump -C, capped

@@ -69,6 +69,7 @@ func (c *conn) brokerConfigs() map[string]string {
 		"num.partitions":            strconv.Itoa(int(o.DefaultPartitions)),
 		"socket.request.max.bytes":  strconv.Itoa(int(o.MaxRequestSize)),
 		"advertised.listeners":      "PLAINTEXT://" + c.s.Advertised(),
+		"moonmq.version":            o.Version,
 	}
 }
 

@@ -1,0 +1,204 @@
+package main
+
+// The MQL console's command line:
+//
+//	moonmq --repl [--addr host:port] [--output table|json|csv] [--history FILE]
+//	moonmq run [--addr] [--output] [--continue-on-error] FILE.mql...   (FILE "-" is stdin)
+//	moonmq -e 'STATEMENT;' [--addr] [--output]
+//
+// The address defaults to $MOONMQ_ADDR, then 127.0.0.1:9092.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/chzyer/readline"
+
+	"github.com/moonmq/moonmq/mql"
+	"github.com/moonmq/moonmq/mql/repl"
+)
+
+const defaultMQLAddr = "127.0.0.1:9092"
+
+type mqlConfig struct {
+	repl            bool
+	exec            string
+	addr            string
+	user, password  string
+	output          string
+	history         string
+	timeout         time.Duration
+	continueOnError bool
+}
+
+func mqlFlags(name string, stderr io.Writer) (*flag.FlagSet, *mqlConfig) {
+	cfg := &mqlConfig{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := os.Getenv("MOONMQ_ADDR")
+	if addr == "" {
+		addr = defaultMQLAddr
+	}
+	home, _ := os.UserHomeDir()
+	history := ""
+	if home != "" {
+		history = filepath.Join(home, ".moonmq_history")
+	}
+	fs.BoolVar(&cfg.repl, "repl", false, "open the interactive MQL console")
+	fs.StringVar(&cfg.exec, "e", "", "run one or more statements and exit")
+	fs.StringVar(&cfg.addr, "addr", addr, "broker address host:port[,host:port] (env MOONMQ_ADDR)")
+	fs.StringVar(&cfg.user, "user", "", "SASL user (not supported yet: the client has no SASL)")
+	fs.StringVar(&cfg.password, "password", "", "SASL password (with --user)")
+	fs.StringVar(&cfg.output, "output", "table", "output format: table, json or csv")
+	fs.StringVar(&cfg.history, "history", history, "REPL history file (empty: no history file)")
+	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Second, "bound on each broker request")
+	fs.BoolVar(&cfg.continueOnError, "continue-on-error", false, "run: keep going after a failed statement (still exits 1)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage:
+  moonmq --repl [flags]                          interactive MQL console
+  moonmq run [flags] FILE.mql...                 run scripts (FILE "-" reads stdin); exit 1 on the first failure
+  moonmq -e 'STATEMENT; ...' [flags]             run statements and exit
+
+Flags:
+`)
+		fs.PrintDefaults()
+	}
+	return fs, cfg
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// positional arguments (moonmq run a.mql --output json).
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// mqlCommand runs `moonmq --repl`, `moonmq run` and `moonmq -e`, returning
+// the process exit code: 0 success, 1 a failed statement, 2 usage.
+func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	name, rest := "moonmq", args
+	isRun := len(args) > 0 && args[0] == "run"
+	if isRun {
+		name, rest = "moonmq run", args[1:]
+	}
+	fs, cfg := mqlFlags(name, stderr)
+	files, err := parseInterleaved(fs, rest)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	format, err := mql.ParseFormat(cfg.output)
+	if err != nil {
+		fmt.Fprintf(stderr, "moonmq: --output: %v\n", err)
+		return 2
+	}
+	if cfg.user != "" {
+		fmt.Fprintln(stderr, "moonmq: --user: SASL authentication is not supported by the client yet; connect without --user")
+		return 2
+	}
+	modes := 0
+	for _, on := range []bool{isRun, cfg.repl, cfg.exec != ""} {
+		if on {
+			modes++
+		}
+	}
+	if modes != 1 {
+		fmt.Fprintln(stderr, "moonmq: choose one of --repl, run FILE.mql or -e 'STATEMENT;'")
+		fs.Usage()
+		return 2
+	}
+	if !isRun && len(files) > 0 {
+		fmt.Fprintf(stderr, "moonmq: unexpected argument %q\n", files[0])
+		return 2
+	}
+	if isRun && len(files) == 0 {
+		fmt.Fprintln(stderr, "moonmq run: no script given (moonmq run FILE.mql)")
+		return 2
+	}
+
+	stdinTTY := readline.IsTerminal(int(os.Stdin.Fd()))
+	stdoutTTY := stdout == io.Writer(os.Stdout) && readline.IsTerminal(int(os.Stdout.Fd()))
+	sess := mql.NewSession(mql.Options{
+		Addr: cfg.addr, RequestTimeout: cfg.timeout, DialTimeout: min(cfg.timeout, 5*time.Second),
+		Out: stdout, Format: format, Color: stdoutTTY && os.Getenv("NO_COLOR") == "",
+	})
+	defer sess.Close()
+	runOpts := mql.RunOptions{ContinueOnError: cfg.continueOnError, Stderr: stderr}
+
+	switch {
+	case cfg.exec != "":
+		return exitCode(mql.RunScript(ctx, sess, "", cfg.exec, runOpts))
+	case isRun:
+		ok := true
+		for _, f := range files {
+			if f == "-" {
+				ok = mql.RunReader(ctx, sess, "<stdin>", os.Stdin, runOpts) && ok
+			} else {
+				src, err := os.ReadFile(f)
+				if err != nil {
+					fmt.Fprintf(stderr, "moonmq run: %v\n", err)
+					return 1
+				}
+				ok = mql.RunScript(ctx, sess, f, string(src), runOpts) && ok
+			}
+			if !ok && !cfg.continueOnError {
+				break
+			}
+		}
+		return exitCode(ok)
+	case !stdinTTY:
+		// `moonmq --repl < script.mql`: no prompts, statements run as
+		// they arrive, failures behave as in scripts.
+		return exitCode(mql.RunReader(ctx, sess, "<stdin>", os.Stdin, runOpts))
+	}
+
+	// Interactive. SIGINT must cancel one statement, not the console, so
+	// the REPL handles signals itself and ignores the process context's
+	// cancellation (it still stops on SIGTERM and EXIT).
+	bctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
+	banner, err := sess.Banner(bctx)
+	cancel()
+	head := "MoonMQ console"
+	if err != nil {
+		banner = fmt.Sprintf("%s — not connected: %v\nUse CONNECT 'host:port'; to connect.", head, err)
+	} else {
+		banner = head + " — " + banner
+	}
+	banner += "\nType HELP; for the statements. End statements with ';'. Ctrl-C cancels, Ctrl-D exits."
+	if err := repl.Run(context.WithoutCancel(ctx), repl.Options{
+		Session: sess, Stdout: stdout, Stderr: stderr, HistoryFile: strings.TrimSpace(cfg.history), Banner: banner,
+	}); err != nil {
+		fmt.Fprintln(stderr, "moonmq:", err)
+		return 1
+	}
+	return 0
+}
+
+func exitCode(ok bool) int {
+	if ok {
+		return 0
+	}
+	return 1
+}

@@ -1,0 +1,174 @@
+package main
+
+// End-to-end tests of the MQL console: every testdata/*.mql script runs as
+// `moonmq run` against a fresh real broker (internal/testbroker), and its
+// stdout, stderr and exit code are compared with testdata/NAME.out.
+// `go test -run TestMQLScripts -update .` rewrites the golden files.
+//
+// A script may start with a line `-- args: FLAGS` to pass extra flags.
+// Output is made deterministic by masking what legitimately varies between
+// runs with same-width placeholders (so tables stay aligned): timestamps
+// within a day of the run, the broker's port and the cluster id.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/internal/testbroker"
+	"github.com/moonmq/moonmq/net/client"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite testdata/*.out golden files")
+
+type mqlRun struct {
+	stdout, stderr string
+	exit           int
+}
+
+// runMoonMQ runs the binary with args (and stdin), bounded in time.
+func runMoonMQ(t *testing.T, stdin string, args ...string) mqlRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "MOONMQ_ADDR=", "NO_COLOR=1", "HOME="+t.TempDir())
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.Stdin = strings.NewReader(stdin)
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else {
+		require.NoError(t, err)
+	}
+	require.NoError(t, ctx.Err(), "moonmq %v did not finish in time; stdout:\n%s\nstderr:\n%s", args, out.String(), errb.String())
+	return mqlRun{out.String(), errb.String(), code}
+}
+
+var tsRe = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
+
+// mask replaces run-specific values with placeholders of the same width.
+func mask(s, addr, clusterID string) string {
+	now := time.Now()
+	s = tsRe.ReplaceAllStringFunc(s, func(m string) string {
+		ts, err := time.Parse(time.RFC3339Nano, m)
+		if err == nil && ts.After(now.Add(-24*time.Hour)) && ts.Before(now.Add(24*time.Hour)) {
+			return "<timestamp-of-the-run>.."[:len(m)]
+		}
+		return m
+	})
+	_, port, _ := strings.Cut(addr, ":")
+	s = strings.ReplaceAll(s, addr, "<address>")
+	if port != "" {
+		s = regexp.MustCompile(`\b`+port+`\b`).ReplaceAllString(s, "<prt>"[:min(5, len(port))]+strings.Repeat("#", max(0, len(port)-5)))
+	}
+	if clusterID != "" {
+		s = strings.ReplaceAll(s, clusterID, ("<cluster-id" + strings.Repeat("-", len(clusterID)))[:len(clusterID)-1]+">")
+	}
+	return s
+}
+
+func TestMQLScripts(t *testing.T) {
+	scripts, err := filepath.Glob("testdata/*.mql")
+	require.NoError(t, err)
+	require.NotEmpty(t, scripts)
+	for _, script := range scripts {
+		name := strings.TrimSuffix(filepath.Base(script), ".mql")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(script)
+			require.NoError(t, err)
+			var extra []string
+			if first, _, _ := strings.Cut(string(src), "\n"); strings.HasPrefix(first, "-- args:") {
+				extra = strings.Fields(strings.TrimPrefix(first, "-- args:"))
+			}
+			b := testbroker.Start(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
+			require.NoError(t, err)
+			info, err := cl.Cluster(ctx)
+			cl.Close()
+			require.NoError(t, err)
+
+			args := append([]string{"run", "--addr", b.Addr, "--timeout", "10s"}, extra...)
+			res := runMoonMQ(t, "", append(args, script)...)
+			got := fmt.Sprintf("-- exit: %d --\n-- stdout --\n%s-- stderr --\n%s",
+				res.exit, mask(res.stdout, b.Addr, info.ID), mask(res.stderr, b.Addr, info.ID))
+			golden := strings.TrimSuffix(script, ".mql") + ".out"
+			if *updateGolden {
+				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+			}
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err, "no golden file: run go test -run TestMQLScripts -update .")
+			require.Equal(t, string(want), got, "output of %s differs from %s (go test -run TestMQLScripts -update . rewrites it)", script, golden)
+		})
+	}
+}
+
+// The other entry points: -e, a script on stdin (run -), --repl with a
+// non-terminal stdin, and usage errors.
+func TestMQLCommandLine(t *testing.T) {
+	b := testbroker.Start(t)
+
+	res := runMoonMQ(t, "", "-e", "CREATE TOPIC cli PARTITIONS 2; PRODUCE INTO cli PARTITION 1 KEY 'k' VALUE 'v';", "--addr", b.Addr)
+	require.Equal(t, 0, res.exit, res.stderr)
+	require.Equal(t, "OK topic 'cli' created (2 partitions)\nOK produced to cli → partition 1, offset 0\n", res.stdout)
+
+	// The address also comes from MOONMQ_ADDR; json is one object per row.
+	cmd := exec.Command(testbroker.Binary(t), "-e", "SELECT partition, offset, key, value FROM cli", "--output", "json")
+	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+b.Addr)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	require.Equal(t, `{"partition":1,"offset":0,"key":"k","value":"v"}`+"\n", string(out))
+
+	// -e errors: "error: ..." and exit 1.
+	res = runMoonMQ(t, "", "-e", "DESCRIBE TOPIC nope;", "--addr", b.Addr)
+	require.Equal(t, 1, res.exit)
+	require.Equal(t, "error: describe topic topic 'nope': UNKNOWN_TOPIC_OR_PARTITION: topic 'nope' does not exist\n", res.stderr)
+	res = runMoonMQ(t, "", "-e", "SELCT 1;", "--addr", b.Addr)
+	require.Equal(t, 1, res.exit)
+	require.Contains(t, res.stderr, "error: 1:1: unexpected \"SELCT\"")
+	require.Contains(t, res.stderr, "did you mean SELECT?\n  SELCT 1;\n  ^\n")
+
+	// A piped REPL runs statements as they arrive, without prompts, and
+	// stops at the first failure with <stdin>:LINE:COL.
+	stdin := "SHOW TOPICS;\nSELECT count(*)\n  FROM cli;\nDESCRIBE TOPIC nope;\nSHOW TOPICS;\n"
+	res = runMoonMQ(t, stdin, "--repl", "--addr", b.Addr)
+	require.Equal(t, 1, res.exit)
+	require.NotContains(t, res.stdout, "mq>")
+	require.Equal(t, "name  partitions  replicas  records  bytes\n----  ----------  --------  -------  -----\n", res.stdout[:strings.Index(res.stdout, "cli ")])
+	require.Equal(t, 2, strings.Count(res.stdout, "(1 row)"), res.stdout)
+	require.Equal(t, "<stdin>:4:1: describe topic topic 'nope': UNKNOWN_TOPIC_OR_PARTITION: topic 'nope' does not exist\n", res.stderr)
+
+	res = runMoonMQ(t, stdin, "run", "--addr", b.Addr, "--continue-on-error", "-")
+	require.Equal(t, 1, res.exit)
+	require.Equal(t, 3, strings.Count(res.stdout, "(1 row)"), res.stdout)
+
+	// A broker that is not there: a clear error, exit 1.
+	res = runMoonMQ(t, "", "-e", "SHOW TOPICS;", "--addr", "127.0.0.1:1", "--timeout", "2s")
+	require.Equal(t, 1, res.exit)
+	require.Contains(t, res.stderr, "error: cannot connect to 127.0.0.1:1: ")
+
+	// Usage errors exit 2.
+	for _, args := range [][]string{
+		{"run"}, {"-e", "SHOW TOPICS;", "--output", "xml"}, {"--repl", "--user", "alice"}, {"-e", "X;", "extra"},
+	} {
+		res = runMoonMQ(t, "", args...)
+		require.Equal(t, 2, res.exit, "%v: %s", args, res.stderr)
+	}
+}

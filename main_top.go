@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/charmbracelet/x/term"
+
+	"github.com/moonmq/moonmq/net/client"
+	"github.com/moonmq/moonmq/tui"
+)
+
+// topAddrEnv names the environment variable that overrides the default
+// broker address of `moonmq top`.
+const topAddrEnv = "MOONMQ_ADDR"
+
+// top runs `moonmq top`: the live dashboard.
+func top(ctx context.Context, args []string, stderr io.Writer) error {
+	addr := os.Getenv(topAddrEnv)
+	if addr == "" {
+		addr = "127.0.0.1:9092"
+	}
+	fs := flag.NewFlagSet("moonmq top", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&addr, "addr", addr, "broker address host:port[,host:port...] (env "+topAddrEnv+")")
+	refresh := fs.Duration("refresh", tui.DefaultRefresh, "refresh interval")
+	history := fs.Duration("history", tui.DefaultHistory, "how far back the sparklines reach")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: moonmq top [flags]\n\n"+
+			"Full-screen live dashboard of a Kafka-compatible cluster: brokers, topics,\n"+
+			"partitions, consumer groups and lag, live records. Press ? inside for keys.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("top: unexpected argument %q", fs.Arg(0))
+	}
+	copts := client.Options{
+		Addr:     addr,
+		ClientID: "moonmq-top",
+		// Short timeouts: a dashboard should say "reconnecting" quickly
+		// rather than wait on a dead broker.
+		DialTimeout:    3 * time.Second,
+		RequestTimeout: 5 * time.Second,
+	}
+	copts.EnsureDefaults()
+	if err := copts.Validate(); err != nil {
+		return fmt.Errorf("top: --addr: %w", err)
+	}
+	opts := tui.Options{
+		Addr:    addr,
+		Refresh: *refresh,
+		History: *history,
+		Dial:    tui.DialClient(copts),
+	}
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if !term.IsTerminal(os.Stdin.Fd()) || !term.IsTerminal(os.Stdout.Fd()) {
+		return errors.New("top: needs an interactive terminal (stdin and stdout must be a TTY)")
+	}
+	return tui.Run(ctx, opts)
+}

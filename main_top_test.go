@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTopCommandLine covers what `moonmq top` checks before it takes over
+// the terminal (the dashboard itself is tested in tui/, end to end in tmux
+// by tui.TestTopEndToEnd). Under go test stdin is not a terminal.
+func TestTopCommandLine(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		code int
+		want string
+	}{
+		{[]string{"top", "--help"}, "", 0, "Usage: moonmq top"},
+		{[]string{"top", "--bogus"}, "", 2, "flag provided but not defined"},
+		{[]string{"top", "extra"}, "", 1, `unexpected argument "extra"`},
+		{[]string{"top", "--addr", "nohost"}, "", 1, `broker address "nohost" has no port`},
+		{[]string{"top"}, "envhost", 1, `broker address "envhost" has no port`},
+		{[]string{"top", "--refresh", "1ms"}, "", 1, "refresh interval 1ms is too short"},
+		{[]string{"top", "--refresh", "1m"}, "", 1, "must cover at least 10 refreshes"},
+		{[]string{"top"}, "", 1, "needs an interactive terminal"},
+	} {
+		t.Setenv(topAddrEnv, c.env)
+		var stdout, stderr bytes.Buffer
+		code := run(c.args, &stdout, &stderr)
+		require.Equal(t, c.code, code, "%v: %s", c.args, stderr.String())
+		require.Contains(t, stderr.String(), c.want, "%v", c.args)
+	}
+}

@@ -1,0 +1,511 @@
+// Package mql is the MoonMQ query language: its lexer and participle
+// grammar (AST with positions), a formatter whose output parses back to the
+// same AST, and a Session that executes statements against a broker through
+// net/client only, so it works against any Kafka-compatible cluster.
+// Results are rendered as aligned tables, JSON (one object per row) or CSV.
+//
+// Invariants:
+//   - The parser is built once at package init; statements are split at ';'
+//     and parsed one by one, each keeping its source position.
+//   - A statement that parses has also passed validate: ranges, formats and
+//     operand types are checked before anything is sent to a broker.
+//   - Every broker call is bounded (net/client's request timeout, the
+//     snapshot end of a SELECT, a SUBSCRIBE's TIMEOUT/LIMIT or its context).
+//   - A lost connection is reported and dropped; the next statement dials
+//     again. A failed PRODUCE is never re-sent by the session.
+//   - Features the broker lacks (groups, transactions, SCRAM users, ACLs,
+//     reassignments) fail with an error matching client.ErrUnsupported that
+//     names the missing Kafka API; they never silently succeed.
+//
+// The REPL lives in mql/repl; the CLI glue in the moonmq main package.
+package mql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/net/client"
+)
+
+// ErrExit is returned by Exec for EXIT and QUIT.
+var ErrExit = errors.New("exit")
+
+// ErrNotConnected is returned after DISCONNECT until the next CONNECT.
+var ErrNotConnected = errors.New("not connected: use CONNECT 'host:port'")
+
+// Options configures a Session.
+type Options struct {
+	// Addr is the broker to connect to (host:port[,host:port]).
+	Addr string
+	// DialTimeout and RequestTimeout are passed to net/client (defaults
+	// there).
+	DialTimeout, RequestTimeout time.Duration
+	// Out receives results. Required.
+	Out io.Writer
+	// Format is the initial output format.
+	Format Format
+	// Color enables ANSI styling of tables; set it only for a terminal.
+	Color bool
+	// Logger receives client logs. Default: discard.
+	Logger *slog.Logger
+	// ClientID is sent to the broker. Default "moonmq-mql".
+	ClientID string
+}
+
+// Session executes statements against one cluster connection, which it
+// opens lazily and re-opens after a loss. It also holds the session state
+// statements change: the default group, the output format, a joined group
+// membership and an open transaction. Exec is not safe for concurrent use;
+// the completion helpers (TopicNames, GroupNames) are.
+type Session struct {
+	opts Options
+	out  *Renderer
+
+	mu           sync.Mutex // guards cl and addr for the completion helpers
+	cl           *client.Client
+	addr         string
+	disconnected bool // DISCONNECT: do not dial until CONNECT
+	apis         map[int16]bool
+
+	group  string // USE GROUP
+	member *member
+	txn    *txn
+}
+
+// NewSession returns a session; it connects on the first statement that
+// needs the broker.
+func NewSession(opts Options) *Session {
+	if opts.ClientID == "" {
+		opts.ClientID = "moonmq-mql"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Session{opts: opts, out: NewRenderer(opts.Out, opts.Format, opts.Color), addr: opts.Addr}
+}
+
+// Renderer returns the session's renderer (its format follows SET FORMAT).
+func (s *Session) Renderer() *Renderer { return s.out }
+
+// Addr returns the address the session connects to.
+func (s *Session) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Close ends a joined group membership, aborts an open transaction and
+// closes the connection.
+func (s *Session) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if s.txn != nil {
+		s.txn.abort(ctx)
+		s.txn = nil
+	}
+	if s.member != nil {
+		s.member.leave()
+		s.member = nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		s.cl.Close()
+		s.cl = nil
+	}
+}
+
+// Connect dials now (the REPL does, to print its banner) and returns the
+// client.
+func (s *Session) Connect(ctx context.Context) (*client.Client, error) { return s.client(ctx) }
+
+func (s *Session) client(ctx context.Context) (*client.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		return s.cl, nil
+	}
+	if s.disconnected || s.addr == "" {
+		return nil, ErrNotConnected
+	}
+	cl, err := client.Dial(ctx, client.Options{
+		Addr: s.addr, ClientID: s.opts.ClientID, DialTimeout: s.opts.DialTimeout,
+		RequestTimeout: s.opts.RequestTimeout, Logger: s.opts.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot connect to %s: %s", s.addr, client.Explain(err))
+	}
+	s.cl, s.apis = cl, nil
+	return cl, nil
+}
+
+// dropConnection forgets a connection that failed at the transport level,
+// so the next statement dials again.
+func (s *Session) dropConnection() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cl != nil {
+		s.cl.Close()
+		s.cl = nil
+	}
+}
+
+// LostConnectionError reports a statement that failed because the broker
+// stopped answering. The session has dropped the connection and dials again
+// on the next statement.
+type LostConnectionError struct {
+	Addr string
+	// Produce is set when the statement was a PRODUCE: its records may or
+	// may not have been written, and they were not re-sent.
+	Produce bool
+	Err     error
+}
+
+func (e *LostConnectionError) Error() string {
+	msg := fmt.Sprintf("connection to %s lost: %s; the next statement reconnects", e.Addr, client.Explain(e.Err))
+	if e.Produce {
+		msg += " (the records may or may not have been written; they were not re-sent)"
+	}
+	return msg
+}
+
+func (e *LostConnectionError) Unwrap() error { return e.Err }
+
+// Exec runs one statement, writing its results to the session's output.
+// It returns ErrExit for EXIT/QUIT. Errors are ready to show a person.
+func (s *Session) Exec(ctx context.Context, st Statement) error {
+	err := s.exec(ctx, st)
+	if err == nil || errors.Is(err, ErrExit) {
+		return err
+	}
+	if errors.Is(err, client.ErrUnreachable) && !errors.Is(err, context.Canceled) && ctx.Err() == nil {
+		s.mu.Lock()
+		hadClient := s.cl != nil
+		s.mu.Unlock()
+		if hadClient {
+			s.dropConnection()
+			_, isProduce := st.(*Produce)
+			return &LostConnectionError{Addr: s.Addr(), Produce: isProduce, Err: err}
+		}
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return fmt.Errorf("canceled")
+	}
+	return err
+}
+
+func (s *Session) exec(ctx context.Context, st Statement) error {
+	switch st := st.(type) {
+	case *Exit:
+		return ErrExit
+	case *Help:
+		s.help(st.Words)
+		return nil
+	case *SetFormat:
+		f, err := ParseFormat(string(st.Format))
+		if err != nil {
+			return err
+		}
+		s.out.SetFormat(f)
+		s.out.OK("format " + f.String())
+		return nil
+	case *UseGroup:
+		s.group = string(st.Group)
+		s.out.OK("using group " + quoteRes(s.group))
+		return nil
+	case *Connect:
+		return s.connect(ctx, st)
+	case *Disconnect:
+		s.Close()
+		s.mu.Lock()
+		s.disconnected = true
+		s.mu.Unlock()
+		s.out.OK("disconnected from " + s.Addr())
+		return nil
+	}
+	cl, err := s.client(ctx)
+	if err != nil {
+		return err
+	}
+	switch st := st.(type) {
+	case *CreateTopic:
+		return s.createTopic(ctx, cl, st)
+	case *DropTopic:
+		return s.dropTopic(ctx, cl, st)
+	case *AlterTopic:
+		return s.alterTopic(ctx, cl, st)
+	case *ShowTopics:
+		return s.showTopics(ctx, cl, st)
+	case *DescribeTopic:
+		return s.describeTopic(ctx, cl, st)
+	case *ShowOffsets:
+		return s.showOffsets(ctx, cl, st)
+	case *Produce:
+		return s.produce(ctx, cl, st)
+	case *Select:
+		t, err := s.query(ctx, cl, st)
+		if err != nil {
+			return err
+		}
+		s.out.Table(t)
+		return nil
+	case *Assert:
+		return s.assert(ctx, cl, st)
+	case *Fetch:
+		return s.fetch(ctx, cl, st)
+	case *Subscribe:
+		return s.subscribe(ctx, cl, st)
+	case *ShowGroups:
+		return s.showGroups(ctx, cl, st)
+	case *DescribeGroup:
+		return s.describeGroup(ctx, cl, st)
+	case *JoinGroup:
+		return s.joinGroup(ctx, cl, st)
+	case *LeaveGroup:
+		return s.leaveGroup(st)
+	case *CommitOffset:
+		return s.commitOffset(ctx, cl, st)
+	case *ResetGroup:
+		return s.resetGroup(ctx, cl, st)
+	case *DropGroup:
+		return s.dropGroup(ctx, cl, st)
+	case *BeginTxn:
+		return s.beginTxn(ctx, cl, st)
+	case *CommitTxn:
+		return s.endTxn(ctx, true)
+	case *AbortTxn:
+		return s.endTxn(ctx, false)
+	case *CreateUser:
+		return s.createUser(ctx, cl, st)
+	case *DropUser:
+		return s.dropUser(ctx, cl, st)
+	case *ShowUsers:
+		return s.showUsers(ctx, cl)
+	case *Grant:
+		return s.grant(ctx, cl, st.Ops, st.Resource, string(st.Principal), true)
+	case *Revoke:
+		return s.grant(ctx, cl, st.Ops, st.Resource, string(st.Principal), false)
+	case *ShowAcls:
+		return s.showAcls(ctx, cl, st)
+	case *ShowBrokers:
+		return s.showBrokers(ctx, cl)
+	case *ShowCluster:
+		return s.showCluster(ctx, cl)
+	case *MovePartition:
+		return s.movePartition(ctx, cl, st)
+	case *ShowReassignments:
+		return s.showReassignments(ctx, cl)
+	}
+	return fmt.Errorf("statement %T is not implemented", st)
+}
+
+func (s *Session) connect(ctx context.Context, st *Connect) error {
+	if st.User != nil || st.Mechanism != nil || st.TLS {
+		return fmt.Errorf("CONNECT with USER, MECHANISM or TLS is not supported yet: the client has no SASL or TLS (connect without them)%w",
+			errorClass{client.ErrUnsupported})
+	}
+	addr := strings.TrimSpace(string(st.Addr))
+	if addr == "" {
+		return errors.New("CONNECT needs an address, like 'localhost:9092'")
+	}
+	s.Close()
+	s.mu.Lock()
+	s.addr, s.disconnected = addr, false
+	s.mu.Unlock()
+	cl, err := s.client(ctx)
+	if err != nil {
+		return err
+	}
+	info, err := cl.Cluster(ctx)
+	if err != nil {
+		return err
+	}
+	s.out.OK(fmt.Sprintf("connected to %s (%s)", addr, clusterSummary(info)))
+	return nil
+}
+
+func clusterSummary(info client.ClusterInfo) string {
+	n := len(info.Brokers)
+	s := fmt.Sprintf("%d broker", n)
+	if n != 1 {
+		s += "s"
+	}
+	if info.ID != "" {
+		s = "cluster " + info.ID + ", " + s
+	}
+	return s
+}
+
+// Banner describes the connection for the REPL's first line: address,
+// broker software version when the broker reports one, cluster and
+// brokers.
+func (s *Session) Banner(ctx context.Context) (string, error) {
+	cl, err := s.client(ctx)
+	if err != nil {
+		return "", err
+	}
+	info, err := cl.Cluster(ctx)
+	if err != nil {
+		return "", err
+	}
+	version := s.brokerVersion(ctx, cl, info)
+	return fmt.Sprintf("connected to %s — %s, %s", s.Addr(), version, clusterSummary(info)), nil
+}
+
+// brokerVersion returns the broker's software version if it reports one as
+// a broker config (moonmq.version), else what its API versions say.
+func (s *Session) brokerVersion(ctx context.Context, cl *client.Client, info client.ClusterInfo) string {
+	if len(info.Brokers) > 0 {
+		if rcs, err := cl.Admin().DescribeBrokerConfigs(ctx, info.Brokers[0].ID); err == nil {
+			for _, rc := range rcs {
+				for _, c := range rc.Configs {
+					if c.Key == "moonmq.version" && c.Value != nil {
+						return "MoonMQ " + *c.Value
+					}
+				}
+			}
+		}
+	}
+	vs, err := cl.Admin().ApiVersions(ctx)
+	if err == nil {
+		for _, v := range vs.Sorted() {
+			if v.Err != nil {
+				continue
+			}
+			// franz-go guesses the Kafka release from the API versions;
+			// a broker implementing a subset gets odd guesses ("between
+			// v0.9 and v0.10"), so only a clean guess is shown.
+			if g := v.VersionGuess(); strings.HasPrefix(g, "v") && !strings.Contains(g, " ") {
+				return "Kafka " + g + " compatible"
+			}
+			n := 0
+			v.EachKeySorted(func(_, _, _ int16) { n++ })
+			return fmt.Sprintf("Kafka-compatible broker (%d APIs)", n)
+		}
+	}
+	return "unknown version"
+}
+
+// feature names a group of Kafka APIs a statement needs.
+type feature struct {
+	name string
+	keys []kmsg.Key
+}
+
+var (
+	featGroupsList   = feature{"consumer groups", []kmsg.Key{kmsg.ListGroups, kmsg.DescribeGroups, kmsg.FindCoordinator}}
+	featGroupsRead   = feature{"consumer groups", []kmsg.Key{kmsg.FindCoordinator, kmsg.DescribeGroups, kmsg.OffsetFetch}}
+	featGroupsCommit = feature{"consumer group offsets", []kmsg.Key{kmsg.FindCoordinator, kmsg.OffsetFetch, kmsg.OffsetCommit}}
+	featGroupsMember = feature{"consumer group membership", []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.OffsetFetch, kmsg.OffsetCommit}}
+	featGroupsDelete = feature{"deleting consumer groups", []kmsg.Key{kmsg.FindCoordinator, kmsg.DeleteGroups}}
+	featTxn          = feature{"transactions", []kmsg.Key{kmsg.FindCoordinator, kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.EndTxn}}
+	featUsers        = feature{"SCRAM users", []kmsg.Key{kmsg.DescribeUserSCRAMCredentials, kmsg.AlterUserSCRAMCredentials}}
+	featACLs         = feature{"ACLs", []kmsg.Key{kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs}}
+	featReassign     = feature{"partition reassignment", []kmsg.Key{kmsg.AlterPartitionAssignments, kmsg.ListPartitionReassignments}}
+)
+
+// require checks, with ApiVersions (cached per connection), that the
+// broker implements every API of f. The error matches client.ErrUnsupported
+// and names the first missing API, so "not supported" is never confused
+// with a failure of a supported request.
+func (s *Session) require(ctx context.Context, cl *client.Client, f feature) error {
+	s.mu.Lock()
+	apis := s.apis
+	s.mu.Unlock()
+	if apis == nil {
+		vs, err := cl.Admin().ApiVersions(ctx)
+		if err != nil {
+			return fmt.Errorf("asking the broker which APIs it supports: %w", err)
+		}
+		apis = map[int16]bool{}
+		for _, v := range vs.Sorted() {
+			if v.Err != nil {
+				continue
+			}
+			v.EachKeySorted(func(key, _, _ int16) { apis[key] = true })
+			break
+		}
+		s.mu.Lock()
+		if s.cl == cl {
+			s.apis = apis
+		}
+		s.mu.Unlock()
+	}
+	for _, k := range f.keys {
+		if !apis[k.Int16()] {
+			return fmt.Errorf("%s: %w: it does not implement the Kafka %s API (key %d)",
+				f.name, errNotSupportedByBroker, k.Name(), k.Int16())
+		}
+	}
+	return nil
+}
+
+// errNotSupportedByBroker wraps client.ErrUnsupported with the wording the
+// console uses.
+var errNotSupportedByBroker = fmt.Errorf("%w by this broker", notSupported{})
+
+type notSupported struct{}
+
+func (notSupported) Error() string        { return "not supported" }
+func (notSupported) Is(target error) bool { return target == client.ErrUnsupported }
+
+// TopicNames returns topic names for completion (internal topics
+// excluded), or nil if the session is not connected or the broker does not
+// answer within a short time. It never dials.
+func (s *Session) TopicNames(ctx context.Context) []string {
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	tds, err := cl.Admin().ListTopics(ctx)
+	if err != nil {
+		return nil
+	}
+	return tds.Names()
+}
+
+// GroupNames returns group names for completion, like TopicNames.
+func (s *Session) GroupNames(ctx context.Context) []string {
+	s.mu.Lock()
+	cl := s.cl
+	s.mu.Unlock()
+	if cl == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ls, err := cl.Admin().ListGroups(ctx)
+	if err != nil {
+		return nil
+	}
+	names := ls.Groups()
+	sort.Strings(names)
+	return names
+}
+
+// quoteRes renders a resource name in messages: 'orders'.
+func quoteRes(name string) string { return "'" + name + "'" }
+
+// groupFor resolves an optional GROUP clause against USE GROUP.
+func (s *Session) groupFor(g *Name, what string) (string, error) {
+	if g != nil {
+		return string(*g), nil
+	}
+	if s.group != "" {
+		return s.group, nil
+	}
+	return "", fmt.Errorf("%s needs a group: add GROUP name, or run USE GROUP name first", what)
+}

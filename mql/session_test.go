@@ -1,0 +1,348 @@
+package mql
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/moonmq/moonmq/net/client"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a polling reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.b.Reset()
+}
+
+type harness struct {
+	t   *testing.T
+	s   *Session
+	out *syncBuffer
+	ctx context.Context
+}
+
+func newFake(t *testing.T, opts ...kfake.Opt) string {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c.ListenAddrs()[0]
+}
+
+func newHarness(t *testing.T, addr string) *harness {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	out := &syncBuffer{}
+	s := NewSession(Options{Addr: addr, Out: out, Format: FormatJSON, RequestTimeout: 5 * time.Second, DialTimeout: 2 * time.Second})
+	t.Cleanup(s.Close)
+	return &harness{t: t, s: s, out: out, ctx: ctx}
+}
+
+// exec runs statements and returns what they printed.
+func (h *harness) exec(src string) string {
+	h.t.Helper()
+	h.out.Reset()
+	for _, p := range ParseScript("", src) {
+		require.Nil(h.t, p.Err, "%s", src)
+		require.NoError(h.t, h.s.Exec(h.ctx, p.Stmt), "%s", p.Text)
+	}
+	return h.out.String()
+}
+
+func (h *harness) fail(src string) error {
+	h.t.Helper()
+	st, err := Parse(src)
+	require.NoError(h.t, err)
+	err = h.s.Exec(h.ctx, st)
+	require.Error(h.t, err, src)
+	return err
+}
+
+// rows decodes JSON-lines output.
+func rows(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var res []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		res = append(res, m)
+	}
+	return res
+}
+
+func TestSessionRecords(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC t PARTITIONS 2;
+		PRODUCE INTO t PARTITION 0 KEY 'a' VALUE 'x1' TIMESTAMP '2026-01-01T00:00:00Z';
+		PRODUCE INTO t PARTITION 0 KEY 'b' VALUE 'x2' TIMESTAMP '2026-01-01T00:00:02Z';
+		PRODUCE INTO t PARTITION 1 KEY 'c' VALUE 'x3' TIMESTAMP '2026-01-01T00:00:01Z';`)
+	got := rows(t, h.exec(`SELECT partition, offset, key FROM t;`))
+	require.Equal(t, []map[string]any{
+		{"partition": 0.0, "offset": 0.0, "key": "a"},
+		{"partition": 1.0, "offset": 0.0, "key": "c"},
+		{"partition": 0.0, "offset": 1.0, "key": "b"},
+	}, got)
+	// Push-down and filter agree.
+	got = rows(t, h.exec(`SELECT key FROM t WHERE partition = 0 AND offset > 0;`))
+	require.Equal(t, []map[string]any{{"key": "b"}}, got)
+	got = rows(t, h.exec(`SELECT count(*) FROM t WHERE partition = 0 AND partition = 1;`))
+	require.Equal(t, []map[string]any{{"count": 0.0}}, got)
+	got = rows(t, h.exec(`SELECT count(*) FROM t WHERE timestamp >= '2026-01-01T00:00:01Z';`))
+	require.Equal(t, []map[string]any{{"count": 2.0}}, got)
+	got = rows(t, h.exec(`SELECT key FROM t LIMIT 0;`))
+	require.Empty(t, got)
+	h.exec(`ASSERT (SELECT count(*) FROM t) = 3; ASSERT (SELECT key FROM t PARTITION 1 LIMIT 1) = 'c';`)
+	var ae *AssertionError
+	require.ErrorAs(t, h.fail(`ASSERT (SELECT count(*) FROM t) < 3;`), &ae)
+	require.Equal(t, "3", ae.Got)
+	require.ErrorContains(t, h.fail(`ASSERT (SELECT key, value FROM t) = 'a';`), "one value")
+	require.ErrorIs(t, h.fail(`SELECT * FROM missing;`), client.ErrNotFound)
+}
+
+func TestSessionGroupsAndMembership(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC t PARTITIONS 2;
+		PRODUCE INTO t PARTITION 0 VALUES ('a', '1'), ('b', '2');
+		PRODUCE INTO t PARTITION 1 VALUES ('c', '3');`)
+	require.ErrorContains(t, h.fail(`FETCH FROM t;`), "FETCH needs a group")
+
+	// Admin-level FETCH: committed position, then commit past the rows.
+	got := rows(t, h.exec(`FETCH FROM t GROUP g LIMIT 2;`))
+	require.Len(t, got, 2)
+	got = rows(t, h.exec(`FETCH FROM t GROUP g;`))
+	require.Len(t, got, 1)
+	require.Empty(t, rows(t, h.exec(`FETCH FROM t GROUP g;`)))
+
+	// JOIN GROUP: the session becomes a live member holding partitions.
+	out := h.exec(`JOIN GROUP live ON t;`)
+	require.Contains(t, out, "joined group 'live' as member ")
+	require.Contains(t, out, "assigned t[0,1]")
+	desc := rows(t, h.exec(`DESCRIBE GROUP live;`))
+	require.Equal(t, "t[0,1]", desc[0]["assigned"], "%v", desc)
+	require.ErrorContains(t, h.fail(`JOIN GROUP other ON t;`), "already a member")
+	// The group is not empty: an admin reset is refused, but FETCH and
+	// COMMIT go through the member (USE GROUP was set by JOIN).
+	require.ErrorIs(t, h.fail(`RESET GROUP live TO EARLIEST;`), client.ErrGroupActive)
+	require.Len(t, rows(t, h.exec(`FETCH FROM t LIMIT 2;`)), 2)
+	h.exec(`COMMIT t PARTITION 1 OFFSET 1;`)
+	offs := rows(t, h.exec(`DESCRIBE GROUP live;`))
+	committed := map[float64]float64{}
+	for _, r := range offs[1:] {
+		committed[r["partition"].(float64)] = r["committed"].(float64)
+	}
+	require.Equal(t, map[float64]float64{0: 2, 1: 1}, committed, "%v", offs)
+	require.ErrorContains(t, h.fail(`LEAVE GROUP other;`), "not a member of group 'other'")
+	require.Contains(t, h.exec(`LEAVE GROUP;`), "left group 'live'")
+	require.ErrorContains(t, h.fail(`LEAVE GROUP;`), "not a member")
+
+	groups := rows(t, h.exec(`SHOW GROUPS;`))
+	names := map[string]bool{}
+	for _, g := range groups {
+		names[g["group"].(string)] = true
+	}
+	require.True(t, names["g"] && names["live"], "%v", groups)
+	h.exec(`DROP GROUP g; DROP GROUP IF EXISTS g;`)
+	require.ErrorIs(t, h.fail(`DESCRIBE GROUP g;`), client.ErrNotFound)
+}
+
+func TestSessionSubscribe(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC t PARTITIONS 1; PRODUCE INTO t VALUES ('a', '1'), ('b', '2'), ('c', '3');`)
+
+	// With a group and a LIMIT: exactly the shown rows are committed.
+	require.Len(t, rows(t, h.exec(`SUBSCRIBE TO t GROUP sub FROM EARLIEST LIMIT 2;`)), 2)
+	testWait(t, func() bool {
+		for _, r := range rows(t, h.exec(`DESCRIBE GROUP sub;`)) {
+			if r["committed"] == 2.0 {
+				return true
+			}
+		}
+		return false
+	})
+	got := rows(t, h.exec(`SUBSCRIBE TO t GROUP sub LIMIT 1;`))
+	require.Equal(t, "c", got[0]["key"])
+
+	// Without LIMIT, SUBSCRIBE streams until canceled (Ctrl-C): rows that
+	// arrive are printed as they come, and cancellation is not an error.
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	st, err := Parse(`SUBSCRIBE TO t WHERE key != 'skip';`)
+	require.NoError(t, err)
+	h.out.Reset()
+	done := make(chan error, 1)
+	go func() { done <- h.s.Exec(ctx, st) }()
+
+	producer := newHarness(t, h.s.Addr())
+	testWait(t, func() bool {
+		producer.exec(`PRODUCE INTO t KEY 'skip' VALUE 'no'; PRODUCE INTO t KEY 'live' VALUE 'yes';`)
+		return strings.Contains(h.out.String(), `"key":"live"`)
+	})
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("SUBSCRIBE did not stop when canceled")
+	}
+	require.NotContains(t, h.out.String(), `"key":"skip"`)
+
+	// TIMEOUT bounds a quiet subscription.
+	require.Empty(t, rows(t, h.exec(`SUBSCRIBE TO t TIMEOUT 200ms;`)))
+}
+
+func TestSessionTransactions(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC t PARTITIONS 2;`)
+	require.ErrorContains(t, h.fail(`COMMIT TRANSACTION;`), "no transaction is open")
+	out := h.exec(`BEGIN TRANSACTION 'tx-1';
+		PRODUCE INTO t KEY 'a' VALUE '1';
+		PRODUCE INTO t PARTITION 1 VALUES ('b', '2'), (NULL, '3');`)
+	require.Contains(t, out, "(in transaction 'tx-1')")
+	require.ErrorContains(t, h.fail(`BEGIN TRANSACTION;`), "already open")
+	require.Contains(t, h.exec(`COMMIT TRANSACTION;`), "transaction 'tx-1' committed")
+	require.Equal(t, []map[string]any{{"count": 3.0}}, rows(t, h.exec(`SELECT count(*) FROM t;`)))
+
+	h.exec(`BEGIN TRANSACTION; PRODUCE INTO t PARTITION 0 VALUE 'aborted';`)
+	require.Contains(t, h.exec(`ABORT TRANSACTION;`), "aborted")
+	// Reads are read-uncommitted (net/client's Read), so the aborted
+	// record is visible, but the transaction ended and a new one may start.
+	h.exec(`BEGIN TRANSACTION 'tx-2'; ABORT TRANSACTION;`)
+}
+
+func TestSessionSecurityAndCluster(t *testing.T) {
+	p := newHarness(t, newFake(t))
+	require.Contains(t, p.exec(`CREATE USER alice PASSWORD 'secret-pw';`), "user 'alice' created (SCRAM-SHA-256)")
+	users := rows(t, p.exec(`SHOW USERS;`))
+	require.Equal(t, []map[string]any{{"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 8192.0}}, users)
+	require.Contains(t, p.exec(`DROP USER alice;`), "user 'alice' dropped")
+	require.ErrorIs(t, p.fail(`DROP USER alice;`), client.ErrNotFound)
+
+	require.Contains(t, p.exec(`GRANT READ, WRITE ON TOPIC orders PREFIXED TO alice;`), "granted READ, WRITE on topic 'orders' (prefix) to User:alice")
+	acls := rows(t, p.exec(`SHOW ACLS FOR alice;`))
+	require.Len(t, acls, 2, "%v", acls)
+	require.Equal(t, "User:alice", acls[0]["principal"])
+	require.Equal(t, "prefixed", acls[0]["pattern"])
+	require.Contains(t, p.exec(`REVOKE WRITE ON TOPIC orders PREFIXED FROM alice;`), "(1 ACL removed)")
+	require.Len(t, rows(t, p.exec(`SHOW ACLS;`)), 1)
+
+	brokers := rows(t, p.exec(`SHOW BROKERS;`))
+	require.Len(t, brokers, 1)
+	require.Equal(t, true, brokers[0]["controller"])
+	cl := rows(t, p.exec(`SHOW CLUSTER;`))
+	require.Equal(t, 1.0, cl[0]["brokers"])
+	p.exec(`CREATE TOPIC t PARTITIONS 1; SHOW REASSIGNMENTS;`)
+	require.Empty(t, rows(t, p.exec(`SHOW REASSIGNMENTS;`)))
+}
+
+// A broker that lacks an API gets a clear "not supported" error naming it,
+// through the ApiVersions check, never a silent success.
+func TestSessionUnsupported(t *testing.T) {
+	v := kversion.Stable()
+	for _, k := range []kmsg.Key{kmsg.ListGroups, kmsg.AddPartitionsToTxn, kmsg.AlterUserSCRAMCredentials,
+		kmsg.DescribeUserSCRAMCredentials, kmsg.CreateACLs, kmsg.AlterPartitionAssignments} {
+		v.SetMaxKeyVersion(k.Int16(), -1)
+	}
+	h := newHarness(t, newFake(t, kfake.MaxVersions(v)))
+	for src, api := range map[string]string{
+		`SHOW GROUPS;`:                        "ListGroups",
+		`BEGIN TRANSACTION;`:                  "AddPartitionsToTxn",
+		`SHOW USERS;`:                         "DescribeUserSCRAMCredentials",
+		`GRANT READ ON TOPIC t TO a;`:         "CreateACLs",
+		`MOVE PARTITION t 0 TO BROKERS (1);`:  "AlterPartitionAssignments",
+		`CREATE USER a PASSWORD 'long-pass';`: "DescribeUserSCRAMCredentials",
+	} {
+		err := h.fail(src)
+		require.ErrorIs(t, err, client.ErrUnsupported, src)
+		require.ErrorContains(t, err, "not supported by this broker: it does not implement the Kafka "+api, src)
+	}
+}
+
+// A lost connection is reported, the next statement reconnects, and a
+// failed PRODUCE says its records were not re-sent.
+func TestSessionReconnect(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	require.NoError(t, ln.Close())
+
+	c1, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, "t"))
+	require.NoError(t, err)
+	addr := c1.ListenAddrs()[0]
+	h := newHarness(t, addr)
+	h.s.opts.RequestTimeout = 2 * time.Second
+	h.exec(`SHOW TOPICS;`)
+	c1.Close()
+
+	err = h.fail(`PRODUCE INTO t VALUE 'x';`)
+	var lost *LostConnectionError
+	require.ErrorAs(t, err, &lost, "%v", err)
+	require.Contains(t, err.Error(), "connection to "+addr+" lost")
+	require.Contains(t, err.Error(), "not re-sent")
+
+	c2, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(1, "t"))
+	require.NoError(t, err)
+	defer c2.Close()
+	require.Contains(t, h.exec(`SHOW TOPICS;`), `"name":"t"`)
+
+	h.exec(`DISCONNECT;`)
+	require.ErrorIs(t, h.fail(`SHOW TOPICS;`), ErrNotConnected)
+	require.Contains(t, h.exec(`CONNECT '`+addr+`';`), "connected to "+addr)
+	require.Contains(t, h.exec(`SHOW TOPICS;`), `"name":"t"`)
+}
+
+func TestSessionLocalStatements(t *testing.T) {
+	h := newHarness(t, "127.0.0.1:1") // never dialed by these statements
+	require.Contains(t, h.exec(`HELP;`), "CREATE TOPIC")
+	require.Contains(t, h.exec(`HELP produce;`), "Example:\n  PRODUCE INTO orders")
+	require.Contains(t, h.exec(`HELP CREATE;`), "CREATE USER")
+	require.Contains(t, h.exec(`HELP SELCT;`), "did you mean HELP SELECT?")
+	require.Contains(t, h.exec(`USE GROUP billing;`), "using group 'billing'")
+	require.Contains(t, h.exec(`SET FORMAT csv;`), "OK format csv")
+	require.True(t, errors.Is(h.s.Exec(h.ctx, &Exit{}), ErrExit))
+}
+
+func testWait(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20s")
+		}
+		<-tick.C
+	}
+}
