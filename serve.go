@@ -43,6 +43,7 @@ type serveConfig struct {
 	pprof                         bool
 	retentionCheck                time.Duration
 	shutdownTimeout               time.Duration
+	groups                        *groupFlags // main_groups.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -66,6 +67,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.BoolVar(&cfg.pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
 	fs.DurationVar(&cfg.retentionCheck, "retention-check-interval", 30*time.Second, "how often retention and time-based segment rolls run")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	cfg.groups = addGroupFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
 			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
@@ -220,12 +222,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := wireMetadata(ctrl, b, kmetrics, logger); err != nil {
 		return err
 	}
+	groups, err := startGroups(cfg.groups, ctrl, b, logger)
+	if err != nil {
+		return err
+	}
+	defer groups.Close()
 
 	ks, err := kafka.Listen(kafka.Options{
 		Listen: cfg.listen, Advertise: cfg.advertise, NodeID: int32(cfg.nodeID),
 		MaxRequestSize: int32(cfg.maxRequestSize), AutoCreateTopics: cfg.autoCreate,
 		DefaultPartitions: int32(cfg.defaultPartitions), MaxConnections: cfg.maxConnections,
 		MaxConnectionsPerIP: cfg.maxConnectionsPerIP, Metrics: kmetrics, Logger: logger, Version: version,
+		Groups: groups,
 	}, ctrl, b)
 	if err != nil {
 		return err
@@ -241,7 +249,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return &httpapi.Stats{
 			Version: version, NodeID: int32(cfg.nodeID), StartedAt: start,
 			UptimeSeconds: time.Since(start).Seconds(), Listeners: listeners,
-			Connections: ks.Connections(), Topics: httpapi.TopicStatsOf(b), Groups: []httpapi.GroupStats{},
+			Connections: ks.Connections(), Topics: httpapi.TopicStatsOf(b), Groups: groupStatsOf(groups, b),
 		}
 	}
 	stats.Store(&statsFn)

@@ -382,8 +382,10 @@ func (g *Classic) prepareRebalance(now time.Time) {
 			m := g.members[id]
 			m.assignment = nil
 			if m.syncCB != nil {
+				// The parked sync was the member's heartbeat so far.
 				cb := m.syncCB
 				m.syncCB = nil
+				m.sessionDeadline = now.Add(m.sessionTimeout)
 				cb(SyncResult{Err: ErrRebalanceInProgress})
 			}
 		}
@@ -526,7 +528,7 @@ func (g *Classic) supportsProtocols(protocolType string, protocols []Protocol) b
 
 func (g *Classic) supportedByAll(name string) bool {
 	for _, m := range g.members {
-		if m.metadata(name) == nil && !slices.ContainsFunc(m.protocols, func(p Protocol) bool { return p.Name == name }) {
+		if !slices.ContainsFunc(m.protocols, func(p Protocol) bool { return p.Name == name }) {
 			return false
 		}
 	}
@@ -641,6 +643,7 @@ func (g *Classic) Sync(now time.Time, req SyncRequest, cb func(SyncResult)) {
 			if o.syncCB != nil {
 				cb := o.syncCB
 				o.syncCB = nil
+				o.sessionDeadline = now.Add(o.sessionTimeout)
 				cb(SyncResult{ProtocolType: g.protocolType, Protocol: g.protocol, Assignment: o.assignment})
 			}
 		}

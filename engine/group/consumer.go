@@ -89,9 +89,9 @@ const (
 type memberState int
 
 const (
-	memberStable      memberState = iota
-	memberUnrevoked               // must give up partitions before going on
-	memberUnreleased              // waits for partitions other members still hold
+	memberStable     memberState = iota
+	memberUnrevoked              // must give up partitions before going on
+	memberUnreleased             // waits for partitions other members still hold
 )
 
 type consumerMember struct {
@@ -272,7 +272,7 @@ func (g *Consumer) Heartbeat(now time.Time, req ConsumerHeartbeatRequest, topics
 	if req.ClientID != "" || req.ClientHost != "" {
 		m.clientID, m.clientHost = req.ClientID, req.ClientHost
 	}
-	if g.refreshSubscriptions(topics) {
+	if (changed || g.subsVersion != topics.version) && g.refreshSubscriptions(topics) {
 		changed = true
 	}
 	if changed {
@@ -542,7 +542,7 @@ func (g *Consumer) refreshSubscriptions(topics *topicSnapshot) bool {
 	return true
 }
 
-// SubscribedTopics reports whether the group consumes topic.
+// subscribed reports whether the group consumes topic.
 func (g *Consumer) subscribed(topic string) bool {
 	_, ok := g.subsMeta[topic]
 	return ok
@@ -776,8 +776,6 @@ func (g *Consumer) validateFetch(memberID *string, epoch int32) error {
 	}
 	return nil
 }
-
-func (g *Consumer) failAll() {}
 
 // ConsumerMemberDescription is a member as ConsumerGroupDescribe shows it.
 type ConsumerMemberDescription struct {

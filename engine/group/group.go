@@ -32,6 +32,9 @@ type Group struct {
 	// persisted is set once a GroupMetadata record exists, so deleting
 	// the group writes a tombstone for it.
 	persisted bool
+	// established is set once the group has had members or offsets; until
+	// then an idle group is dropped as soon as an operation leaves it so.
+	established bool
 }
 
 func newGroup(cfg *Config, id string, partition int32, now time.Time) *Group {
@@ -68,6 +71,11 @@ func (g *Group) members() int {
 		return g.consumer.Len()
 	}
 	return g.classic.Len()
+}
+
+// idle reports a group with no members and no member id handed out.
+func (g *Group) idle() bool {
+	return g.members() == 0 && (g.classic == nil || len(g.classic.pending) == 0)
 }
 
 func (g *Group) nextDeadline() time.Time {

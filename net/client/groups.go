@@ -123,6 +123,11 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 	if !ok {
 		return GroupDescription{}, wrap(op, res, kerr.GroupIDNotFound)
 	}
+	if errors.Is(l.DescribeErr, kerr.GroupIDNotFound) {
+		// DescribeGroups v6+ answers GROUP_ID_NOT_FOUND for a KIP-848
+		// consumer group: describe it with ConsumerGroupDescribe instead.
+		return c.describeConsumerGroup(ctx, group)
+	}
 	if err := l.Error(); err != nil {
 		return GroupDescription{}, wrap(op, res, err)
 	}
@@ -174,6 +179,113 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		}
 		d.Offsets = append(d.Offsets, o)
 	}
+	return d, nil
+}
+
+// describeConsumerGroup is DescribeGroup for a KIP-848 consumer group:
+// members and assignments from ConsumerGroupDescribe, committed offsets
+// from OffsetFetch and end offsets from ListOffsets, over the assigned and
+// committed partitions.
+func (c *Client) describeConsumerGroup(ctx context.Context, group string) (GroupDescription, error) {
+	const op = "describe group"
+	res := groupRes(group)
+	dgs, err := c.adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		return GroupDescription{}, wrap(op, res, err)
+	}
+	dg, ok := dgs[group]
+	if !ok {
+		return GroupDescription{}, wrap(op, res, kerr.GroupIDNotFound)
+	}
+	if dg.Err != nil {
+		return GroupDescription{}, wrap(op, res, dg.Err)
+	}
+	fetched, err := c.adm.FetchOffsets(ctx, group)
+	if err != nil {
+		return GroupDescription{}, wrap(op, res, err)
+	}
+	d := GroupDescription{
+		Name: group, State: dg.State, ProtocolType: "consumer", Protocol: dg.AssignorName,
+		Coordinator: dg.Coordinator.NodeID, Members: make([]GroupMember, 0, len(dg.Members)), Offsets: []GroupOffset{},
+	}
+	owner := map[string]map[int32]string{}
+	parts := map[string]map[int32]bool{}
+	addPart := func(t string, p int32) {
+		if parts[t] == nil {
+			parts[t] = map[int32]bool{}
+		}
+		parts[t][p] = true
+	}
+	for _, m := range dg.Members {
+		gm := GroupMember{ID: m.MemberID, ClientID: m.ClientID, Host: m.ClientHost}
+		if m.InstanceID != nil {
+			gm.InstanceID = *m.InstanceID
+		}
+		for t, ps := range m.Assignment {
+			tp := TopicPartitions{Topic: t}
+			for p := range ps {
+				tp.Partitions = append(tp.Partitions, p)
+				addPart(t, p)
+				if owner[t] == nil {
+					owner[t] = map[int32]string{}
+				}
+				owner[t][p] = m.MemberID
+			}
+			sort.Slice(tp.Partitions, func(i, j int) bool { return tp.Partitions[i] < tp.Partitions[j] })
+			gm.Assigned = append(gm.Assigned, tp)
+		}
+		sort.Slice(gm.Assigned, func(i, j int) bool { return gm.Assigned[i].Topic < gm.Assigned[j].Topic })
+		d.Members = append(d.Members, gm)
+	}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.At >= 0 {
+			addPart(o.Topic, o.Partition)
+		}
+	})
+	var topics []string
+	for t := range parts {
+		topics = append(topics, t)
+	}
+	var starts, ends kadm.ListedOffsets
+	if len(topics) > 0 {
+		// Shard errors leave partitions out; they show up with Err below.
+		starts, _ = c.adm.ListStartOffsets(ctx, topics...)
+		ends, _ = c.adm.ListEndOffsets(ctx, topics...)
+	}
+	for t, ps := range parts {
+		for p := range ps {
+			o := GroupOffset{Topic: t, Partition: p, Committed: -1, End: -1, Lag: -1, MemberID: owner[t][p]}
+			if f, ok := fetched.Lookup(t, p); ok && f.Err == nil {
+				o.Committed = f.At
+			}
+			end, eok := ends.Lookup(t, p)
+			switch {
+			case !eok:
+				o.Err = kerr.UnknownTopicOrPartition
+			case end.Err != nil:
+				o.Err = end.Err
+			default:
+				o.End = end.Offset
+				from := o.Committed
+				if from < 0 {
+					if s, ok := starts.Lookup(t, p); ok && s.Err == nil {
+						from = s.Offset
+					}
+				}
+				if from >= 0 {
+					o.Lag = max(o.End-from, 0)
+					d.TotalLag += o.Lag
+				}
+			}
+			d.Offsets = append(d.Offsets, o)
+		}
+	}
+	sort.Slice(d.Offsets, func(i, j int) bool {
+		if d.Offsets[i].Topic != d.Offsets[j].Topic {
+			return d.Offsets[i].Topic < d.Offsets[j].Topic
+		}
+		return d.Offsets[i].Partition < d.Offsets[j].Partition
+	})
 	return d, nil
 }
 

@@ -41,6 +41,21 @@ func init() {
 		kmsg.IncrementalAlterConfigs.Int16(): {0, 1, (*conn).handleIncrementalAlterConfigs},
 		kmsg.DescribeCluster.Int16():         {0, 1, (*conn).handleDescribeCluster},
 		kmsg.DescribeLogDirs.Int16():         {0, 4, (*conn).handleDescribeLogDirs},
+
+		// Consumer groups (group_*.go).
+		kmsg.FindCoordinator.Int16():        {0, 5, (*conn).handleFindCoordinator},
+		kmsg.JoinGroup.Int16():              {0, 9, (*conn).handleJoinGroup},
+		kmsg.SyncGroup.Int16():              {0, 5, (*conn).handleSyncGroup},
+		kmsg.Heartbeat.Int16():              {0, 4, (*conn).handleHeartbeat},
+		kmsg.LeaveGroup.Int16():             {0, 5, (*conn).handleLeaveGroup},
+		kmsg.OffsetCommit.Int16():           {0, 9, (*conn).handleOffsetCommit},
+		kmsg.OffsetFetch.Int16():            {0, 9, (*conn).handleOffsetFetch},
+		kmsg.OffsetDelete.Int16():           {0, 0, (*conn).handleOffsetDelete},
+		kmsg.ListGroups.Int16():             {0, 5, (*conn).handleListGroups},
+		kmsg.DescribeGroups.Int16():         {0, 6, (*conn).handleDescribeGroups},
+		kmsg.DeleteGroups.Int16():           {0, 2, (*conn).handleDeleteGroups},
+		kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1, (*conn).handleConsumerGroupHeartbeat},
+		kmsg.ConsumerGroupDescribe.Int16():  {0, 1, (*conn).handleConsumerGroupDescribe},
 	}
 }
 

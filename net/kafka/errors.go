@@ -9,6 +9,7 @@ import (
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/txn"
@@ -42,6 +43,31 @@ var errorMap = []struct {
 	{log.ErrClosed, kerr.NotLeaderForPartition},
 	{log.ErrCorrupt, kerr.KafkaStorageError},
 	{log.ErrFailed, kerr.KafkaStorageError},
+	{group.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
+	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
+	{group.ErrUnknownMemberID, kerr.UnknownMemberID},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress},
+	{group.ErrInconsistentGroupProtocol, kerr.InconsistentGroupProtocol},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout},
+	{group.ErrGroupMaxSizeReached, kerr.GroupMaxSizeReached},
+	{group.ErrFencedInstanceID, kerr.FencedInstanceID},
+	{group.ErrGroupIDNotFound, kerr.GroupIDNotFound},
+	{group.ErrNonEmptyGroup, kerr.NonEmptyGroup},
+	{group.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+	{group.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+	{group.ErrInvalidCommitOffsetSize, kerr.InvalidCommitOffsetSize},
+	{group.ErrGroupMetadataTooLarge, kerr.UnknownServerError},
+	{group.ErrFencedMemberEpoch, kerr.FencedMemberEpoch},
+	{group.ErrStaleMemberEpoch, kerr.StaleMemberEpoch},
+	{group.ErrUnreleasedInstanceID, kerr.UnreleasedInstanceID},
+	{group.ErrUnsupportedAssignor, kerr.UnsupportedAssignor},
+	{group.ErrInvalidRegex, kerr.InvalidRegularExpression},
+	{group.ErrInvalidRequest, kerr.InvalidRequest},
+	{group.ErrUnsupportedVersion, kerr.UnsupportedVersion},
+	{group.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/group"
 )
 
 // Options configures a Server.
@@ -51,6 +52,9 @@ type Options struct {
 	Metrics *Metrics
 	Logger  *slog.Logger
 	Version string
+	// Groups is the group coordinator; nil answers every group API with
+	// COORDINATOR_NOT_AVAILABLE.
+	Groups *group.Coordinator
 }
 
 // EnsureDefaults fills zero fields.

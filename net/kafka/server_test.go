@@ -254,7 +254,7 @@ func TestDescribeLogDirsReportsSizes(t *testing.T) {
 	s := startServer(t, Options{})
 	createTopic(t, s, "sized", 2)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("sized"),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	require.NoError(t, err)
 	defer cl.Close()
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: make([]byte, 1000), Partition: 1}).FirstErr())
@@ -262,12 +262,14 @@ func TestDescribeLogDirsReportsSizes(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	dirs, err := adm.DescribeAllLogDirs(context.Background(), nil)
 	require.NoError(t, err)
-	require.NoError(t, dirs.Error())
 	sizes := map[int32]int64{}
-	dirs.EachPartition(func(p kadm.DescribedLogDirPartition) {
-		if p.Topic == "sized" {
-			sizes[p.Partition] = p.Size
-		}
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		require.NoError(t, d.Err)
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "sized" {
+				sizes[p.Partition] = p.Size
+			}
+		})
 	})
 	require.Len(t, sizes, 2)
 	require.Equal(t, int64(0), sizes[0])

@@ -1,0 +1,101 @@
+package group
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/broker"
+)
+
+// OffsetsTopicConfigs are the topic configs of __consumer_offsets, as
+// Kafka sets them. Compaction is accepted but not implemented yet, so
+// retention must never delete from this log: replay reads it whole, and
+// the log grows with every commit until compaction lands.
+var OffsetsTopicConfigs = map[string]string{
+	"cleanup.policy": "compact",
+	"retention.ms":   "-1",
+	"segment.bytes":  "104857600",
+}
+
+// BrokerStorage is the Storage of a real node: the broker's partitions of
+// __consumer_offsets. The topic is created and described through the two
+// functions, which main wires to the metadata controller (engine does not
+// import cluster).
+type BrokerStorage struct {
+	Broker *broker.Broker
+	// LeaderEpochs returns the leader epoch of each partition of the
+	// offsets topic, nil when the topic does not exist.
+	LeaderEpochs func() []int32
+	// CreateTopic creates the offsets topic with n partitions and configs;
+	// an already existing topic is not an error.
+	CreateTopic func(ctx context.Context, n int32, configs map[string]string) error
+}
+
+// Partitions implements Storage.
+func (s *BrokerStorage) Partitions() int32 { return int32(len(s.LeaderEpochs())) }
+
+// Create implements Storage.
+func (s *BrokerStorage) Create(ctx context.Context, n int32) (int32, error) {
+	if err := s.CreateTopic(ctx, n, OffsetsTopicConfigs); err != nil {
+		return 0, err
+	}
+	if got := s.Partitions(); got > 0 {
+		return got, nil
+	}
+	return 0, fmt.Errorf("%s was created but has no partitions", OffsetsTopic)
+}
+
+func (s *BrokerStorage) partition(p int32) (*broker.Partition, error) {
+	return s.Broker.Partition(broker.TopicPartition{Topic: OffsetsTopic, Partition: p})
+}
+
+// Append implements Storage.
+func (s *BrokerStorage) Append(p int32, records []byte) (int64, error) {
+	h, err := batch.ParseHeader(records)
+	if err != nil {
+		return 0, err
+	}
+	part, err := s.partition(p)
+	if err != nil {
+		return 0, err
+	}
+	var epoch int32
+	if epochs := s.LeaderEpochs(); int(p) < len(epochs) {
+		epoch = epochs[p]
+	}
+	res, err := part.Append(records, epoch)
+	if err != nil {
+		return 0, err
+	}
+	return res.BaseOffset + int64(h.LastOffsetDelta), nil
+}
+
+// WaitDurable implements Storage.
+func (s *BrokerStorage) WaitDurable(ctx context.Context, p int32, offset int64) error {
+	part, err := s.partition(p)
+	if err != nil {
+		return err
+	}
+	return part.Log().WaitDurable(ctx, offset)
+}
+
+// Read implements Storage.
+func (s *BrokerStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
+	part, err := s.partition(p)
+	if err != nil {
+		return nil, err
+	}
+	l := part.Log()
+	return l.Read(offset, maxBytes, l.HighWatermark())
+}
+
+// Bounds implements Storage.
+func (s *BrokerStorage) Bounds(p int32) (start, end int64, err error) {
+	part, err := s.partition(p)
+	if err != nil {
+		return 0, 0, err
+	}
+	l := part.Log()
+	return l.LogStartOffset(), l.HighWatermark(), nil
+}

@@ -1,0 +1,465 @@
+package group
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/batch"
+)
+
+// memStorage is an in-memory offsets topic: batches per partition with
+// offsets assigned, and a durable mark moved explicitly (or on every
+// append when autoSync).
+type memStorage struct {
+	mu       sync.Mutex
+	parts    [][][]byte
+	ends     []int64
+	durable  []int64
+	autoSync bool
+	synced   chan struct{} // closed and replaced whenever durable moves
+	failWith error
+	readErr  error
+	readGate chan struct{} // when set, Read blocks until it is closed
+}
+
+func newMemStorage() *memStorage { return &memStorage{autoSync: true, synced: make(chan struct{})} }
+
+func (s *memStorage) Partitions() int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return int32(len(s.parts))
+}
+
+func (s *memStorage) Create(_ context.Context, n int32) (int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.parts) == 0 {
+		s.parts = make([][][]byte, n)
+		s.ends = make([]int64, n)
+		s.durable = make([]int64, n)
+	}
+	return int32(len(s.parts)), nil
+}
+
+func (s *memStorage) Append(p int32, b []byte) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failWith != nil {
+		return 0, s.failWith
+	}
+	h, err := batch.ParseHeader(b)
+	if err != nil {
+		return 0, err
+	}
+	cp := append([]byte(nil), b...)
+	batch.SetBaseOffset(cp, s.ends[p])
+	s.parts[p] = append(s.parts[p], cp)
+	s.ends[p] += int64(h.LastOffsetDelta) + 1
+	if s.autoSync {
+		s.syncLocked()
+	}
+	return s.ends[p] - 1, nil
+}
+
+func (s *memStorage) syncLocked() {
+	copy(s.durable, s.ends)
+	close(s.synced)
+	s.synced = make(chan struct{})
+}
+
+func (s *memStorage) sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncLocked()
+}
+
+func (s *memStorage) WaitDurable(ctx context.Context, p int32, offset int64) error {
+	for {
+		s.mu.Lock()
+		ok, ch := s.durable[p] > offset, s.synced
+		s.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (s *memStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
+	s.mu.Lock()
+	gate := s.readGate
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.readErr != nil {
+		return nil, s.readErr
+	}
+	var out []byte
+	for _, b := range s.parts[p] {
+		h, _ := batch.ParseHeader(b)
+		if h.LastOffset() < offset {
+			continue
+		}
+		if len(out) > 0 && len(out)+len(b) > maxBytes {
+			break
+		}
+		out = append(out, b...)
+	}
+	return out, nil
+}
+
+func (s *memStorage) Bounds(p int32) (int64, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return 0, s.ends[p], nil
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+var testTopics = []TopicInfo{{Name: "t", ID: tid("t"), Partitions: 3}, {Name: "u", ID: tid("u"), Partitions: 1}}
+
+// startCoordinator starts a coordinator over store with a fake clock and
+// waits until it has loaded.
+func startCoordinator(t *testing.T, store *memStorage, clk *clock, topics []TopicInfo) *Coordinator {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Now = clk.Now
+	cfg.OffsetsTopicPartitions = 4
+	cfg.OffsetsRetention = time.Hour
+	cfg.RetentionCheckInterval = time.Minute
+	cfg.TickInterval = time.Hour // the test ticks by hand
+	c, err := New(cfg, store)
+	require.NoError(t, err)
+	c.SetTopics(topics)
+	c.Start()
+	t.Cleanup(func() { _ = c.Close() })
+	require.Eventually(t, func() bool { return c.Ready() == nil }, 10*time.Second, time.Millisecond)
+	return c
+}
+
+func commit(c *Coordinator, group string, gen int32, member string, offsets map[int32]int64) [][]error {
+	ct := CommitTopic{Topic: "t"}
+	for p, o := range offsets {
+		md := "meta"
+		ct.Partitions = append(ct.Partitions, CommitPartition{Partition: p, Offset: o, LeaderEpoch: 4, Metadata: &md, Timestamp: -1})
+	}
+	return c.CommitOffsets(CommitRequest{Group: group, Version: 8, Generation: gen, MemberID: member, Topics: []CommitTopic{ct}})
+}
+
+func fetched(t *testing.T, c *Coordinator, group string) map[string]FetchedPartition {
+	t.Helper()
+	ts, err := c.FetchOffsets(FetchRequest{Group: group, MemberEpoch: -1})
+	require.NoError(t, err)
+	out := map[string]FetchedPartition{}
+	for _, ft := range ts {
+		for _, p := range ft.Partitions {
+			out[ft.Topic+"/"+string(rune('0'+p.Partition))] = p
+		}
+	}
+	return out
+}
+
+func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+
+	// No offsets topic yet: writes say so until FindCoordinator creates it.
+	errs := commit(c, "g", -1, "", map[int32]int64{0: 1})
+	require.ErrorIs(t, errs[0][0], ErrCoordinatorNotAvailable)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	require.Equal(t, int32(4), store.Partitions())
+
+	store.autoSync = false
+	errs = commit(c, "g", -1, "", map[int32]int64{0: 5, 1: 7})
+	require.NoError(t, errs[0][0])
+	require.NoError(t, errs[0][1])
+	// Not acknowledged before it is durable.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	require.ErrorIs(t, c.Barrier(ctx, "g"), context.DeadlineExceeded)
+	cancel()
+	store.sync()
+	require.NoError(t, c.Barrier(context.Background(), "g"))
+	store.autoSync = true
+
+	// Per-partition refusals.
+	big := string(make([]byte, 5000))
+	res := c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{
+		{Topic: "t", Partitions: []CommitPartition{{Partition: 9, Offset: 1}, {Partition: 2, Offset: 1, Metadata: &big}}},
+		{Topic: "nope", Partitions: []CommitPartition{{Partition: 0, Offset: 1}}},
+	}})
+	require.ErrorIs(t, res[0][0], ErrUnknownTopicOrPartition)
+	require.ErrorIs(t, res[0][1], ErrOffsetMetadataTooLarge)
+	require.ErrorIs(t, res[1][0], ErrUnknownTopicOrPartition)
+	// A member commit to a group that does not exist.
+	require.ErrorIs(t, commit(c, "other", 3, "m", map[int32]int64{0: 1})[0][0], ErrIllegalGeneration)
+
+	want := map[string]FetchedPartition{
+		"t/0": {Partition: 0, Offset: 5, LeaderEpoch: 4, Metadata: "meta"},
+		"t/1": {Partition: 1, Offset: 7, LeaderEpoch: 4, Metadata: "meta"},
+	}
+	require.Equal(t, want, fetched(t, c, "g"))
+	ts, err := c.FetchOffsets(FetchRequest{Group: "g", Topics: []FetchTopic{{Topic: "t", Partitions: []int32{0, 2}}}})
+	require.NoError(t, err)
+	require.Equal(t, []FetchedTopic{{Topic: "t", Partitions: []FetchedPartition{
+		{Partition: 0, Offset: 5, LeaderEpoch: 4, Metadata: "meta"}, {Partition: 2, Offset: -1, LeaderEpoch: -1}}}}, ts)
+
+	// A restart replays the log.
+	require.NoError(t, c.Close())
+	c2 := startCoordinator(t, store, clk, testTopics)
+	require.Equal(t, want, fetched(t, c2, "g"))
+	ls, err := c2.ListGroups(nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []GroupListing{{Group: "g", ProtocolType: "", State: StateEmpty, Type: "classic"}}, ls)
+
+	// Deleting the group writes tombstones: gone after the next restart.
+	require.Equal(t, []error{nil}, c2.DeleteGroups([]string{"g"}))
+	require.ErrorIs(t, c2.DeleteGroups([]string{"g"})[0], ErrGroupIDNotFound)
+	require.NoError(t, c2.Close())
+	c3 := startCoordinator(t, store, clk, testTopics)
+	require.Empty(t, fetched(t, c3, "g"))
+	ls, err = c3.ListGroups(nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, ls)
+}
+
+func TestCoordinatorLoadInProgress(t *testing.T) {
+	store := newMemStorage()
+	_, _ = store.Create(context.Background(), 2)
+	store.readGate = make(chan struct{})
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	cfg := testConfig()
+	cfg.Now = clk.Now
+	c, err := New(cfg, store)
+	require.NoError(t, err)
+	c.Start()
+	defer c.Close()
+	require.ErrorIs(t, c.Ready(), ErrCoordinatorLoadInProgress)
+	res := <-c.JoinGroup(joinReq("", "m"))
+	require.ErrorIs(t, res.Err, ErrCoordinatorLoadInProgress)
+	_, err = c.FetchOffsets(FetchRequest{Group: "g"})
+	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
+	close(store.readGate)
+	require.Eventually(t, func() bool { return c.Ready() == nil }, 10*time.Second, time.Millisecond)
+}
+
+func TestCoordinatorFailedReplayIsUnavailable(t *testing.T) {
+	store := newMemStorage()
+	_, _ = store.Create(context.Background(), 1)
+	_, err := store.Append(0, buildBatch(0, []batch.Record{{Key: encodeGroupKey("g")}}))
+	require.NoError(t, err)
+	store.readErr = errors.New("bad sector")
+	c, err := New(testConfig(), store)
+	require.NoError(t, err)
+	c.Start()
+	defer c.Close()
+	require.Eventually(t, func() bool { return errors.Is(c.Ready(), ErrCoordinatorNotAvailable) }, 10*time.Second, time.Millisecond)
+	require.ErrorContains(t, c.Ready(), "bad sector")
+}
+
+func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	req := joinReq("", "mx")
+	req.InstanceID = "x"
+	ch := c.JoinGroup(req)
+	c.Tick(clk.add(4 * time.Second)) // past the initial rebalance delay
+	j := <-ch
+	require.NoError(t, j.Err)
+	s := <-c.SyncGroup(SyncRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID,
+		Assignments: map[string][]byte{j.MemberID: []byte("assigned")}})
+	require.NoError(t, s.Err)
+	require.NoError(t, c.Barrier(context.Background(), "g"))
+	require.NoError(t, c.Close())
+
+	// After a restart the member is still there: its heartbeats work, and
+	// its restarted incarnation takes over without a rebalance.
+	c2 := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c2.Heartbeat(HeartbeatRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID, InstanceID: "x"}))
+	j2 := <-c2.JoinGroup(req)
+	require.NoError(t, j2.Err)
+	require.Equal(t, j.Generation, j2.Generation)
+	s2 := <-c2.SyncGroup(SyncRequest{Group: "g", Generation: j2.Generation, MemberID: j2.MemberID})
+	require.NoError(t, s2.Err)
+	require.Equal(t, "assigned", string(s2.Assignment))
+	d := c2.DescribeGroups([]string{"g", "missing"})
+	require.Equal(t, StateStable, d[0].State)
+	require.Len(t, d[0].Members, 1)
+	require.Equal(t, "x", d[0].Members[0].InstanceID)
+	require.ErrorIs(t, d[1].Err, ErrGroupIDNotFound)
+	require.Equal(t, StateDead, d[1].State)
+}
+
+func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 1})[0][0])
+	u := c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{{Topic: "u", Partitions: []CommitPartition{{Partition: 0, Offset: 9}}}}})
+	require.NoError(t, u[0][0])
+	c.SetTopics(testTopics[:1])
+	c.TopicDeleted("u")
+	require.Len(t, fetched(t, c, "g"), 1)
+	require.NoError(t, c.Close())
+
+	// "t" is deleted and recreated (new id) while the coordinator is down:
+	// replay drops the stale offsets.
+	recreated := []TopicInfo{{Name: "t", ID: tid("t2"), Partitions: 3}}
+	c2 := startCoordinator(t, store, clk, recreated)
+	require.Empty(t, fetched(t, c2, "g"))
+	require.NoError(t, c2.Close())
+	c3 := startCoordinator(t, store, clk, recreated)
+	require.Empty(t, fetched(t, c3, "g"), "the purge wrote tombstones")
+}
+
+func TestCoordinatorOffsetRetention(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 1})[0][0])
+	c.Tick(clk.add(30 * time.Minute))
+	require.Len(t, fetched(t, c, "g"), 1)
+	c.Tick(clk.add(31 * time.Minute))
+	require.Empty(t, fetched(t, c, "g"))
+	ls, err := c.ListGroups(nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, ls, "an empty group without offsets is removed")
+	require.NoError(t, c.Close())
+	c2 := startCoordinator(t, store, clk, testTopics)
+	require.Empty(t, fetched(t, c2, "g"))
+}
+
+func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+
+	// A consumer (KIP-848) group refuses classic joins while it has members.
+	hb := ConsumerHeartbeatRequest{Group: "cg", Version: 1, MemberID: "m1", RebalanceTimeout: time.Second,
+		SubscribedTopicNames: []string{"t"}, Owned: []TopicPartitions{}}
+	res, err := c.ConsumerHeartbeat(hb)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), res.MemberEpoch)
+	jr := joinReq("", "m")
+	jr.Group = "cg"
+	require.ErrorIs(t, (<-c.JoinGroup(jr)).Err, ErrInconsistentGroupProtocol)
+	ls, err := c.ListGroups([]string{"stable"}, []string{"CONSUMER"})
+	require.NoError(t, err)
+	require.Equal(t, []GroupListing{{Group: "cg", ProtocolType: "consumer", State: StateStable, Type: "consumer"}}, ls)
+	cd := c.ConsumerGroupDescribe([]string{"cg"})
+	require.NoError(t, cd[0].Err)
+	require.Equal(t, AssignorUniform, cd[0].Assignor)
+	require.Len(t, cd[0].Members[0].Assignment, 1)
+	require.ErrorIs(t, c.DescribeGroups([]string{"cg"})[0].Err, ErrGroupIDNotFound)
+	require.ErrorIs(t, c.DeleteGroups([]string{"cg"})[0], ErrNonEmptyGroup)
+
+	// Commits from the member; offsets of a subscribed topic cannot be deleted.
+	r := c.CommitOffsets(CommitRequest{Group: "cg", Version: 9, Generation: 1, MemberID: "m1",
+		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 3}}}}})
+	require.NoError(t, r[0][0])
+	derrs, err := c.DeleteOffsets("cg", []FetchTopic{{Topic: "t", Partitions: []int32{0}}})
+	require.NoError(t, err)
+	require.ErrorIs(t, derrs[0][0], ErrGroupSubscribedToTopic)
+
+	// Once empty, it can become a classic group, keeping its offsets.
+	hb.MemberEpoch = -1
+	_, err = c.ConsumerHeartbeat(hb)
+	require.NoError(t, err)
+	ch := c.JoinGroup(jr)
+	require.ErrorIs(t, (<-ch).Err, ErrMemberIDRequired)
+	require.Equal(t, int64(3), fetched(t, c, "cg")["t/0"].Offset)
+
+	// And a classic group with members refuses consumer heartbeats.
+	hb2 := hb
+	hb2.Group, hb2.MemberEpoch = "cg", 0
+	jr.MemberID = ""
+	jr.Version = 3 // no MEMBER_ID_REQUIRED round
+	c.JoinGroup(jr)
+	_, err = c.ConsumerHeartbeat(hb2)
+	require.ErrorIs(t, err, ErrGroupIDNotFound)
+	// A regular heartbeat to a group that does not exist: the member is
+	// unknown (e.g. after a coordinator restart) and must rejoin.
+	hb3 := hb
+	hb3.Group, hb3.MemberEpoch = "nope", 4
+	_, err = c.ConsumerHeartbeat(hb3)
+	require.ErrorIs(t, err, ErrUnknownMemberID)
+}
+
+func TestCoordinatorStorageFailure(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	store.mu.Lock()
+	store.failWith = errors.New("disk on fire")
+	store.mu.Unlock()
+	errs := commit(c, "g", -1, "", map[int32]int64{0: 1})
+	require.ErrorIs(t, errs[0][0], ErrCoordinatorNotAvailable)
+	require.ErrorIs(t, c.Barrier(context.Background(), "g"), ErrCoordinatorNotAvailable)
+	require.Empty(t, fetched(t, c, "g"), "a failed commit is not applied")
+}
+
+func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	req := joinReq("", "m")
+	req.Version = 3
+	ch := c.JoinGroup(req)
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, (<-ch).Err, ErrCoordinatorNotAvailable)
+	require.ErrorIs(t, c.Ready(), ErrCoordinatorNotAvailable)
+}
+
+// FuzzReplayRecord feeds arbitrary record keys and values to replay: bad
+// bytes in the offsets topic are skipped, never a panic.
+func FuzzReplayRecord(f *testing.F) {
+	f.Add(encodeOffsetKey("g", "t", 0), encodeOffsetValue(&offsetEntry{offset: 5, leaderEpoch: 1, metadata: "m", expireTime: -1}))
+	f.Add(encodeGroupKey("g"), newClassic(&Config{}, time.Unix(0, 0)).metadataValue().AppendTo(nil))
+	f.Add(encodeGroupKey("g"), []byte(nil))
+	f.Add([]byte{0, 9, 0, 1, 'g'}, []byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		cfg := testConfig()
+		c, err := New(cfg, newMemStorage())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.setPartitionsLocked(1)
+		c.replayLocked(0, key, value)
+		_, _, _ = decodeRecord(key, value)
+	})
+}

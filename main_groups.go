@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/net/httpapi"
+)
+
+// groupFlags are the consumer-group settings of `moonmq serve`, named
+// after Kafka's broker configs.
+type groupFlags struct {
+	minSession, maxSession time.Duration
+	initialDelay           time.Duration
+	maxSize                int
+	consumerSession        time.Duration
+	consumerHeartbeat      time.Duration
+	offsetsRetention       time.Duration
+	offsetsRetentionCheck  time.Duration
+	offsetsTopicPartitions int
+	offsetMetadataMaxBytes int
+}
+
+func addGroupFlags(fs *flag.FlagSet) *groupFlags {
+	g := &groupFlags{}
+	fs.DurationVar(&g.minSession, "group-min-session-timeout", 6*time.Second, "smallest session timeout a classic group member may ask for (group.min.session.timeout.ms)")
+	fs.DurationVar(&g.maxSession, "group-max-session-timeout", 30*time.Minute, "largest session timeout a classic group member may ask for (group.max.session.timeout.ms)")
+	fs.DurationVar(&g.initialDelay, "group-initial-rebalance-delay", 3*time.Second, "how long the first rebalance of an empty group waits for more members (group.initial.rebalance.delay.ms)")
+	fs.IntVar(&g.maxSize, "group-max-size", math.MaxInt32, "most members in one consumer group (group.max.size)")
+	fs.DurationVar(&g.consumerSession, "group-consumer-session-timeout", 45*time.Second, "session timeout of KIP-848 consumer group members (group.consumer.session.timeout.ms)")
+	fs.DurationVar(&g.consumerHeartbeat, "group-consumer-heartbeat-interval", 5*time.Second, "heartbeat interval of KIP-848 consumer group members (group.consumer.heartbeat.interval.ms)")
+	fs.DurationVar(&g.offsetsRetention, "offsets-retention", 7*24*time.Hour, "how long offsets of an empty group are kept (offsets.retention.minutes)")
+	fs.DurationVar(&g.offsetsRetentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed (offsets.retention.check.interval.ms)")
+	fs.IntVar(&g.offsetsTopicPartitions, "offsets-topic-partitions", 50, "partitions of __consumer_offsets when it is created (offsets.topic.num.partitions)")
+	fs.IntVar(&g.offsetMetadataMaxBytes, "offset-metadata-max-bytes", 4096, "largest metadata string of an offset commit (offset.metadata.max.bytes)")
+	return g
+}
+
+func (g *groupFlags) config(logger *slog.Logger) group.Config {
+	return group.Config{
+		MinSessionTimeout: g.minSession, MaxSessionTimeout: g.maxSession,
+		InitialRebalanceDelay: g.initialDelay, MaxSize: g.maxSize,
+		ConsumerSessionTimeout: g.consumerSession, ConsumerHeartbeatInterval: g.consumerHeartbeat,
+		OffsetsRetention: g.offsetsRetention, RetentionCheckInterval: g.offsetsRetentionCheck,
+		OffsetsTopicPartitions: int32(g.offsetsTopicPartitions), MaxMetadataBytes: g.offsetMetadataMaxBytes,
+		Logger: logger,
+	}
+}
+
+// startGroups builds the group coordinator over the broker's partitions of
+// __consumer_offsets, keeps its view of the topics current (and drops the
+// offsets of deleted topics) through a metadata listener, and starts it.
+// Call after wireMetadata, so the offsets partitions are open.
+func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, error) {
+	cfg := g.config(logger)
+	// group.Config treats 0 as "Kafka's default"; on the command line 0
+	// means none.
+	if cfg.InitialRebalanceDelay == 0 {
+		cfg.InitialRebalanceDelay = time.Nanosecond
+	}
+	if cfg.MinSessionTimeout == 0 {
+		cfg.MinSessionTimeout = time.Nanosecond
+	}
+	store := &group.BrokerStorage{
+		Broker: b,
+		LeaderEpochs: func() []int32 {
+			t, ok := ctrl.Topic(group.OffsetsTopic)
+			if !ok {
+				return nil
+			}
+			epochs := make([]int32, len(t.Partitions))
+			for i, p := range t.Partitions {
+				epochs[i] = p.LeaderEpoch
+			}
+			return epochs
+		},
+		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
+			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)
+			if errors.Is(err, controller.ErrTopicExists) {
+				return nil
+			}
+			return err
+		},
+	}
+	coord, err := group.New(cfg, store)
+	if err != nil {
+		return nil, fmt.Errorf("group coordinator: %w", err)
+	}
+	var replaying atomic.Bool
+	replaying.Store(true)
+	ctrl.OnChange(func(ev controller.Event) {
+		if replaying.Load() {
+			return // registration replays every topic; one snapshot below covers them
+		}
+		coord.SetTopics(topicInfos(ctrl.Topics()))
+		if ev.Kind == controller.TopicDeleted {
+			coord.TopicDeleted(ev.Topic.Name)
+		}
+	})
+	replaying.Store(false)
+	coord.SetTopics(topicInfos(ctrl.Topics()))
+	coord.Start()
+	return coord, nil
+}
+
+func topicInfos(ts []controller.Topic) []group.TopicInfo {
+	out := make([]group.TopicInfo, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Internal: t.Internal})
+	}
+	return out
+}
+
+// groupStatsOf summarises every group's committed offsets and lag for
+// /stats, against the partitions' high watermarks.
+func groupStatsOf(coord *group.Coordinator, b *broker.Broker) []httpapi.GroupStats {
+	out := []httpapi.GroupStats{}
+	for _, s := range coord.Stats() {
+		gs := httpapi.GroupStats{Group: s.Group, State: string(s.State), Members: s.Members}
+		for _, o := range s.Offsets {
+			ps := httpapi.GroupPartitionStat{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset, End: -1, Lag: -1}
+			if p, err := b.Partition(broker.TopicPartition{Topic: o.Topic, Partition: o.Partition}); err == nil {
+				ps.End = p.Log().HighWatermark()
+				ps.Lag = max(ps.End-o.Offset, 0)
+				gs.Lag += ps.Lag
+			}
+			gs.Partitions = append(gs.Partitions, ps)
+		}
+		out = append(out, gs)
+	}
+	return out
+}

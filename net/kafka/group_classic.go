@@ -1,0 +1,170 @@
+package kafka
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/group"
+)
+
+// JoinGroup and SyncGroup take effect on the read loop, in request order,
+// and park the wait for the rebalance (or the leader's assignment) so the
+// connection keeps serving other requests.
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func strPtr(s string) *string { return &s }
+
+func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.JoinGroupRequest)
+	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+	resp.MemberID = req.MemberID
+	groups, code := c.groupsOrUnavailable()
+	if groups == nil {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	jr := group.JoinRequest{
+		Group: req.Group, Version: req.Version, MemberID: req.MemberID, InstanceID: deref(req.InstanceID),
+		ClientID: r.clientID, ClientHost: c.clientHost(),
+		SessionTimeout:   time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
+		RebalanceTimeout: time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond,
+		ProtocolType:     req.ProtocolType,
+	}
+	if req.Version == 0 {
+		jr.RebalanceTimeout = jr.SessionTimeout
+	}
+	for _, p := range req.Protocols {
+		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
+	}
+	ch := groups.JoinGroup(jr)
+	return nil, func() kmsg.Response {
+		var res group.JoinResult
+		select {
+		case res = <-ch:
+		case <-c.ctx.Done():
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code // the connection is gone; never written
+			return resp
+		}
+		if res.Err == nil {
+			res.Err = c.barrier(req.Group)
+		}
+		resp.MemberID = res.MemberID
+		resp.Generation = res.Generation
+		if res.Err != nil {
+			resp.ErrorCode = c.errCode(res.Err)
+			resp.Generation = -1
+			return resp
+		}
+		resp.ProtocolType = strPtr(res.ProtocolType)
+		if res.Protocol != "" {
+			resp.Protocol = strPtr(res.Protocol)
+		}
+		resp.LeaderID = res.Leader
+		resp.SkipAssignment = res.SkipAssignment
+		for _, m := range res.Members {
+			rm := kmsg.NewJoinGroupResponseMember()
+			rm.MemberID, rm.ProtocolMetadata = m.MemberID, m.Metadata
+			if m.InstanceID != "" {
+				rm.InstanceID = strPtr(m.InstanceID)
+			}
+			resp.Members = append(resp.Members, rm)
+		}
+		return resp
+	}
+}
+
+func (c *conn) handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.SyncGroupRequest)
+	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	groups, code := c.groupsOrUnavailable()
+	if groups == nil {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	sr := group.SyncRequest{
+		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: deref(req.InstanceID),
+		ProtocolType: req.ProtocolType, Protocol: req.Protocol,
+	}
+	if len(req.GroupAssignment) > 0 {
+		sr.Assignments = make(map[string][]byte, len(req.GroupAssignment))
+		for _, a := range req.GroupAssignment {
+			sr.Assignments[a.MemberID] = a.MemberAssignment
+		}
+	}
+	ch := groups.SyncGroup(sr)
+	return nil, func() kmsg.Response {
+		var res group.SyncResult
+		select {
+		case res = <-ch:
+		case <-c.ctx.Done():
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp
+		}
+		if res.Err == nil {
+			res.Err = c.barrier(req.Group)
+		}
+		if res.Err != nil {
+			resp.ErrorCode = c.errCode(res.Err)
+			return resp
+		}
+		resp.ProtocolType, resp.Protocol = strPtr(res.ProtocolType), strPtr(res.Protocol)
+		resp.MemberAssignment = res.Assignment
+		return resp
+	}
+}
+
+func (c *conn) handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.HeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	groups, code := c.groupsOrUnavailable()
+	if groups == nil {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	err := groups.Heartbeat(group.HeartbeatRequest{
+		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: deref(req.InstanceID),
+	})
+	resp.ErrorCode = c.errCode(err)
+	return resp, nil
+}
+
+func (c *conn) handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.LeaveGroupRequest)
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	groups, code := c.groupsOrUnavailable()
+	if groups == nil {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	var members []group.LeaveMember
+	if req.Version < 3 {
+		members = []group.LeaveMember{{MemberID: req.MemberID}}
+	} else {
+		for _, m := range req.Members {
+			members = append(members, group.LeaveMember{MemberID: m.MemberID, InstanceID: deref(m.InstanceID)})
+		}
+	}
+	errs, err := groups.LeaveGroup(req.Group, members)
+	if err != nil {
+		resp.ErrorCode = c.errCode(err)
+		return resp, nil
+	}
+	if req.Version < 3 {
+		resp.ErrorCode = c.errCode(errs[0])
+		return resp, nil
+	}
+	for i, m := range req.Members {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, c.errCode(errs[i])
+		resp.Members = append(resp.Members, rm)
+	}
+	return resp, nil
+}

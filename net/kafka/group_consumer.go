@@ -1,0 +1,117 @@
+package kafka
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/group"
+)
+
+// KIP-848 consumer groups: the broker assigns, so a heartbeat never waits
+// for other members and is answered on the read loop.
+
+func (c *conn) handleConsumerGroupHeartbeat(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	groups, code := c.groupsOrUnavailable()
+	if groups == nil {
+		resp.ErrorCode = code
+		return resp, nil
+	}
+	hr := group.ConsumerHeartbeatRequest{
+		Group: req.Group, Version: req.Version, MemberID: req.MemberID, MemberEpoch: req.MemberEpoch,
+		InstanceID: req.InstanceID, RackID: req.RackID, RebalanceTimeout: -1,
+		SubscribedTopicNames: req.SubscribedTopicNames, SubscribedTopicRegex: req.SubscribedTopicRegex,
+		ServerAssignor: req.ServerAssignor, ClientID: r.clientID, ClientHost: c.clientHost(),
+	}
+	if req.RebalanceTimeoutMillis >= 0 {
+		hr.RebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
+	}
+	if req.Topics != nil {
+		hr.Owned = make([]group.TopicPartitions, 0, len(req.Topics))
+		for _, t := range req.Topics {
+			hr.Owned = append(hr.Owned, group.TopicPartitions{ID: t.TopicID, Partitions: t.Partitions})
+		}
+	}
+	res, err := groups.ConsumerHeartbeat(hr)
+	if err != nil {
+		resp.ErrorCode = c.errCode(err)
+		resp.ErrorMessage = errMessage(err)
+		return resp, nil
+	}
+	resp.MemberID = strPtr(res.MemberID)
+	resp.MemberEpoch = res.MemberEpoch
+	resp.HeartbeatIntervalMillis = int32(res.HeartbeatInterval.Milliseconds())
+	if res.HasAssignment {
+		a := kmsg.NewConsumerGroupHeartbeatResponseAssignment()
+		for _, t := range res.Assignment {
+			at := kmsg.NewConsumerGroupHeartbeatResponseAssignmentTopic()
+			at.TopicID, at.Partitions = t.ID, t.Partitions
+			a.Topics = append(a.Topics, at)
+		}
+		if a.Topics == nil {
+			a.Topics = []kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{}
+		}
+		resp.Assignment = &a
+	}
+	return resp, nil
+}
+
+func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.ConsumerGroupDescribeRequest)
+	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	groups, code := c.groupsOrUnavailable()
+	if groups == nil {
+		for _, id := range req.Groups {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = id, code
+			resp.Groups = append(resp.Groups, g)
+		}
+		return resp, nil
+	}
+	toAssignment := func(tps []group.TopicPartitions) kmsg.Assignment {
+		a := kmsg.NewAssignment()
+		for _, t := range tps {
+			at := kmsg.NewAssignmentTopicPartition()
+			at.TopicID, at.Topic, at.Partitions = t.ID, groups.TopicName(t.ID), t.Partitions
+			a.TopicPartitions = append(a.TopicPartitions, at)
+		}
+		return a
+	}
+	for _, d := range groups.ConsumerGroupDescribe(req.Groups) {
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group = d.Group
+		if d.Err != nil {
+			g.ErrorCode, g.ErrorMessage = c.errCode(d.Err), errMessage(d.Err)
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
+		g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = string(d.State), d.Epoch, d.AssignmentEpoch, d.Assignor
+		if req.IncludeAuthorizedOperations {
+			g.AuthorizedOperations = groupOperations
+		}
+		for _, m := range d.Members {
+			gm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
+			gm.MemberID, gm.MemberEpoch, gm.ClientID, gm.ClientHost = m.MemberID, m.MemberEpoch, m.ClientID, m.ClientHost
+			if m.InstanceID != "" {
+				gm.InstanceID = strPtr(m.InstanceID)
+			}
+			if m.RackID != "" {
+				gm.RackID = strPtr(m.RackID)
+			}
+			gm.SubscribedTopics = m.SubscribedTopics
+			if gm.SubscribedTopics == nil {
+				gm.SubscribedTopics = []string{}
+			}
+			if m.SubscribedTopicRegex != "" {
+				gm.SubscribedTopicRegex = strPtr(m.SubscribedTopicRegex)
+			}
+			gm.Assignment, gm.TargetAssignment = toAssignment(m.Assignment), toAssignment(m.TargetAssignment)
+			gm.MemberType = 1 // a consumer-protocol member
+			g.Members = append(g.Members, gm)
+		}
+		resp.Groups = append(resp.Groups, g)
+	}
+	return resp, nil
+}

@@ -1,0 +1,106 @@
+package kafka
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/group"
+)
+
+// Group handlers share these helpers. The group coordinator is optional in
+// Options; without it every group API answers COORDINATOR_NOT_AVAILABLE.
+
+// groupWait bounds how long a parked group request waits for durability
+// (its own rebalance wait is bounded by the group's timeouts).
+const groupWait = 30 * time.Second
+
+// coordinatorTypes are FindCoordinator key types.
+const (
+	coordinatorGroup       = 0
+	coordinatorTransaction = 1
+)
+
+// clientHost is the member's host as Kafka reports it ("/127.0.0.1").
+func (c *conn) clientHost() string {
+	host, _, err := net.SplitHostPort(c.peer)
+	if err != nil {
+		host = c.peer
+	}
+	return "/" + host
+}
+
+// barrier waits until the group's state seen by this response is durable.
+func (c *conn) barrier(groupID string) error {
+	ctx, cancel := context.WithTimeout(c.ctx, groupWait)
+	defer cancel()
+	return c.s.opts.Groups.Barrier(ctx, groupID)
+}
+
+func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	answer := func(err error) {
+		code := c.errCode(err)
+		var msg *string
+		if err != nil {
+			msg = errMessage(err)
+		}
+		node, host, port := c.s.opts.NodeID, c.s.advHost, c.s.advPort
+		if code != 0 {
+			node, host, port = -1, "", -1
+		}
+		if req.Version < 4 {
+			resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = code, msg, node, host, port
+			return
+		}
+		for _, k := range keys {
+			resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
+				Key: k, NodeID: node, Host: host, Port: port, ErrorCode: code, ErrorMessage: msg,
+			})
+		}
+	}
+	switch req.CoordinatorType {
+	case coordinatorGroup:
+	case coordinatorTransaction:
+		// A single node coordinates everything; transactional requests
+		// themselves say what is supported.
+		answer(nil)
+		return resp, nil
+	default:
+		answer(kerr.InvalidRequest)
+		return resp, nil
+	}
+	groups := c.s.opts.Groups
+	if groups == nil {
+		answer(kerr.CoordinatorNotAvailable)
+		return resp, nil
+	}
+	// The first group client creates __consumer_offsets, which goes through
+	// the metadata log: park it.
+	return nil, func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(c.ctx, groupWait)
+		defer cancel()
+		err := groups.EnsureTopic(ctx)
+		if err != nil {
+			c.s.log.Warn("group coordinator unavailable", "peer", c.peer, "err", err)
+		}
+		answer(err)
+		return resp
+	}
+}
+
+// groupsOrUnavailable returns the coordinator or the error to answer.
+func (c *conn) groupsOrUnavailable() (*group.Coordinator, int16) {
+	if c.s.opts.Groups == nil {
+		return nil, kerr.CoordinatorNotAvailable.Code
+	}
+	return c.s.opts.Groups, 0
+}
