@@ -263,9 +263,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
-		if err != nil {
-			return err
+		ks.Close()
+		if err == nil {
+			err = errors.New("closed unexpectedly")
 		}
+		return fmt.Errorf("kafka listener stopped: %w", err)
 	}
 	// A second signal during the graceful shutdown exits at once.
 	forced := make(chan os.Signal, 1)

@@ -27,8 +27,14 @@ import (
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
-// ErrUnknownPartition is returned for a topic or partition this node does not host.
-var ErrUnknownPartition = errors.New("unknown topic or partition")
+// Errors of this package.
+var (
+	// ErrUnknownPartition is returned for a topic or partition this node does not host.
+	ErrUnknownPartition = errors.New("unknown topic or partition")
+	// ErrTransactionsUnsupported rejects transactional batches until
+	// transactions are implemented.
+	ErrTransactionsUnsupported = errors.New("transactions are not supported yet")
+)
 
 // Options configures a Broker.
 type Options struct {
@@ -39,6 +45,9 @@ type Options struct {
 	Now                    func() time.Time
 	// OnFsync observes every partition's fsync rounds (see log.Options).
 	OnFsync func(d time.Duration, appends uint64)
+	// ProducerIDExpiration forgets an idempotent producer's sequences when
+	// it has not written for this long (Kafka's producer.id.expiration.ms).
+	ProducerIDExpiration time.Duration
 }
 
 // EnsureDefaults fills zero fields.
@@ -51,6 +60,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ProducerIDExpiration <= 0 {
+		o.ProducerIDExpiration = 24 * time.Hour
 	}
 }
 
@@ -127,9 +139,18 @@ func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string)
 	if p, ok := b.parts[tp]; ok {
 		return p, p.setConfig(cfg)
 	}
+	_, statErr := os.Stat(b.Dir(tp))
 	p, err := openPartition(tp, b.Dir(tp), cfg, b.opts)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open %s-%d: %w", tp.Topic, tp.Partition, err)
+	}
+	if os.IsNotExist(statErr) {
+		// A new partition directory is durable only once its parent's
+		// entry is: fsync the data directory.
+		if err := syncDir(b.opts.DataDir); err != nil {
+			_ = p.log.Close()
+			return nil, fmt.Errorf("broker: sync data dir: %w", err)
+		}
 	}
 	b.parts[tp] = p
 	return p, nil
@@ -254,6 +275,7 @@ func (b *Broker) housekeeping() {
 			return
 		case <-t.C:
 			b.EnforceRetention()
+			b.expireProducers()
 		}
 	}
 }
@@ -268,6 +290,15 @@ func (b *Broker) EnforceRetention() {
 		} else if n > 0 {
 			b.opts.Logger.Debug("retention deleted segments", "topic", p.tp.Topic, "partition", p.tp.Partition, "segments", n)
 		}
+	}
+}
+
+func (b *Broker) expireProducers() {
+	now := b.opts.Now().UnixMilli()
+	for _, p := range b.Partitions() {
+		p.mu.Lock()
+		p.producers.Expire(now, b.opts.ProducerIDExpiration.Milliseconds())
+		p.mu.Unlock()
 	}
 }
 
@@ -326,4 +357,13 @@ func WaitAny(ctx context.Context, chans []<-chan struct{}) {
 		}()
 	}
 	<-ctx.Done()
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }

@@ -101,11 +101,18 @@ func writeFileSync(path string, data []byte) error {
 }
 
 func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Options {
+	retention, retentionBytes := nonZero(cfg.Retention), nonZero(cfg.RetentionBytes)
+	if !cfg.CleanupDelete {
+		// cleanup.policy=compact alone: Kafka never deletes such segments by
+		// age or size (schema registries, connect and streams state rely on
+		// it); compaction is their only cleanup.
+		retention, retentionBytes = -1, -1
+	}
 	return log.Options{
 		SegmentBytes:       cfg.SegmentBytes,
 		SegmentAge:         cfg.SegmentAge,
-		Retention:          nonZero(cfg.Retention),
-		RetentionBytes:     nonZero(cfg.RetentionBytes),
+		Retention:          retention,
+		RetentionBytes:     retentionBytes,
 		IndexIntervalBytes: nonZero(cfg.IndexIntervalBytes),
 		MaxMessageBytes:    cfg.MaxMessageBytes,
 		FlushAlways:        cfg.FlushAlways,
@@ -193,6 +200,14 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 	if err != nil {
 		return ProduceResult{}, err
 	}
+	for _, h := range headers {
+		switch {
+		case h.IsControl():
+			return ProduceResult{}, fmt.Errorf("%w: control batches are written by the broker, not by clients", batch.ErrInvalidRecord)
+		case h.IsTransactional():
+			return ProduceResult{}, fmt.Errorf("%w: transactional batches need a transactional producer", ErrTransactionsUnsupported)
+		}
+	}
 	// A produce request carries one batch per partition in every client we
 	// know; several are accepted, but idempotence is judged per batch and a
 	// duplicate must be the whole request.
@@ -206,7 +221,11 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 			return ProduceResult{}, err
 		}
 		if dup != nil {
-			return ProduceResult{BaseOffset: dup.BaseOffset, LogAppendTime: -1,
+			appendTime := int64(-1)
+			if p.cfg.LogAppendTime {
+				appendTime = dup.Timestamp // the broker's stamp, recorded below
+			}
+			return ProduceResult{BaseOffset: dup.BaseOffset, LogAppendTime: appendTime,
 				LogStartOffset: p.log.LogStartOffset(), lastOffset: dup.LastOffset}, nil
 		}
 	}
@@ -222,9 +241,13 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 		return ProduceResult{}, err
 	}
 	if first.ProducerID >= 0 {
+		ts := first.MaxTimestamp
+		if appendTime >= 0 {
+			ts = appendTime
+		}
 		p.producers.Record(first.ProducerID, first.ProducerEpoch, txn.BatchInfo{
 			FirstSeq: first.BaseSequence, LastSeq: txn.LastSeq(first.BaseSequence, first.NumRecords),
-			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: first.MaxTimestamp,
+			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: ts,
 		})
 	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,

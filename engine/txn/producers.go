@@ -171,3 +171,17 @@ func LoadSnapshot(b []byte) (*ProducerState, int64, error) {
 	}
 	return s, snap.Offset, nil
 }
+
+// Expire forgets producers whose newest batch is older than maxAge (Kafka's
+// producer.id.expiration.ms), so short-lived producers do not accumulate
+// forever. It returns how many were removed.
+func (s *ProducerState) Expire(nowMillis int64, maxAge int64) int {
+	n := 0
+	for id, p := range s.producers {
+		if len(p.batches) == 0 || nowMillis-p.batches[len(p.batches)-1].Timestamp >= maxAge {
+			delete(s.producers, id)
+			n++
+		}
+	}
+	return n
+}

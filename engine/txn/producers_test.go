@@ -80,3 +80,14 @@ func TestSequenceWraps(t *testing.T) {
 	_, err := s.Check(1, 0, 0, 1)
 	require.NoError(t, err)
 }
+
+func TestExpire(t *testing.T) {
+	s := NewProducerState()
+	s.Record(1, 0, BatchInfo{Timestamp: 1_000})
+	s.Record(2, 0, BatchInfo{Timestamp: 9_000})
+	require.Equal(t, 1, s.Expire(10_000, 5_000))
+	require.Equal(t, 1, s.Len())
+	dup, err := s.Check(1, 0, 7, 1) // forgotten: any sequence is accepted again
+	require.NoError(t, err)
+	require.Nil(t, dup)
+}

@@ -9,14 +9,11 @@ import (
 	"io"
 	"net"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-var errTooManyFiles = syscall.EMFILE
 
 // maxControlRequestSize bounds every request but Produce.
 const maxControlRequestSize = 8 << 20
@@ -28,6 +25,7 @@ type request struct {
 	clientID     string
 	kreq         kmsg.Request // nil when the key or version is unsupported
 	received     time.Time
+	size         int64 // frame bytes held against the server's request budget
 }
 
 // reply is what the write loop sends for one request, in order. A reply
@@ -67,9 +65,18 @@ func (c *conn) serve() {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
+	if err != nil && !c.draining() {
+		// The peer is gone or broke the protocol: nobody will read the
+		// replies still owed, so stop parked work (long polls, fsync waits)
+		// instead of letting it run to its deadline.
+		c.cancel()
+	}
 	close(c.slots)
 	<-done
 	c.cancel()
+	if c.draining() {
+		c.closeGently()
+	}
 	c.nc.Close()
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.s.ctx.Err() != nil, c.draining():
@@ -77,6 +84,23 @@ func (c *conn) serve() {
 	default:
 		c.s.log.Warn("closing connection", "peer", c.peer, "reason", err)
 	}
+}
+
+// closeGently ends a connection at shutdown without an RST: closing a
+// socket with unread input makes the kernel reset it, and the reset can
+// destroy replies still in the send buffer (acknowledgements of durable
+// produces). So: half-close, then read and discard until the peer closes
+// or a short deadline passes.
+func (c *conn) closeGently() {
+	tc, ok := c.nc.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	if tc.CloseWrite() != nil {
+		return
+	}
+	_ = tc.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(tc, 64<<20))
 }
 
 // readLoop reads, decodes and dispatches requests in order. Handlers run
@@ -109,14 +133,22 @@ func (c *conn) readLoop() error {
 		if k := int16(binary.BigEndian.Uint16(key)); k != kmsg.Produce.Int16() && size > maxControlRequestSize {
 			return fmt.Errorf("%s request of %d bytes exceeds %d", kmsg.NameForKey(k), size, maxControlRequestSize)
 		}
+		// Requests being decoded or handled share one memory budget, so
+		// many large frames at once wait instead of exhausting memory.
+		if err := c.s.budget.Acquire(c.ctx, int64(size)); err != nil {
+			return err
+		}
 		body := make([]byte, size)
 		if _, err := io.ReadFull(br, body); err != nil {
+			c.s.budget.Release(int64(size))
 			return fmt.Errorf("reading %d-byte request: %w", size, err)
 		}
 		req, err := decodeRequest(body)
 		if err != nil {
+			c.s.budget.Release(int64(size))
 			return err
 		}
+		req.size = int64(size)
 		sl := make(slot, 1)
 		select {
 		case c.slots <- sl:

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"fmt"
+	"runtime/debug"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -74,18 +76,49 @@ func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }
 
-// dispatch runs one request and arranges for its reply to fill sl.
+// dispatch runs one request and arranges for its reply to fill sl. A
+// handler panic is a bug, but it must cost only the connection it came on:
+// it is logged with its stack and the connection is closed.
 func (c *conn) dispatch(r *request, sl slot) {
 	if r.kreq == nil {
+		c.s.budget.Release(r.size)
 		sl <- c.unsupported(r)
 		return
 	}
-	resp, park := apis[r.key].handle(c, r)
-	if park == nil {
-		sl <- reply{req: r, resp: resp}
+	var (
+		resp kmsg.Response
+		park func() kmsg.Response
+	)
+	ok := c.guard(r, sl, func() { resp, park = apis[r.key].handle(c, r) })
+	if !ok || park == nil {
+		c.s.budget.Release(r.size)
+		if ok {
+			sl <- reply{req: r, resp: resp}
+		}
 		return
 	}
-	go func() { sl <- reply{req: r, resp: park()} }()
+	c.s.parked.Add(1)
+	c.s.parkedN.Add(1)
+	go func() {
+		defer c.s.parked.Done()
+		defer c.s.parkedN.Add(-1)
+		defer c.s.budget.Release(r.size) // the decoded request lives until park returns
+		c.guard(r, sl, func() { sl <- reply{req: r, resp: park()} })
+	}()
+}
+
+// guard runs fn, turning a panic into a fatal reply in sl. It reports
+// whether fn completed.
+func (c *conn) guard(r *request, sl slot, fn func()) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.s.log.Error("handler panic", "peer", c.peer, "api", kmsg.NameForKey(r.key), "panic", p, "stack", string(debug.Stack()))
+			sl <- reply{req: r, fatal: fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.key))}
+			ok = false
+		}
+	}()
+	fn()
+	return true
 }
 
 // unsupported answers a request whose key or version MoonMQ does not serve.

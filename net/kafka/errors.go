@@ -22,6 +22,7 @@ var errorMap = []struct {
 	kerr *kerr.Error
 }{
 	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{broker.ErrTransactionsUnsupported, kerr.InvalidTxnState},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
 	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},

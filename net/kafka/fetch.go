@@ -24,7 +24,9 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	}
 	resp, bytes, _ := c.fetchOnce(req)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if bytes >= int(req.MinBytes) || maxWait <= 0 {
+	// Like Kafka, a partition error (out of range, unknown partition)
+	// answers at once: the client has to act on it, waiting helps nobody.
+	if bytes >= int(req.MinBytes) || maxWait <= 0 || fetchHasError(resp) {
 		return resp, nil
 	}
 	return nil, func() kmsg.Response {
@@ -48,9 +50,11 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 // (captured before reading).
 func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	// The client's sizes are capped by the broker's, so one consumer cannot
+	// make the broker buffer gigabytes (Kafka's fetch.max.bytes).
 	maxBytes := int(req.MaxBytes)
-	if req.Version < 3 || maxBytes <= 0 {
-		maxBytes = 50 << 20
+	if maxBytes <= 0 || maxBytes > c.s.opts.FetchMaxBytes {
+		maxBytes = c.s.opts.FetchMaxBytes
 	}
 	remaining := maxBytes
 	total := 0
@@ -73,7 +77,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 			hw := l.HighWatermark()
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
 			if remaining > 0 {
-				limit := min(int(p.PartitionMaxBytes), remaining)
+				limit := min(max(int(p.PartitionMaxBytes), 0), remaining)
 				data, err := l.ReadAppend(getFetchBuf(), p.FetchOffset, limit, hw)
 				if err != nil {
 					rp.ErrorCode = c.errCode(err)
@@ -100,6 +104,17 @@ func getFetchBuf() []byte {
 		return (*p)[:0]
 	}
 	return nil
+}
+
+func fetchHasError(resp *kmsg.FetchResponse) bool {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if p.ErrorCode != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // countFetch adds a written fetch response to the per-topic out metrics.

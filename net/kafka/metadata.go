@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,12 +35,12 @@ func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) 
 		switch {
 		case rt.Topic != nil:
 			t, ok = s.meta.Topic(*rt.Topic)
-			if !ok && s.opts.AutoCreateTopics && (req.Version < 4 || req.AllowAutoTopicCreation) {
+			if !ok && c.mayAutoCreate(*rt.Topic) && (req.Version < 4 || req.AllowAutoTopicCreation) {
 				var err error
-				t, err = s.meta.CreateTopic(c.ctx, *rt.Topic, s.opts.DefaultPartitions, -1, nil, false)
-				ok = err == nil
-				if err != nil {
-					resp.Topics = append(resp.Topics, kmsg.MetadataResponseTopic{Topic: rt.Topic, ErrorCode: c.errCode(err)})
+				if t, ok, err = c.autoCreate(*rt.Topic); err != nil {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic, mt.ErrorCode = rt.Topic, c.errCode(err)
+					resp.Topics = append(resp.Topics, mt)
 					continue
 				}
 			}
@@ -57,6 +59,23 @@ func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) 
 		resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
 	}
 	return resp, nil
+}
+
+// mayAutoCreate: auto-creation is off by default and never makes internal
+// topics, which their owners create with their own settings.
+func (c *conn) mayAutoCreate(name string) bool {
+	return c.s.opts.AutoCreateTopics && !controller.IsInternalTopic(name)
+}
+
+// autoCreate creates a topic with the broker defaults. Two clients racing
+// to create the same topic both get it: losing the race is not an error.
+func (c *conn) autoCreate(name string) (controller.Topic, bool, error) {
+	t, err := c.s.meta.CreateTopic(c.ctx, name, c.s.opts.DefaultPartitions, -1, nil, false)
+	if errors.Is(err, controller.ErrTopicExists) {
+		t, ok := c.s.meta.Topic(name)
+		return t, ok, nil
+	}
+	return t, err == nil, err
 }
 
 func (c *conn) metadataTopic(version int16, t controller.Topic) kmsg.MetadataResponseTopic {

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/broker"
 )
 
@@ -24,16 +25,17 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
+		epochs := c.leaderEpochs(t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
-			rp.LeaderEpoch = c.leaderEpoch(t.Topic, p.Partition)
 			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
+			rp.LeaderEpoch = epochOf(epochs, p.Partition)
 			l := part.Log()
 			rp.Timestamp = -1
 			switch p.Timestamp {
@@ -75,6 +77,11 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
+			if controller.IsInternalTopic(t.Topic) {
+				rp.ErrorCode = kerr.InvalidTopicException.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)

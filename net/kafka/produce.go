@@ -3,11 +3,13 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/broker"
 )
@@ -42,16 +44,24 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		*rt = kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		epochs := c.leaderEpochs(t.Topic)
 		for pi, p := range t.Partitions {
 			rp := &rt.Partitions[pi]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
+			if controller.IsInternalTopic(t.Topic) {
+				// Only the coordinators write their topics; a forged commit
+				// would be replayed as real at the next start.
+				rp.ErrorCode = kerr.InvalidTopicException.Code
+				rp.ErrorMessage = errMessage(fmt.Errorf("cannot append to internal topic %s", t.Topic))
+				continue
+			}
 			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				continue
 			}
-			res, err := part.Append(p.Records, c.leaderEpoch(t.Topic, p.Partition))
+			res, err := part.Append(p.Records, max(epochOf(epochs, p.Partition), 0))
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				rp.ErrorMessage = produceErrMessage(err)
@@ -104,12 +114,27 @@ func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 	return resp
 }
 
-// leaderEpoch is the epoch stamped into appended batches.
-func (c *conn) leaderEpoch(topic string, partition int32) int32 {
-	if t, ok := c.s.meta.Topic(topic); ok && int(partition) < len(t.Partitions) {
-		return t.Partitions[partition].LeaderEpoch
+// leaderEpochs returns a topic's partition leader epochs, indexed by
+// partition id; handlers look a topic up once per request, not per
+// partition (metadata reads copy the topic).
+func (c *conn) leaderEpochs(topic string) []int32 {
+	t, ok := c.s.meta.Topic(topic)
+	if !ok {
+		return nil
 	}
-	return 0
+	out := make([]int32, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out[i] = p.LeaderEpoch
+	}
+	return out
+}
+
+// epochOf is partition p's leader epoch, -1 when unknown.
+func epochOf(epochs []int32, p int32) int32 {
+	if p >= 0 && int(p) < len(epochs) {
+		return epochs[p]
+	}
+	return -1
 }
 
 // produceErrMessage gives validation failures a message; other errors keep

@@ -18,7 +18,10 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/broker"
@@ -43,6 +46,13 @@ type Options struct {
 	// MaxInFlight bounds the pipelined requests per connection that are read
 	// but not yet answered.
 	MaxInFlight int
+	// MaxQueuedRequestBytes bounds the request frames being decoded or
+	// handled at once, across connections (Kafka's queued.max.request.bytes);
+	// readers wait when it is used up. It is at least MaxRequestSize.
+	MaxQueuedRequestBytes int64
+	// FetchMaxBytes caps the record bytes of one fetch response, whatever
+	// the client asks for (Kafka's fetch.max.bytes).
+	FetchMaxBytes int
 	// MaxConnections and MaxConnectionsPerIP refuse connections beyond them
 	// (0 = unlimited); a refused connection is logged and counted.
 	MaxConnections      int
@@ -71,6 +81,13 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 64
 	}
+	if o.FetchMaxBytes <= 0 {
+		o.FetchMaxBytes = 55 << 20
+	}
+	if o.MaxQueuedRequestBytes <= 0 {
+		o.MaxQueuedRequestBytes = 512 << 20
+	}
+	o.MaxQueuedRequestBytes = max(o.MaxQueuedRequestBytes, int64(o.MaxRequestSize))
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -120,6 +137,9 @@ type Server struct {
 	draining  chan struct{} // closed by Shutdown: stop reading, cut long polls short
 	drainOnce sync.Once
 	metrics   *Metrics
+	parked    sync.WaitGroup // parked request continuations; waited for by Close
+	parkedN   atomic.Int64   // how many are parked now
+	budget    *semaphore.Weighted
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	perIP     map[string]int
@@ -166,7 +186,7 @@ func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
 		ln: ln, advHost: host, advPort: int32(port),
 		ctx: ctx, cancel: cancel, draining: make(chan struct{}),
 		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
-		metrics: opts.Metrics,
+		metrics: opts.Metrics, budget: semaphore.NewWeighted(opts.MaxQueuedRequestBytes),
 	}
 	s.pids.meta = meta
 	return s, nil
@@ -186,23 +206,20 @@ func (s *Server) Serve() error {
 	for {
 		nc, err := s.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if s.ctx.Err() != nil || s.isDraining() || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed; backing off", "err", err, "backoff", backoff)
-				time.Sleep(backoff)
-				continue
-			}
-			return fmt.Errorf("kafka: accept: %w", err)
+			// Anything else (EMFILE, ENFILE, ENOBUFS, timeouts) is a
+			// resource problem that may pass: back off and keep serving.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed; backing off", "err", err, "backoff", backoff)
+			time.Sleep(backoff)
+			continue
 		}
 		backoff = 0
-		c := newConn(s, nc)
 		ip := remoteIP(nc)
 		s.mu.Lock()
-		if s.ctx.Err() != nil {
+		if s.ctx.Err() != nil || s.isDraining() {
 			s.mu.Unlock()
 			nc.Close()
 			return nil
@@ -214,6 +231,7 @@ func (s *Server) Serve() error {
 			nc.Close()
 			continue
 		}
+		c := newConn(s, nc)
 		s.conns[c] = struct{}{}
 		s.perIP[ip]++
 		s.wg.Add(1)
@@ -230,6 +248,15 @@ func (s *Server) Serve() error {
 			s.mu.Unlock()
 			s.metrics.connections.Dec()
 		}()
+	}
+}
+
+func (s *Server) isDraining() bool {
+	select {
+	case <-s.draining:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -266,7 +293,9 @@ func (s *Server) Connections() int {
 // abandoned; Shutdown then returns ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.drainOnce.Do(func() {
+		s.mu.Lock() // Serve checks draining under s.mu, so no connection slips past the loop below
 		close(s.draining)
+		s.mu.Unlock()
 		if err := s.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			s.log.Warn("closing listener", "err", err)
 		}
@@ -308,6 +337,7 @@ func (s *Server) Close() error {
 		}
 	})
 	s.wg.Wait()
+	s.parked.Wait()
 	return nil
 }
 

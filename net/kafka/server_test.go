@@ -235,6 +235,8 @@ func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
 	createTopic(t, s, "s", 1)
 	rc := dialRaw(t, s)
 	corr := rc.send(fetchRequest("s", 30*time.Second))
+	// Wait until the server has read the fetch and parked it.
+	require.Eventually(t, func() bool { return s.parkedN.Load() == 1 }, 10*time.Second, 5*time.Millisecond)
 	done := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

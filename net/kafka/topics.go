@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/cluster/controller"
 )
 
 // adminCtx bounds an admin request by the client's timeout.
@@ -130,6 +132,12 @@ func (c *conn) handleDeleteTopics(r *request) (kmsg.Response, func() kmsg.Respon
 			rt.Topic = &topic.Name
 		} else {
 			rt.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		if controller.IsInternalTopic(name) {
+			rt.ErrorCode = kerr.InvalidTopicException.Code
+			rt.ErrorMessage = errMessage(fmt.Errorf("internal topic %s cannot be deleted", name))
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
