@@ -166,3 +166,29 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 		require.NoError(t, err, "a clean close writes the snapshot")
 	}
 }
+
+// TestCompactOnlyTopicsIgnoreRetention: with cleanup.policy=compact alone,
+// age and size retention never delete data (Kafka semantics).
+func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	b, err := Open(Options{DataDir: t.TempDir(), Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	defer b.Close()
+	for _, policy := range []string{"compact", "delete"} {
+		p, err := b.EnsurePartition(TopicPartition{Topic: policy, Partition: 0}, map[string]string{
+			"cleanup.policy": policy, "retention.ms": "1000", "retention.bytes": "1", "segment.bytes": "1024",
+		})
+		require.NoError(t, err)
+		for i := 0; i < 20; i++ {
+			res, err := p.Append(producerBatch(-1, -1, -1, string(make([]byte, 200))), 0)
+			require.NoError(t, err)
+			require.NoError(t, p.WaitDurable(context.Background(), res))
+		}
+	}
+	now = now.Add(time.Hour)
+	b.EnforceRetention()
+	c, _ := b.Partition(TopicPartition{Topic: "compact", Partition: 0})
+	d, _ := b.Partition(TopicPartition{Topic: "delete", Partition: 0})
+	require.Equal(t, int64(0), c.Log().LogStartOffset())
+	require.Greater(t, d.Log().LogStartOffset(), int64(0))
+}

@@ -277,3 +277,55 @@ func TestDescribeLogDirsReportsSizes(t *testing.T) {
 	require.Equal(t, int64(0), sizes[0])
 	require.Greater(t, sizes[1], int64(1000))
 }
+
+// TestHostileRequestsCostOnlyTheirAnswer covers requests that once crashed
+// or stalled the broker: a negative partition in ListOffsets, a fetch
+// at an out-of-range offset with a long MaxWait (answered at once), and
+// appends to an internal topic.
+func TestHostileRequestsCostOnlyTheirAnswer(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "h", 1)
+	rc := dialRaw(t, s)
+
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 4
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "h"
+	for _, p := range []int32{-1, 0, 7} {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p, -1
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	lo.Topics = append(lo.Topics, lt)
+	rc.send(lo)
+	lr := kmsg.NewPtrListOffsetsResponse()
+	lr.Version = 4
+	rc.recv(lr)
+	codes := []int16{}
+	for _, p := range lr.Topics[0].Partitions {
+		codes = append(codes, p.ErrorCode)
+	}
+	require.Equal(t, []int16{kerr.UnknownTopicOrPartition.Code, 0, kerr.UnknownTopicOrPartition.Code}, codes)
+
+	fr := fetchRequest("h", 60*time.Second) // longer than the connection's 20 s deadline
+	fr.Topics[0].Partitions[0].FetchOffset = 100
+	rc.send(fr)
+	fresp := kmsg.NewPtrFetchResponse()
+	fresp.Version = 11
+	rc.recv(fresp)
+	require.Equal(t, kerr.OffsetOutOfRange.Code, fresp.Topics[0].Partitions[0].ErrorCode)
+
+	pr := kmsg.NewPtrProduceRequest()
+	pr.Version, pr.Acks, pr.TimeoutMillis = 9, -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "__consumer_offsets"
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("forged")}})
+	pt.Partitions = append(pt.Partitions, pp)
+	pr.Topics = append(pr.Topics, pt)
+	rc.send(pr)
+	presp := kmsg.NewPtrProduceResponse()
+	presp.Version = 9
+	rc.recv(presp)
+	require.Equal(t, kerr.InvalidTopicException.Code, presp.Topics[0].Partitions[0].ErrorCode)
+}
