@@ -253,8 +253,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	stats.Store(&statsFn)
+	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
 	if hs != nil {
-		hs.SetReady(true)
+		// Ready once the group coordinator has replayed __consumer_offsets
+		// (partitions and metadata are already open at this point).
+		go func() {
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			for groups.Ready() != nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+			hs.SetReady(true)
+		}()
 	}
 	logger.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
 		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "version", version,

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/moonmq/moonmq/internal/testbroker"
@@ -99,7 +100,20 @@ func TestMetricsStatsAndHealth(t *testing.T) {
 	_, err := adm.DescribeTopicConfigs(ctx, "missing")
 	require.NoError(t, err)
 
+	// A group that committed 200 of the 500 records lags by 300.
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "m", Partition: 0, At: 200, LeaderEpoch: -1})
+	cr, err := adm.CommitOffsets(ctx, "lagging", offs)
+	require.NoError(t, err)
+	require.NoError(t, cr.Error())
+
 	after := scrape(t, b.HTTPAddr)
+	ends, err := adm.ListEndOffsets(ctx, "m")
+	require.NoError(t, err)
+	end0, _ := ends.Lookup("m", 0)
+	require.Equal(t, float64(end0.Offset-200), metricValue(after, "moonmq_group_lag",
+		map[string]string{"group": "lagging", "topic": "m", "partition": "0"}))
+	require.Equal(t, float64(200), metricValue(after, "moonmq_group_committed_offset", map[string]string{"group": "lagging"}))
 	require.Equal(t, float64(n), metricValue(after, "moonmq_topic_records_in_total", map[string]string{"topic": "m"}))
 	require.Equal(t, float64(n), metricValue(after, "moonmq_topic_records_out_total", map[string]string{"topic": "m"}))
 	require.Greater(t, metricValue(after, "moonmq_topic_bytes_in_total", map[string]string{"topic": "m"}), float64(n*10))
@@ -136,10 +150,15 @@ func TestMetricsStatsAndHealth(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Equal(t, int32(1), st.NodeID)
 	require.Equal(t, b.Addr, st.Listeners.Kafka)
-	require.Len(t, st.Topics, 1)
-	require.Equal(t, "m", st.Topics[0].Name)
-	require.Equal(t, int64(n), st.Topics[0].Records)
-	require.Len(t, st.Topics[0].Partitions, 2)
+	var found bool
+	for _, tp := range st.Topics {
+		if tp.Name == "m" {
+			found = true
+			require.Equal(t, int64(n), tp.Records)
+			require.Len(t, tp.Partitions, 2)
+		}
+	}
+	require.True(t, found, "topic m in /stats")
 }
 
 func TestConnectionLimits(t *testing.T) {
