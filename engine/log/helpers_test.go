@@ -151,17 +151,10 @@ func (l *Log) crash() {
 	<-l.done
 	l.syncMu.Lock()
 	l.appendMu.Lock()
-	releaseAll(l.pendingSync)
-	l.pendingSync = nil
-	l.segMu.Lock()
-	segs := l.segments
-	l.segments = nil
-	l.segMu.Unlock()
-	releaseAll(segs)
+	l.releaseLocked()
 	l.appendMu.Unlock()
 	l.syncMu.Unlock()
-	l.synced.finish()
-	l.changed.finish()
+	l.finishWaiters()
 }
 
 func segmentFiles(t *testing.T, dir, ext string) []string {

@@ -490,6 +490,24 @@ func (l *Log) Sync() error {
 	return l.flushOnce()
 }
 
+// releaseLocked drops the log's references to its segments (files close
+// when the last reader is done). syncMu and appendMu are held.
+func (l *Log) releaseLocked() {
+	releaseAll(l.pendingSync)
+	l.pendingSync = nil
+	l.segMu.Lock()
+	segs := l.segments
+	l.segments = nil
+	l.segMu.Unlock()
+	releaseAll(segs)
+}
+
+// finishWaiters wakes every durability and change waiter for good.
+func (l *Log) finishWaiters() {
+	l.synced.finish()
+	l.changed.finish()
+}
+
 // Close flushes and fsyncs everything, writes the clean-shutdown checkpoint
 // and closes the files (readers in flight finish first). Idempotent.
 func (l *Log) Close() error {
@@ -526,18 +544,10 @@ func (l *Log) Close() error {
 			})
 		}
 	}
-	releaseAll(l.pendingSync)
-	l.pendingSync = nil
-	l.segMu.Lock()
-	segs := l.segments
-	l.segments = nil
-	l.segMu.Unlock()
-	releaseAll(segs)
+	l.releaseLocked()
 	l.appendMu.Unlock()
 	l.syncMu.Unlock()
-
-	l.synced.finish()
-	l.changed.finish()
+	l.finishWaiters()
 	if err != nil {
 		return fmt.Errorf("close log %s: %w", l.dir, err)
 	}
