@@ -6,40 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
-
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/moonmq/moonmq/net/client"
 )
 
-// kafkaErr gives a raw franz-go error the console's usual shape:
-// "op: KAFKA_NAME: explanation". Errors already shaped by net/client are
-// returned as they are.
-func kafkaErr(op string, err error, detail string) error {
-	if err == nil {
-		return nil
-	}
-	var ce *client.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	msg := client.Explain(err)
-	if name := client.ErrorName(err); name != "" {
-		msg = name + ": " + msg
-	}
-	if detail != "" && !strings.Contains(msg, detail) {
-		msg += " (" + detail + ")"
-	}
-	return fmt.Errorf("%s: %s: %w", op, msg, errorClass{err})
-}
-
-// errorClass keeps errors.Is working through kafkaErr without repeating
-// the message.
+// errorClass keeps errors.Is working through a message that already says
+// everything, without repeating the wrapped error's text.
 type errorClass struct{ err error }
 
 func (e errorClass) Error() string { return "" }
@@ -47,18 +20,9 @@ func (e errorClass) Unwrap() error { return e.err }
 
 // ---- Transactions ----
 
-// txn is an open transaction: a transactional franz-go producer. Like the
-// group member, net/client has no API for it, so it is built here from the
-// connection's options.
-type txn struct {
-	id string
-	cl *kgo.Client
-	rr int // round-robin cursor for keyless records
-}
-
 func (s *Session) beginTxn(ctx context.Context, cl *client.Client, st *BeginTxn) error {
 	if s.txn != nil {
-		return fmt.Errorf("transaction %s is already open: COMMIT TRANSACTION or ABORT TRANSACTION first", quoteRes(s.txn.id))
+		return fmt.Errorf("transaction %s is already open: COMMIT TRANSACTION or ABORT TRANSACTION first", quoteRes(s.txn.ID()))
 	}
 	if err := s.require(ctx, cl, featTxn); err != nil {
 		return fmt.Errorf("BEGIN TRANSACTION: %w", err)
@@ -71,81 +35,13 @@ func (s *Session) beginTxn(ctx context.Context, cl *client.Client, st *BeginTxn)
 		_, _ = rand.Read(b[:])
 		id = "mql-" + hex.EncodeToString(b[:])
 	}
-	opts := cl.Options()
-	kcl, err := kgo.NewClient(
-		kgo.SeedBrokers(strings.Split(opts.Addr, ",")...),
-		kgo.ClientID(opts.ClientID),
-		kgo.DialTimeout(opts.DialTimeout),
-		kgo.RetryTimeout(opts.RequestTimeout),
-		kgo.TransactionalID(id),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.ProducerLinger(0),
-	)
+	t, err := cl.BeginTransaction(ctx, id)
 	if err != nil {
-		return fmt.Errorf("begin transaction %s: %w", quoteRes(id), err)
+		return err
 	}
-	if err := kcl.BeginTransaction(); err != nil {
-		kcl.Close()
-		return kafkaErr("begin transaction "+quoteRes(id), err, "")
-	}
-	s.txn = &txn{id: id, cl: kcl}
+	s.txn = t
 	s.out.OK(fmt.Sprintf("transaction %s begun", quoteRes(id)))
 	return nil
-}
-
-// produce writes records inside the transaction, choosing partitions like
-// the non-transactional path (explicit, murmur2 of the key, round-robin).
-func (t *txn) produce(ctx context.Context, cl *client.Client, topic string, recs []client.Record) ([]client.Produced, error) {
-	ranges, err := cl.ListOffsets(ctx, topic)
-	if err != nil {
-		return nil, err
-	}
-	n := len(ranges)
-	keyed := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
-	krs := make([]*kgo.Record, len(recs))
-	for i, r := range recs {
-		kr := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
-		for _, h := range r.Headers {
-			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
-		}
-		switch {
-		case r.Partition >= 0:
-			if int(r.Partition) >= n {
-				return nil, fmt.Errorf("produce to topic %s: partition %d does not exist (it has %s)", quoteRes(topic), r.Partition, plural(int64(n), "partition"))
-			}
-			kr.Partition = r.Partition
-		case r.Key != nil:
-			kr.Partition = int32(keyed.Partition(kr, n))
-		default:
-			t.rr++
-			kr.Partition = int32(t.rr % n)
-		}
-		krs[i] = kr
-	}
-	errs := make([]error, len(krs))
-	var wg sync.WaitGroup
-	wg.Add(len(krs))
-	for i, kr := range krs {
-		t.cl.Produce(ctx, kr, func(_ *kgo.Record, err error) {
-			errs[i] = err
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	out := make([]client.Produced, len(krs))
-	for i, kr := range krs {
-		if errs[i] != nil {
-			return nil, kafkaErr(fmt.Sprintf("produce to topic %s in transaction %s", quoteRes(topic), quoteRes(t.id)), errs[i], "")
-		}
-		out[i] = client.Produced{Partition: kr.Partition, Offset: kr.Offset, Timestamp: kr.Timestamp}
-	}
-	return out, nil
-}
-
-func (t *txn) abort(ctx context.Context) {
-	_ = t.cl.AbortBufferedRecords(ctx)
-	_ = t.cl.EndTransaction(ctx, kgo.TryAbort)
-	t.cl.Close()
 }
 
 func (s *Session) endTxn(ctx context.Context, commit bool) error {
@@ -154,36 +50,30 @@ func (s *Session) endTxn(ctx context.Context, commit bool) error {
 	}
 	t := s.txn
 	s.txn = nil
-	defer t.cl.Close()
-	how, verb := kgo.TryAbort, "aborted"
+	verb, end := "aborted", t.Abort
 	if commit {
-		how, verb = kgo.TryCommit, "committed"
-		if err := t.cl.Flush(ctx); err != nil {
-			return kafkaErr("commit transaction "+quoteRes(t.id), err, "")
-		}
-	} else {
-		_ = t.cl.AbortBufferedRecords(ctx)
+		verb, end = "committed", t.Commit
 	}
-	if err := t.cl.EndTransaction(ctx, how); err != nil {
-		return kafkaErr(strings.TrimSuffix(verb, "ed")+" transaction "+quoteRes(t.id), err, "")
+	if err := end(ctx); err != nil {
+		return err
 	}
-	s.out.OK(fmt.Sprintf("transaction %s %s", quoteRes(t.id), verb))
+	s.out.OK(fmt.Sprintf("transaction %s %s", quoteRes(t.ID()), verb))
 	return nil
 }
 
 // ---- Users ----
 
-func scramMechanism(m *Str) (kadm.ScramMechanism, error) {
+// scramMechanism checks a MECHANISM clause ("" without one, meaning
+// SCRAM-SHA-256).
+func scramMechanism(m *Str) (string, error) {
 	if m == nil {
-		return kadm.ScramSha256, nil
+		return client.ScramSHA256, nil
 	}
-	switch strings.ToUpper(string(*m)) {
-	case "SCRAM-SHA-256":
-		return kadm.ScramSha256, nil
-	case "SCRAM-SHA-512":
-		return kadm.ScramSha512, nil
+	switch v := strings.ToUpper(string(*m)); v {
+	case client.ScramSHA256, client.ScramSHA512:
+		return v, nil
 	}
-	return 0, fmt.Errorf("unknown mechanism %s (want 'SCRAM-SHA-256' or 'SCRAM-SHA-512')", Quote(string(*m)))
+	return "", fmt.Errorf("unknown mechanism %s (want 'SCRAM-SHA-256' or 'SCRAM-SHA-512')", Quote(string(*m)))
 }
 
 func (s *Session) createUser(ctx context.Context, cl *client.Client, st *CreateUser) error {
@@ -195,15 +85,8 @@ func (s *Session) createUser(ctx context.Context, cl *client.Client, st *CreateU
 		return fmt.Errorf("CREATE USER: %w", err)
 	}
 	user := string(st.Name)
-	op := "create user " + quoteRes(user)
-	res, err := cl.Admin().AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{
-		User: user, Mechanism: mech, Iterations: 8192, Password: string(st.Password),
-	}})
-	if err != nil {
-		return kafkaErr(op, err, "")
-	}
-	if r, ok := res[user]; ok && r.Err != nil {
-		return kafkaErr(op, r.Err, r.ErrMessage)
+	if err := cl.UpsertUser(ctx, user, mech, string(st.Password), client.DefaultScramIterations); err != nil {
+		return err
 	}
 	s.out.OK(fmt.Sprintf("user %s created (%s)", quoteRes(user), mech))
 	return nil
@@ -214,40 +97,16 @@ func (s *Session) dropUser(ctx context.Context, cl *client.Client, st *DropUser)
 		return fmt.Errorf("DROP USER: %w", err)
 	}
 	user := string(st.Name)
-	op := "drop user " + quoteRes(user)
-	var mechs []kadm.ScramMechanism
+	var mechs []string
 	if st.Mechanism != nil {
 		m, err := scramMechanism(st.Mechanism)
 		if err != nil {
 			return err
 		}
 		mechs = append(mechs, m)
-	} else {
-		desc, err := cl.Admin().DescribeUserSCRAMs(ctx, user)
-		if err != nil {
-			return kafkaErr(op, err, "")
-		}
-		d, ok := desc[user]
-		if !ok || errors.Is(d.Err, kerr.ResourceNotFound) || (d.Err == nil && len(d.CredInfos) == 0) {
-			return fmt.Errorf("%s: user %s does not exist: %w", op, quoteRes(user), client.ErrNotFound)
-		}
-		if d.Err != nil {
-			return kafkaErr(op, d.Err, d.ErrMessage)
-		}
-		for _, ci := range d.CredInfos {
-			mechs = append(mechs, ci.Mechanism)
-		}
 	}
-	del := make([]kadm.DeleteSCRAM, len(mechs))
-	for i, m := range mechs {
-		del[i] = kadm.DeleteSCRAM{User: user, Mechanism: m}
-	}
-	res, err := cl.Admin().AlterUserSCRAMs(ctx, del, nil)
-	if err != nil {
-		return kafkaErr(op, err, "")
-	}
-	if r, ok := res[user]; ok && r.Err != nil {
-		return kafkaErr(op, r.Err, r.ErrMessage)
+	if err := cl.DeleteUser(ctx, user, mechs...); err != nil {
+		return err
 	}
 	s.out.OK(fmt.Sprintf("user %s dropped", quoteRes(user)))
 	return nil
@@ -257,39 +116,19 @@ func (s *Session) showUsers(ctx context.Context, cl *client.Client) error {
 	if err := s.require(ctx, cl, featUsers); err != nil {
 		return fmt.Errorf("SHOW USERS: %w", err)
 	}
-	desc, err := cl.Admin().DescribeUserSCRAMs(ctx)
+	creds, err := cl.ListUsers(ctx)
 	if err != nil {
-		return kafkaErr("list users", err, "")
+		return err
 	}
 	t := &Table{Columns: []string{"user", "mechanism", "iterations"}}
-	for _, d := range desc.Sorted() {
-		if d.Err != nil {
-			return kafkaErr("list users", d.Err, d.ErrMessage)
-		}
-		for _, ci := range d.CredInfos {
-			t.Rows = append(t.Rows, []any{d.User, ci.Mechanism.String(), int64(ci.Iterations)})
-		}
+	for _, c := range creds {
+		t.Rows = append(t.Rows, []any{c.User, c.Mechanism, int64(c.Iterations)})
 	}
 	s.out.Table(t)
 	return nil
 }
 
 // ---- ACLs ----
-
-var aclOpValues = map[string]kadm.ACLOperation{
-	"ALL": kadm.OpAll, "READ": kadm.OpRead, "WRITE": kadm.OpWrite, "CREATE": kadm.OpCreate,
-	"DELETE": kadm.OpDelete, "ALTER": kadm.OpAlter, "DESCRIBE": kadm.OpDescribe,
-	"CLUSTER_ACTION": kadm.OpClusterAction, "DESCRIBE_CONFIGS": kadm.OpDescribeConfigs,
-	"ALTER_CONFIGS": kadm.OpAlterConfigs, "IDEMPOTENT_WRITE": kadm.OpIdempotentWrite,
-}
-
-// principal adds Kafka's "User:" prefix to a bare user name.
-func principal(p string) string {
-	if strings.Contains(p, ":") {
-		return p
-	}
-	return "User:" + p
-}
 
 func (s *Session) grant(ctx context.Context, cl *client.Client, ops []Name, res *Resource, who string, allow bool) error {
 	what := "GRANT"
@@ -299,64 +138,41 @@ func (s *Session) grant(ctx context.Context, cl *client.Client, ops []Name, res 
 	if err := s.require(ctx, cl, featACLs); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	b := kadm.NewACLs().Allow(principal(who))
-	var kops []kadm.ACLOperation
-	var names []string
+	names := make([]string, 0, len(ops))
 	for _, o := range ops {
-		op, ok := aclOpValues[strings.ToUpper(string(o))]
-		if !ok {
+		if !client.IsACLOperation(string(o)) {
 			return fmt.Errorf("unknown ACL operation %s", o)
 		}
-		kops = append(kops, op)
 		names = append(names, strings.ToUpper(string(o)))
 	}
-	b.Operations(kops...)
-	pattern := kadm.ACLPatternLiteral
-	if res.Prefixed {
-		pattern = kadm.ACLPatternPrefixed
-	}
-	b.ResourcePatternType(pattern)
+	r := client.ACLResource{Name: string(res.Name), Prefixed: res.Prefixed}
 	target := "the cluster"
 	switch {
 	case res.Cluster:
-		b.Clusters()
+		r.Type = "cluster"
 	case res.Kind == "TOPIC":
-		b.Topics(string(res.Name))
-		target = "topic " + quoteRes(string(res.Name))
+		r.Type = "topic"
+		target = "topic " + quoteRes(r.Name)
 	default:
-		b.Groups(string(res.Name))
-		target = "group " + quoteRes(string(res.Name))
+		r.Type = "group"
+		target = "group " + quoteRes(r.Name)
 	}
 	if res.Prefixed {
 		target += " (prefix)"
 	}
+	principal := client.Principal(who)
 	if allow {
-		b.AllowHosts() // any host
-		rs, err := cl.Admin().CreateACLs(ctx, b)
-		if err != nil {
-			return kafkaErr("grant", err, "")
+		if err := cl.Grant(ctx, principal, names, r); err != nil {
+			return err
 		}
-		for _, r := range rs {
-			if r.Err != nil {
-				return kafkaErr("grant", r.Err, r.ErrMessage)
-			}
-		}
-		s.out.OK(fmt.Sprintf("granted %s on %s to %s", strings.Join(names, ", "), target, principal(who)))
+		s.out.OK(fmt.Sprintf("granted %s on %s to %s", strings.Join(names, ", "), target, principal))
 		return nil
 	}
-	b.AllowHosts()
-	rs, err := cl.Admin().DeleteACLs(ctx, b)
+	n, err := cl.Revoke(ctx, principal, names, r)
 	if err != nil {
-		return kafkaErr("revoke", err, "")
+		return err
 	}
-	n := 0
-	for _, r := range rs {
-		if r.Err != nil {
-			return kafkaErr("revoke", r.Err, r.ErrMessage)
-		}
-		n += len(r.Deleted)
-	}
-	s.out.OK(fmt.Sprintf("revoked %s on %s from %s (%s removed)", strings.Join(names, ", "), target, principal(who), plural(int64(n), "ACL")))
+	s.out.OK(fmt.Sprintf("revoked %s on %s from %s (%s removed)", strings.Join(names, ", "), target, principal, plural(int64(n), "ACL")))
 	return nil
 }
 
@@ -364,39 +180,17 @@ func (s *Session) showAcls(ctx context.Context, cl *client.Client, st *ShowAcls)
 	if err := s.require(ctx, cl, featACLs); err != nil {
 		return fmt.Errorf("SHOW ACLS: %w", err)
 	}
-	b := kadm.NewACLs().AnyResource().ResourcePatternType(kadm.ACLPatternAny).Operations(kadm.OpAny).AllowHosts().DenyHosts()
+	who := ""
 	if st.Principal != nil {
-		b.Allow(principal(string(*st.Principal))).Deny(principal(string(*st.Principal)))
-	} else {
-		b.Allow().Deny()
+		who = string(*st.Principal)
 	}
-	rs, err := cl.Admin().DescribeACLs(ctx, b)
+	acls, err := cl.ListACLs(ctx, who)
 	if err != nil {
-		return kafkaErr("list ACLs", err, "")
+		return err
 	}
-	type row struct{ principal, host, typ, name, pattern, op, perm string }
-	seen := map[row]bool{}
-	var rows []row
-	for _, r := range rs {
-		if r.Err != nil {
-			return kafkaErr("list ACLs", r.Err, r.ErrMessage)
-		}
-		for _, d := range r.Described {
-			rw := row{d.Principal, d.Host, strings.ToLower(d.Type.String()), d.Name,
-				strings.ToLower(d.Pattern.String()), strings.ToUpper(d.Operation.String()), strings.ToLower(d.Permission.String())}
-			if !seen[rw] {
-				seen[rw] = true
-				rows = append(rows, rw)
-			}
-		}
-	}
-	sort.Slice(rows, func(i, j int) bool {
-		a, b := rows[i], rows[j]
-		return fmt.Sprint(a) < fmt.Sprint(b)
-	})
 	t := &Table{Columns: []string{"principal", "host", "resource", "name", "pattern", "operation", "permission"}}
-	for _, r := range rows {
-		t.Rows = append(t.Rows, []any{r.principal, r.host, r.typ, r.name, r.pattern, r.op, r.perm})
+	for _, a := range acls {
+		t.Rows = append(t.Rows, []any{a.Principal, a.Host, a.ResourceType, a.ResourceName, a.Pattern, a.Operation, a.Permission})
 	}
 	s.out.Table(t)
 	return nil
@@ -447,17 +241,8 @@ func (s *Session) movePartition(ctx context.Context, cl *client.Client, st *Move
 	for i, b := range st.Brokers {
 		brokers[i] = int32(b)
 	}
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign(topic, p, brokers)
-	op := fmt.Sprintf("move partition %s/%d", quoteRes(topic), p)
-	res, err := cl.Admin().AlterPartitionAssignments(ctx, req)
-	if err != nil {
-		return kafkaErr(op, err, "")
-	}
-	for _, r := range res.Sorted() {
-		if r.Err != nil {
-			return kafkaErr(op, r.Err, r.ErrMessage)
-		}
+	if err := cl.MovePartition(ctx, topic, p, brokers); err != nil {
+		return err
 	}
 	s.out.OK(fmt.Sprintf("reassigning %s[%d] to brokers %v", topic, p, brokers))
 	return nil
@@ -467,13 +252,13 @@ func (s *Session) showReassignments(ctx context.Context, cl *client.Client) erro
 	if err := s.require(ctx, cl, featReassign); err != nil {
 		return fmt.Errorf("SHOW REASSIGNMENTS: %w", err)
 	}
-	res, err := cl.Admin().ListPartitionReassignments(ctx, nil)
+	rs, err := cl.ListReassignments(ctx)
 	if err != nil {
-		return kafkaErr("list reassignments", err, "")
+		return err
 	}
 	t := &Table{Columns: []string{"topic", "partition", "replicas", "adding", "removing"}}
-	for _, r := range res.Sorted() {
-		t.Rows = append(t.Rows, []any{r.Topic, int64(r.Partition), r.Replicas, r.AddingReplicas, r.RemovingReplicas})
+	for _, r := range rs {
+		t.Rows = append(t.Rows, []any{r.Topic, int64(r.Partition), r.Replicas, r.Adding, r.Removing})
 	}
 	s.out.Table(t)
 	return nil

@@ -7,12 +7,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/net/client"
 )
@@ -118,8 +112,8 @@ func (s *Session) committedOffsets(ctx context.Context, cl *client.Client, group
 // is a member of that group (the coordinator only accepts commits from
 // members of a group that has members), else as an admin commit.
 func (s *Session) commit(ctx context.Context, cl *client.Client, group, topic string, offsets map[int32]int64) error {
-	if m := s.member; m != nil && m.group == group {
-		return m.commit(ctx, topic, offsets)
+	if m := s.member; m != nil && m.Group() == group {
+		return m.Commit(ctx, topic, offsets)
 	}
 	parts := make([]int32, 0, len(offsets))
 	for p := range offsets {
@@ -210,27 +204,29 @@ func (s *Session) joinGroup(ctx context.Context, cl *client.Client, st *JoinGrou
 	}
 	group := string(st.Group)
 	if s.member != nil {
-		return fmt.Errorf("already a member of group %s: LEAVE GROUP first", quoteRes(s.member.group))
+		return fmt.Errorf("already a member of group %s: LEAVE GROUP first", quoteRes(s.member.Group()))
 	}
 	topics := make([]string, len(st.Topics))
 	for i, t := range st.Topics {
 		topics[i] = string(t)
-		// Fail on a missing topic now: the member would wait for it.
-		if _, err := cl.ListOffsets(ctx, topics[i]); err != nil {
-			return err
-		}
 	}
-	m, err := joinGroup(ctx, cl.Options(), group, topics)
+	// The member never hands out records: FETCH reads its assigned
+	// partitions by offset and commits through it.
+	m, err := cl.JoinGroup(ctx, group, topics...)
 	if err != nil {
 		return err
 	}
 	s.member = m
 	s.group = group
-	assigned := m.assignedString()
+	assigned := assignedString(m.Assigned())
 	if assigned == "" {
 		assigned = "no partitions yet"
 	}
-	s.out.OK(fmt.Sprintf("joined group %s as %s; assigned %s", quoteRes(group), m.memberID(), assigned))
+	who := "a new member"
+	if id := m.MemberID(); id != "" {
+		who = "member " + id
+	}
+	s.out.OK(fmt.Sprintf("joined group %s as %s; assigned %s", quoteRes(group), who, assigned))
 	return nil
 }
 
@@ -238,183 +234,21 @@ func (s *Session) leaveGroup(st *LeaveGroup) error {
 	if s.member == nil {
 		return errors.New("not a member of any group (JOIN GROUP name ON topic first)")
 	}
-	if st.Group != nil && string(*st.Group) != s.member.group {
-		return fmt.Errorf("not a member of group %s (the session is in group %s)", quoteRes(string(*st.Group)), quoteRes(s.member.group))
+	g := s.member.Group()
+	if st.Group != nil && string(*st.Group) != g {
+		return fmt.Errorf("not a member of group %s (the session is in group %s)", quoteRes(string(*st.Group)), quoteRes(g))
 	}
-	g := s.member.group
-	s.member.leave()
+	s.member.Leave()
 	s.member = nil
 	s.out.OK(fmt.Sprintf("left group %s", quoteRes(g)))
 	return nil
 }
 
-// member is the session's membership of a consumer group (JOIN GROUP). It
-// is a franz-go group consumer whose fetching is paused: it only holds an
-// assignment and a generation, so the group shows a live member, FETCH
-// reads only this member's partitions and commits are accepted. net/client
-// has no membership API (its Consume reads and commits records), so this is
-// the one place mql builds a kgo client itself, from the connection's
-// options.
-type member struct {
-	group  string
-	topics []string
-	cl     *kgo.Client
-
-	mu       sync.Mutex
-	assigned map[string][]int32
-	first    chan struct{} // closed at the first assignment
-	once     sync.Once
-}
-
-func joinGroup(ctx context.Context, opts client.Options, group string, topics []string) (*member, error) {
-	m := &member{group: group, topics: topics, assigned: map[string][]int32{}, first: make(chan struct{})}
-	onAssigned := func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
-		m.mu.Lock()
-		for t, ps := range a {
-			m.assigned[t] = mergeParts(m.assigned[t], ps)
-		}
-		m.mu.Unlock()
-		m.once.Do(func() { close(m.first) })
-	}
-	onRevoked := func(_ context.Context, _ *kgo.Client, r map[string][]int32) {
-		m.mu.Lock()
-		for t, ps := range r {
-			m.assigned[t] = removeParts(m.assigned[t], ps)
-		}
-		m.mu.Unlock()
-	}
-	var seeds []string
-	for _, a := range strings.Split(opts.Addr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			seeds = append(seeds, a)
-		}
-	}
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
-		kgo.ClientID(opts.ClientID),
-		kgo.DialTimeout(opts.DialTimeout),
-		kgo.RetryTimeout(opts.RequestTimeout),
-		kgo.ConsumerGroup(group),
-		kgo.ConsumeTopics(topics...),
-		kgo.DisableAutoCommit(),
-		kgo.OnPartitionsAssigned(onAssigned),
-		kgo.OnPartitionsRevoked(onRevoked),
-		kgo.OnPartitionsLost(onRevoked),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("join group %s: %w", quoteRes(group), err)
-	}
-	// The member never hands out records: FETCH reads by offsets.
-	cl.PauseFetchTopics(topics...)
-	m.cl = cl
-	wait := opts.RequestTimeout
-	if wait <= 0 {
-		wait = client.DefaultRequestTimeout
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-m.first:
-	case <-timer.C:
-		// Joined but not assigned yet (the group may be rebalancing);
-		// the membership stays and assignments arrive later.
-	case <-ctx.Done():
-		cl.Close()
-		return nil, fmt.Errorf("join group %s: %w", quoteRes(group), ctx.Err())
-	}
-	return m, nil
-}
-
-func (m *member) memberID() string {
-	id, _ := m.cl.GroupMetadata()
-	if id == "" {
-		return "a new member"
-	}
-	return "member " + id
-}
-
-func (m *member) assignedSet(topic string) map[int32]bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[int32]bool{}
-	for _, p := range m.assigned[topic] {
-		out[p] = true
-	}
-	return out
-}
-
-func (m *member) assignedString() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	topics := make([]string, 0, len(m.assigned))
-	for t, ps := range m.assigned {
-		if len(ps) > 0 {
-			topics = append(topics, t)
-		}
-	}
-	sort.Strings(topics)
-	out := make([]string, len(topics))
-	for i, t := range topics {
-		out[i] = tpString(t, m.assigned[t])
+// assignedString renders an assignment as "orders[0,1] audit[2]".
+func assignedString(tps []client.TopicPartitions) string {
+	out := make([]string, len(tps))
+	for i, tp := range tps {
+		out[i] = tpString(tp.Topic, tp.Partitions)
 	}
 	return strings.Join(out, " ")
-}
-
-// commit commits offsets with the member's generation.
-func (m *member) commit(ctx context.Context, topic string, offsets map[int32]int64) error {
-	eo := map[string]map[int32]kgo.EpochOffset{topic: {}}
-	for p, o := range offsets {
-		eo[topic][p] = kgo.EpochOffset{Epoch: -1, Offset: o}
-	}
-	var firstErr error
-	m.cl.CommitOffsetsSync(ctx, eo, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-		if err != nil {
-			firstErr = err
-			return
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && firstErr == nil {
-					firstErr = fmt.Errorf("commit %s[%d] for group %s: %w", t.Topic, p.Partition, quoteRes(m.group), e)
-				}
-			}
-		}
-	})
-	if firstErr != nil {
-		return fmt.Errorf("commit offsets for group %s: %w", quoteRes(m.group), firstErr)
-	}
-	return nil
-}
-
-// leave closes the member, which leaves the group.
-func (m *member) leave() { m.cl.Close() }
-
-func mergeParts(a, b []int32) []int32 {
-	set := map[int32]bool{}
-	for _, p := range a {
-		set[p] = true
-	}
-	for _, p := range b {
-		set[p] = true
-	}
-	out := make([]int32, 0, len(set))
-	for p := range set {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
-func removeParts(a, b []int32) []int32 {
-	drop := map[int32]bool{}
-	for _, p := range b {
-		drop[p] = true
-	}
-	var out []int32
-	for _, p := range a {
-		if !drop[p] {
-			out = append(out, p)
-		}
-	}
-	return out
 }

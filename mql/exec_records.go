@@ -57,8 +57,8 @@ func (s *Session) produce(ctx context.Context, cl *client.Client, st *Produce) e
 		suffix string
 	)
 	if s.txn != nil {
-		res, err = s.txn.produce(ctx, cl, topic, recs)
-		suffix = " (in transaction " + quoteRes(s.txn.id) + ")"
+		res, err = s.txn.Produce(ctx, topic, recs)
+		suffix = " (in transaction " + quoteRes(s.txn.ID()) + ")"
 	} else {
 		res, err = cl.Produce(ctx, topic, recs)
 	}
@@ -609,12 +609,15 @@ func (s *Session) fetch(ctx context.Context, cl *client.Client, st *Fetch) error
 	// As a member of the group, read only this member's partitions (the
 	// others belong to other members) and commit with its generation.
 	var only map[int32]bool
-	if m := s.member; m != nil && m.group == group {
-		if !slices.Contains(m.topics, topic) {
+	if m := s.member; m != nil && m.Group() == group {
+		if !slices.Contains(m.Topics(), topic) {
 			return fmt.Errorf("this session's member of group %s does not consume topic %s (it joined ON %s)",
-				quoteRes(group), quoteRes(topic), strings.Join(m.topics, ", "))
+				quoteRes(group), quoteRes(topic), strings.Join(m.Topics(), ", "))
 		}
-		only = m.assignedSet(topic)
+		only = map[int32]bool{}
+		for _, p := range m.AssignedPartitions(topic) {
+			only[p] = true
+		}
 	}
 	limit := 0
 	if st.Limit != nil {

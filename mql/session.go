@@ -26,12 +26,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/net/client"
 )
@@ -73,12 +70,12 @@ type Session struct {
 	mu           sync.Mutex // guards cl and addr for the completion helpers
 	cl           *client.Client
 	addr         string
-	disconnected bool // DISCONNECT: do not dial until CONNECT
-	apis         map[int16]bool
+	disconnected bool               // DISCONNECT: do not dial until CONNECT
+	apis         *client.BrokerAPIs // cached ApiVersions of cl
 
-	group  string // USE GROUP
-	member *member
-	txn    *txn
+	group  string              // USE GROUP
+	member *client.Membership  // JOIN GROUP
+	txn    *client.Transaction // BEGIN TRANSACTION
 }
 
 // NewSession returns a session; it connects on the first statement that
@@ -109,11 +106,13 @@ func (s *Session) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if s.txn != nil {
-		s.txn.abort(ctx)
+		// Nobody is left to report a failure to; the broker aborts an
+		// abandoned transaction at its timeout anyway.
+		_ = s.txn.Abort(ctx)
 		s.txn = nil
 	}
 	if s.member != nil {
-		s.member.leave()
+		s.member.Leave()
 		s.member = nil
 	}
 	s.mu.Lock()
@@ -365,85 +364,76 @@ func (s *Session) Banner(ctx context.Context) (string, error) {
 // a broker config (moonmq.version), else what its API versions say.
 func (s *Session) brokerVersion(ctx context.Context, cl *client.Client, info client.ClusterInfo) string {
 	if len(info.Brokers) > 0 {
-		if rcs, err := cl.Admin().DescribeBrokerConfigs(ctx, info.Brokers[0].ID); err == nil {
-			for _, rc := range rcs {
-				for _, c := range rc.Configs {
-					if c.Key == "moonmq.version" && c.Value != nil {
-						return "MoonMQ " + *c.Value
-					}
+		if cfgs, err := cl.BrokerConfigs(ctx, info.Brokers[0].ID); err == nil {
+			for _, c := range cfgs {
+				if c.Name == "moonmq.version" && c.Value != "" {
+					return "MoonMQ " + c.Value
 				}
 			}
 		}
 	}
-	vs, err := cl.Admin().ApiVersions(ctx)
-	if err == nil {
-		for _, v := range vs.Sorted() {
-			if v.Err != nil {
-				continue
-			}
-			// franz-go guesses the Kafka release from the API versions;
-			// a broker implementing a subset gets odd guesses ("between
-			// v0.9 and v0.10"), so only a clean guess is shown.
-			if g := v.VersionGuess(); strings.HasPrefix(g, "v") && !strings.Contains(g, " ") {
-				return "Kafka " + g + " compatible"
-			}
-			n := 0
-			v.EachKeySorted(func(_, _, _ int16) { n++ })
-			return fmt.Sprintf("Kafka-compatible broker (%d APIs)", n)
-		}
+	apis, err := s.brokerAPIs(ctx, cl)
+	switch {
+	case err != nil:
+		return "unknown version"
+	case apis.KafkaVersion != "":
+		return "Kafka " + apis.KafkaVersion + " compatible"
 	}
-	return "unknown version"
+	return fmt.Sprintf("Kafka-compatible broker (%d APIs)", len(apis.Versions))
 }
 
 // feature names a group of Kafka APIs a statement needs.
 type feature struct {
 	name string
-	keys []kmsg.Key
+	keys []client.APIKey
 }
 
 var (
-	featGroupsList   = feature{"consumer groups", []kmsg.Key{kmsg.ListGroups, kmsg.DescribeGroups, kmsg.FindCoordinator}}
-	featGroupsRead   = feature{"consumer groups", []kmsg.Key{kmsg.FindCoordinator, kmsg.DescribeGroups, kmsg.OffsetFetch}}
-	featGroupsCommit = feature{"consumer group offsets", []kmsg.Key{kmsg.FindCoordinator, kmsg.OffsetFetch, kmsg.OffsetCommit}}
-	featGroupsMember = feature{"consumer group membership", []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.OffsetFetch, kmsg.OffsetCommit}}
-	featGroupsDelete = feature{"deleting consumer groups", []kmsg.Key{kmsg.FindCoordinator, kmsg.DeleteGroups}}
-	featTxn          = feature{"transactions", []kmsg.Key{kmsg.FindCoordinator, kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.EndTxn}}
-	featUsers        = feature{"SCRAM users", []kmsg.Key{kmsg.DescribeUserSCRAMCredentials, kmsg.AlterUserSCRAMCredentials}}
-	featACLs         = feature{"ACLs", []kmsg.Key{kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs}}
-	featReassign     = feature{"partition reassignment", []kmsg.Key{kmsg.AlterPartitionAssignments, kmsg.ListPartitionReassignments}}
+	featGroupsList   = feature{"consumer groups", []client.APIKey{client.APIListGroups, client.APIDescribeGroups, client.APIFindCoordinator}}
+	featGroupsRead   = feature{"consumer groups", []client.APIKey{client.APIFindCoordinator, client.APIDescribeGroups, client.APIOffsetFetch}}
+	featGroupsCommit = feature{"consumer group offsets", []client.APIKey{client.APIFindCoordinator, client.APIOffsetFetch, client.APIOffsetCommit}}
+	featGroupsMember = feature{"consumer group membership", []client.APIKey{client.APIFindCoordinator, client.APIJoinGroup, client.APISyncGroup, client.APIHeartbeat, client.APILeaveGroup, client.APIOffsetFetch, client.APIOffsetCommit}}
+	featGroupsDelete = feature{"deleting consumer groups", []client.APIKey{client.APIFindCoordinator, client.APIDeleteGroups}}
+	featTxn          = feature{"transactions", []client.APIKey{client.APIFindCoordinator, client.APIInitProducerID, client.APIAddPartitionsToTxn, client.APIEndTxn}}
+	featUsers        = feature{"SCRAM users", []client.APIKey{client.APIDescribeUserSCRAMCredentials, client.APIAlterUserSCRAMCredentials}}
+	featACLs         = feature{"ACLs", []client.APIKey{client.APIDescribeACLs, client.APICreateACLs, client.APIDeleteACLs}}
+	featReassign     = feature{"partition reassignment", []client.APIKey{client.APIAlterPartitionAssignments, client.APIListPartitionReassignments}}
 )
+
+// brokerAPIs returns the broker's ApiVersions answer, cached per
+// connection (a reconnect may reach a different broker).
+func (s *Session) brokerAPIs(ctx context.Context, cl *client.Client) (*client.BrokerAPIs, error) {
+	s.mu.Lock()
+	apis := s.apis
+	s.mu.Unlock()
+	if apis != nil {
+		return apis, nil
+	}
+	a, err := cl.APIVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.cl == cl {
+		s.apis = &a
+	}
+	s.mu.Unlock()
+	return &a, nil
+}
 
 // require checks, with ApiVersions (cached per connection), that the
 // broker implements every API of f. The error matches client.ErrUnsupported
 // and names the first missing API, so "not supported" is never confused
 // with a failure of a supported request.
 func (s *Session) require(ctx context.Context, cl *client.Client, f feature) error {
-	s.mu.Lock()
-	apis := s.apis
-	s.mu.Unlock()
-	if apis == nil {
-		vs, err := cl.Admin().ApiVersions(ctx)
-		if err != nil {
-			return fmt.Errorf("asking the broker which APIs it supports: %w", err)
-		}
-		apis = map[int16]bool{}
-		for _, v := range vs.Sorted() {
-			if v.Err != nil {
-				continue
-			}
-			v.EachKeySorted(func(key, _, _ int16) { apis[key] = true })
-			break
-		}
-		s.mu.Lock()
-		if s.cl == cl {
-			s.apis = apis
-		}
-		s.mu.Unlock()
+	apis, err := s.brokerAPIs(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("asking the broker which APIs it supports: %w", err)
 	}
 	for _, k := range f.keys {
-		if !apis[k.Int16()] {
+		if !apis.Supports(k) {
 			return fmt.Errorf("%s: %w: it does not implement the Kafka %s API (key %d)",
-				f.name, errNotSupportedByBroker, k.Name(), k.Int16())
+				f.name, errNotSupportedByBroker, k, int16(k))
 		}
 	}
 	return nil
@@ -470,11 +460,11 @@ func (s *Session) TopicNames(ctx context.Context) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	tds, err := cl.Admin().ListTopics(ctx)
+	names, err := cl.TopicNames(ctx)
 	if err != nil {
 		return nil
 	}
-	return tds.Names()
+	return names
 }
 
 // GroupNames returns group names for completion, like TopicNames.
@@ -487,12 +477,14 @@ func (s *Session) GroupNames(ctx context.Context) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ls, err := cl.Admin().ListGroups(ctx)
+	groups, err := cl.ListGroups(ctx)
 	if err != nil {
 		return nil
 	}
-	names := ls.Groups()
-	sort.Strings(names)
+	names := make([]string, len(groups))
+	for i, g := range groups {
+		names[i] = g.Name
+	}
 	return names
 }
 

@@ -2,12 +2,8 @@ package tui
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/moonmq/moonmq/net/client"
 )
@@ -46,10 +42,9 @@ func DialClient(opts client.Options) func(context.Context) (Source, error) {
 	}
 }
 
-// clientSource adapts *client.Client to Source. The facade covers all but
-// the batched offset listings, which go through its documented kadm escape
-// hatch so a refresh costs one ListOffsets round trip for every topic
-// instead of one per topic.
+// clientSource adapts *client.Client to Source; every method is one
+// facade call (EndOffsets is batched: one ListOffsets round trip per
+// refresh for every topic, not one per topic).
 type clientSource struct{ c *client.Client }
 
 func (s *clientSource) Cluster(ctx context.Context) (client.ClusterInfo, error) {
@@ -79,47 +74,15 @@ func (s *clientSource) Consume(ctx context.Context, topic string, from client.Po
 func (s *clientSource) Close() { s.c.Close() }
 
 func (s *clientSource) EndOffsets(ctx context.Context, topics []string) (map[string]map[int32]int64, error) {
-	if len(topics) == 0 {
-		return map[string]map[int32]int64{}, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.c.Options().RequestTimeout)
-	defer cancel()
-	listed, err := s.c.Admin().ListEndOffsets(ctx, topics...)
-	if err != nil && !partialShardFailure(err) {
-		return nil, fmt.Errorf("list end offsets: %w", err)
-	}
-	return listedMap(listed), nil
+	return s.c.EndOffsets(ctx, topics...)
 }
 
 func (s *clientSource) StableOffsets(ctx context.Context, topic string) (map[int32]int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.c.Options().RequestTimeout)
-	defer cancel()
-	listed, err := s.c.Admin().ListCommittedOffsets(ctx, topic)
-	if err != nil && !partialShardFailure(err) {
-		return nil, fmt.Errorf("list stable offsets of topic '%s': %w", topic, err)
+	m, err := s.c.StableOffsets(ctx, topic)
+	if err != nil {
+		return nil, err
 	}
-	return listedMap(listed)[topic], nil
-}
-
-// partialShardFailure reports whether err says only some brokers failed: the
-// offsets the others returned are still worth showing.
-func partialShardFailure(err error) bool {
-	var se *kadm.ShardErrors
-	return errors.As(err, &se) && !se.AllFailed
-}
-
-func listedMap(l kadm.ListedOffsets) map[string]map[int32]int64 {
-	out := make(map[string]map[int32]int64, len(l))
-	l.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil || o.Offset < 0 {
-			return
-		}
-		if out[o.Topic] == nil {
-			out[o.Topic] = map[int32]int64{}
-		}
-		out[o.Topic][o.Partition] = o.Offset
-	})
-	return out
+	return m[topic], nil
 }
 
 // groupState is one group of a snapshot: what ListGroups said, plus the

@@ -1,6 +1,7 @@
 // Package archtest keeps the dependency rules of DESIGN.md true: engine
 // imports nothing from net, cluster, mql or tui; net/client never imports
-// engine; mql and tui reach brokers only through net/client.
+// engine; mql and tui reach brokers only through net/client, so neither
+// imports franz-go itself (their tests may, to run franz-go's fake cluster).
 package archtest
 
 import (
@@ -41,6 +42,29 @@ func TestDependencyDirection(t *testing.T) {
 					if strings.HasPrefix(rel, f) {
 						t.Errorf("%s imports %s, which DESIGN.md forbids", pkg, d)
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestToolkitUsesOnlyTheFacade: DESIGN.md decision 2 — the console and the
+// dashboard reach a broker only through net/client. Transitively they
+// depend on franz-go (through net/client), so the rule is on direct
+// imports of their non-test files.
+func TestToolkitUsesOnlyTheFacade(t *testing.T) {
+	const franz = "github.com/twmb/franz-go"
+	for _, pkgs := range []string{"mql/...", "tui/..."} {
+		out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "../../"+pkgs).CombinedOutput()
+		if strings.Contains(string(out), "matched no packages") {
+			continue
+		}
+		require.NoError(t, err, "go list %s: %s", pkgs, out)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, imports, _ := strings.Cut(line, ":")
+			for _, imp := range strings.Fields(imports) {
+				if imp == franz || strings.HasPrefix(imp, franz+"/") {
+					t.Errorf("%s imports %s: DESIGN.md decision 2 says it reaches brokers only through net/client", pkg, imp)
 				}
 			}
 		}

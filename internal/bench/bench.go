@@ -6,7 +6,8 @@
 //
 // It talks to any Kafka-compatible broker. Topic housekeeping (existence
 // check, --create, end offsets) goes through net/client; the hot paths use
-// franz-go's kgo directly with options tuned for throughput.
+// franz-go kgo clients tuned for throughput, which net/client.NewKgo
+// creates so that seeds, dialing and timeouts are configured in one place.
 //
 // Invariants: every run is bounded (a record count, the end-offset snapshot,
 // or --timeout); the live progress line goes to stderr only when stderr is a

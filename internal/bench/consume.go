@@ -153,9 +153,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig, progressW io.Writer) (Resul
 		return res, nil
 	}
 
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(splitAddr(cfg.Addr)...),
-		kgo.ClientID(cfg.ClientID),
+	cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
 		kgo.FetchMaxBytes(int32(cfg.FetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(cfg.FetchMaxPartBytes)),
@@ -246,7 +244,7 @@ loop:
 // snapshotRanges resolves the start position and end offsets of every
 // partition.
 func snapshotRanges(ctx context.Context, cfg ConsumeConfig) ([]client.PartitionRange, error) {
-	cl, err := client.Dial(ctx, client.Options{Addr: cfg.Addr, ClientID: cfg.ClientID})
+	cl, err := client.Dial(ctx, clientOptions(cfg.Addr, cfg.ClientID))
 	if err != nil {
 		return nil, fmt.Errorf("bench consume: %w", err)
 	}

@@ -193,8 +193,6 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 	}()
 	for i := range clients {
 		opts := append([]kgo.Opt{
-			kgo.SeedBrokers(splitAddr(cfg.Addr)...),
-			kgo.ClientID(cfg.ClientID),
 			kgo.ProducerLinger(cfg.Linger),
 			kgo.ProducerBatchMaxBytes(int32(cfg.BatchBytes)),
 			kgo.ProducerBatchCompression(comp),
@@ -202,7 +200,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 			kgo.MaxBufferedBytes(perProducerBuffer),
 			kgo.DefaultProduceTopic(cfg.Topic),
 		}, acks...)
-		cl, err := kgo.NewClient(opts...)
+		cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID), opts...)
 		if err != nil {
 			return Result{}, fmt.Errorf("bench produce: new producer: %w", err)
 		}
@@ -312,7 +310,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 
 // ensureTopic checks the topic exists, creating it with --create.
 func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
-	cl, err := client.Dial(ctx, client.Options{Addr: cfg.Addr, ClientID: cfg.ClientID})
+	cl, err := client.Dial(ctx, clientOptions(cfg.Addr, cfg.ClientID))
 	if err != nil {
 		return fmt.Errorf("bench produce: %w", err)
 	}
@@ -337,12 +335,9 @@ func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
 	return nil
 }
 
-func splitAddr(addr string) []string {
-	var out []string
-	for _, s := range strings.Split(addr, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
+// clientOptions are the net/client options of every connection the bench
+// opens, so its housekeeping client and its hot-path kgo clients reach the
+// broker the same way.
+func clientOptions(addr, clientID string) client.Options {
+	return client.Options{Addr: addr, ClientID: clientID}
 }

@@ -7,7 +7,14 @@
 //   - One long-lived kgo client per Client, used for admin requests (through
 //     kadm) and for Produce. Reads and Consume open their own short-lived
 //     consumer clients, so a read never disturbs another and Close of the
-//     Client never strands a consumer.
+//     Client never strands a consumer. A group Membership (JoinGroup) and a
+//     Transaction (BeginTransaction) each own a kgo client too, which their
+//     owner ends with Leave, Commit or Abort.
+//   - Every kgo client of the toolkit, including the bench's (NewKgo), is
+//     configured here from Options, so seeds, dialing and timeouts are
+//     handled in one place. A Client does not expose its kgo or kadm
+//     client: an operation the toolkit needs is added to this package, so
+//     mql and tui never depend on franz-go (internal/archtest checks it).
 //   - Every call is bounded: admin and produce calls by Options.RequestTimeout
 //     (or the caller's earlier deadline); Read by the end offsets it snapshots
 //     before reading, so it returns on a quiet topic; Consume by its context.
@@ -159,19 +166,29 @@ func (o Options) baseKgoOpts(extra ...kgo.Opt) []kgo.Opt {
 	return append(opts, extra...)
 }
 
+// NewKgo returns a franz-go client set up from opts exactly as a Client
+// sets up its own (seed brokers, client ID, dial and retry timeouts,
+// logger), with extra applied last so it can override any of them. It is
+// for tools whose hot path needs kgo itself (the bench); everything else
+// should use a Client. It does not contact a broker (kgo connects lazily:
+// Ping to check one answers), and the caller closes it.
+func NewKgo(opts Options, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts.baseKgoOpts(extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("new client for %s: %w: %w", opts.Addr, ErrInvalidArgument, err)
+	}
+	return cl, nil
+}
+
 // Addr returns the seed address the Client was dialed with.
 func (c *Client) Addr() string { return c.opts.Addr }
 
 // Options returns the effective options (with defaults applied).
 func (c *Client) Options() Options { return c.opts }
-
-// Kgo returns the underlying franz-go client, for requests this facade does
-// not cover. Do not close it; Close the Client instead.
-func (c *Client) Kgo() *kgo.Client { return c.cl }
-
-// Admin returns the underlying kadm client, for requests this facade does not
-// cover. Do not close it; Close the Client instead.
-func (c *Client) Admin() *kadm.Client { return c.adm }
 
 // Close releases the connection. It is idempotent; calls after Close fail
 // with ErrClosed.
@@ -185,13 +202,21 @@ func (c *Client) Close() {
 // call derives the context for one bounded request and checks the Client is
 // open.
 func (c *Client) call(ctx context.Context) (context.Context, context.CancelFunc, error) {
-	select {
-	case <-c.closed:
-		return nil, nil, ErrClosed
-	default:
+	if err := c.checkOpen(); err != nil {
+		return nil, nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.opts.RequestTimeout)
 	return cctx, cancel, nil
+}
+
+// checkOpen returns ErrClosed after Close.
+func (c *Client) checkOpen() error {
+	select {
+	case <-c.closed:
+		return ErrClosed
+	default:
+		return nil
+	}
 }
 
 // slogAdapter routes franz-go logs to slog.

@@ -21,7 +21,7 @@ var (
 	// ErrUnreachable: no broker answered (connection refused, timeout, not a
 	// Kafka endpoint).
 	ErrUnreachable = errors.New("broker unreachable")
-	// ErrNotFound: the topic, partition or group does not exist.
+	// ErrNotFound: the topic, partition, group or user does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrExists: the topic already exists.
 	ErrExists = errors.New("already exists")
@@ -84,7 +84,7 @@ func (e *Error) Is(target error) bool {
 		return e.Kafka == nil && isNetworkError(e.Err)
 	case ErrNotFound:
 		return e.Kafka == kerr.UnknownTopicOrPartition || e.Kafka == kerr.GroupIDNotFound ||
-			e.Kafka == kerr.UnknownTopicID
+			e.Kafka == kerr.UnknownTopicID || e.Kafka == kerr.ResourceNotFound
 	case ErrExists:
 		return e.Kafka == kerr.TopicAlreadyExists
 	case ErrInvalidArgument:
@@ -169,7 +169,7 @@ func explainCode(ke *kerr.Error, resource string) string {
 		return what + " does not exist"
 	case kerr.TopicAlreadyExists:
 		return what + " already exists"
-	case kerr.GroupIDNotFound:
+	case kerr.GroupIDNotFound, kerr.ResourceNotFound:
 		return what + " does not exist"
 	case kerr.NonEmptyGroup:
 		return what + " still has active members; stop its consumers first"
@@ -241,6 +241,8 @@ func explainTransport(err error) string {
 	switch {
 	case err == nil:
 		return "unknown error"
+	case errors.Is(err, errTxnEnded):
+		return "the transaction was already committed or aborted"
 	case errors.Is(err, ErrClosed):
 		return "the client is closed"
 	case errors.Is(err, context.DeadlineExceeded):

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -135,4 +137,58 @@ func lookupOffset(l kadm.ListedOffsets, topic string, p int32) (kadm.ListedOffse
 		return o, kerr.UnknownTopicOrPartition
 	}
 	return o, o.Err
+}
+
+// EndOffsets returns topic -> partition -> high watermark for every
+// partition of the given topics, in one ListOffsets round trip per broker
+// (a dashboard refresh stays cheap however many topics there are). A topic
+// that does not exist, or a partition whose leader did not answer, is left
+// out; the error is non-nil only when nothing could be listed at all.
+func (c *Client) EndOffsets(ctx context.Context, topics ...string) (map[string]map[int32]int64, error) {
+	return c.listedOffsets(ctx, "list end offsets of", topics, c.adm.ListEndOffsets)
+}
+
+// StableOffsets is EndOffsets at read_committed isolation: the last stable
+// offset of each partition, which trails the high watermark while a
+// transaction is open on it. Brokers without transactions report the high
+// watermark.
+func (c *Client) StableOffsets(ctx context.Context, topics ...string) (map[string]map[int32]int64, error) {
+	return c.listedOffsets(ctx, "list stable offsets of", topics, c.adm.ListCommittedOffsets)
+}
+
+func (c *Client) listedOffsets(ctx context.Context, op string, topics []string,
+	list func(context.Context, ...string) (kadm.ListedOffsets, error),
+) (map[string]map[int32]int64, error) {
+	out := map[string]map[int32]int64{}
+	if len(topics) == 0 {
+		return out, nil
+	}
+	res := topicRes(topics[0])
+	if len(topics) > 1 {
+		res = fmt.Sprintf("%d topics", len(topics))
+	}
+	ctx, cancel, err := c.call(ctx)
+	if err != nil {
+		return nil, wrap(op, res, err)
+	}
+	defer cancel()
+	listed, err := list(ctx, topics...)
+	if err != nil {
+		// A sharded request that failed on some brokers still carries
+		// the others' offsets, which are worth returning.
+		se, ok := errors.AsType[*kadm.ShardErrors](err)
+		if !ok || se.AllFailed {
+			return nil, wrap(op, res, err)
+		}
+	}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil || o.Offset < 0 {
+			return
+		}
+		if out[o.Topic] == nil {
+			out[o.Topic] = map[int32]int64{}
+		}
+		out[o.Topic][o.Partition] = o.Offset
+	})
+	return out, nil
 }

@@ -78,6 +78,12 @@ func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([
 		return nil, wrap(op, topicRes(topic), err)
 	}
 	defer cancel()
+	return c.produceWith(ctx, c.cl, op, topic, records)
+}
+
+// produceWith is Produce through producer cl (the Client's own, or a
+// transaction's). ctx is already bounded.
+func (c *Client) produceWith(ctx context.Context, cl *kgo.Client, op, topic string, records []Record) ([]Produced, error) {
 
 	// An explicit partition outside the topic would fail deep inside the
 	// producer with an opaque message; check it up front.
@@ -96,7 +102,7 @@ func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([
 		if int(maxPart) >= len(td.Partitions) {
 			return nil, wrap(op, partRes(topic, maxPart), kerr.UnknownTopicOrPartition)
 		}
-		if err := c.awaitProducerPartition(ctx, topic, maxPart); err != nil {
+		if err := awaitProducerPartition(ctx, cl, topic, maxPart); err != nil {
 			return nil, wrap(op, partRes(topic, maxPart), err)
 		}
 	}
@@ -121,7 +127,7 @@ func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([
 	var wg sync.WaitGroup
 	wg.Add(len(krs))
 	for i, kr := range krs {
-		c.cl.Produce(ctx, kr, func(_ *kgo.Record, err error) {
+		cl.Produce(ctx, kr, func(_ *kgo.Record, err error) {
 			errs[i] = err
 			wg.Done()
 		})
@@ -150,14 +156,14 @@ func (c *Client) Produce(ctx context.Context, topic string, records []Record) ([
 // added (by us or anyone), the producer may still hold the old count and
 // would fail the record with an opaque partitioning error. A topic the
 // producer has not loaded yet is fine: its first load sees every partition.
-func (c *Client) awaitProducerPartition(ctx context.Context, topic string, p int32) error {
-	if l, _, _ := c.cl.PartitionLeader(topic, 0); l < 0 {
+func awaitProducerPartition(ctx context.Context, cl *kgo.Client, topic string, p int32) error {
+	if l, _, _ := cl.PartitionLeader(topic, 0); l < 0 {
 		return nil // not loaded yet
 	}
-	if l, _, _ := c.cl.PartitionLeader(topic, p); l >= 0 {
+	if l, _, _ := cl.PartitionLeader(topic, p); l >= 0 {
 		return nil
 	}
-	c.cl.ForceMetadataRefresh()
+	cl.ForceMetadataRefresh()
 	t := time.NewTicker(metadataPoll)
 	defer t.Stop()
 	for {
@@ -166,10 +172,10 @@ func (c *Client) awaitProducerPartition(ctx context.Context, topic string, p int
 			return ctx.Err()
 		case <-t.C:
 		}
-		if l, _, _ := c.cl.PartitionLeader(topic, p); l >= 0 {
+		if l, _, _ := cl.PartitionLeader(topic, p); l >= 0 {
 			return nil
 		}
-		c.cl.ForceMetadataRefresh()
+		cl.ForceMetadataRefresh()
 	}
 }
 
