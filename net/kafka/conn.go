@@ -193,6 +193,11 @@ func decodeRequest(body []byte) (*request, error) {
 			return nil, fmt.Errorf("%s v%d: malformed header tags", kmsg.NameForKey(req.key), req.version)
 		}
 	}
+	if req.key == kmsg.Produce.Int16() {
+		if err := precheckProduce(req.version, r.Src); err != nil {
+			return nil, fmt.Errorf("Produce v%d: malformed request: %w", req.version, err)
+		}
+	}
 	if err := readFrom(kreq, r.Src); err != nil {
 		return nil, fmt.Errorf("%s v%d: malformed request: %w", kmsg.NameForKey(req.key), req.version, err)
 	}

@@ -76,3 +76,35 @@ func TestDecodeSeedsRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestPrecheckProduceAcceptsRealRequests: every version's real encoding of
+// a produce request with several topics passes the precheck, and a frame
+// claiming far more topics than it can hold is refused.
+func TestPrecheckProduceAcceptsRealRequests(t *testing.T) {
+	for v := int16(3); v <= 11; v++ {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks = v, -1
+		for _, name := range []string{"a", "orders", "x"} {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = name
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = nil
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		body := req.AppendTo(nil)
+		if err := precheckProduce(v, body); err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		decoded, err := decodeRequest(encodeRequest(req, 1))
+		if err != nil || decoded.kreq == nil {
+			t.Fatalf("v%d: decode: %v", v, err)
+		}
+	}
+	// 1,000,000 topics claimed in a 100-byte body.
+	hostile := []byte{0xff, 0xff, 0, 1, 0, 0, 0, 0, 0, 0x0f, 0x42, 0x40}
+	hostile = append(hostile, make([]byte, 100)...)
+	if err := precheckProduce(3, hostile); err == nil {
+		t.Fatal("a frame claiming 1e6 topics in 100 bytes must be refused")
+	}
+}
