@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -250,6 +251,21 @@ func (s *Session) query(ctx context.Context, cl *client.Client, st *Select) (*Ta
 	}
 	if st.From == nil {
 		pushDown(st.Where, &req)
+		if st.Partition == nil && len(req.Partitions) == 1 {
+			// WHERE partition = N on a partition the topic does not have
+			// matches nothing; it is not an error as PARTITION N would be.
+			offs, err := cl.ListOffsets(ctx, req.Topic)
+			if err != nil {
+				return nil, err
+			}
+			exists := false
+			for _, o := range offs {
+				exists = exists || o.Partition == req.Partitions[0]
+			}
+			if !exists {
+				req.Partitions = []int32{}
+			}
+		}
 	}
 	count := len(st.Columns) == 1 && st.Columns[0].Count
 	if count {
@@ -313,6 +329,8 @@ func pushDown(e *Expr, req *client.ReadRequest) {
 		c := n.Term.Cmp
 		v := int64(*c.Right.Int)
 		switch {
+		case c.Left.Field == "PARTITION" && c.Op == "=" && (v < 0 || v > math.MaxInt32):
+			req.Partitions = []int32{} // no partition has that number: nothing matches
 		case c.Left.Field == "PARTITION" && c.Op == "=":
 			if req.Partitions == nil {
 				req.Partitions = []int32{int32(v)}

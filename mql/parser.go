@@ -186,7 +186,15 @@ func (e *SyntaxError) Caret() string {
 	for ; col < e.Pos.Column; col++ {
 		pad.WriteRune(' ')
 	}
-	return "  " + e.Line + "\n  " + pad.String() + "^\n"
+	// Control characters (an ESC sequence in a script) must not reach the
+	// terminal; each becomes one '?' so the caret stays aligned.
+	line := strings.Map(func(r rune) rune {
+		if r != '\t' && (r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0)) {
+			return '?'
+		}
+		return r
+	}, e.Line)
+	return "  " + line + "\n  " + pad.String() + "^\n"
 }
 
 func newSyntaxError(src string, err error) *SyntaxError {

@@ -346,3 +346,27 @@ func testWait(t *testing.T, cond func() bool) {
 		<-tick.C
 	}
 }
+
+// TestReviewRegressions pins fixes from review: FROM LATEST LIMIT returns
+// the newest records across partitions, WHERE partition = N on a missing
+// partition matches nothing, count(*) refuses LIMIT, and RESET GROUP of a
+// group without offsets is an error, not a silent success.
+func TestReviewRegressions(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC lt PARTITIONS 2;
+PRODUCE INTO lt PARTITION 0 VALUE 'old1' TIMESTAMP '2020-01-01T00:00:01Z';
+PRODUCE INTO lt PARTITION 0 VALUE 'old2' TIMESTAMP '2020-01-01T00:00:02Z';
+PRODUCE INTO lt PARTITION 1 VALUE 'new1' TIMESTAMP '2026-01-01T00:00:01Z';
+PRODUCE INTO lt PARTITION 1 VALUE 'new2' TIMESTAMP '2026-01-01T00:00:02Z';`)
+	out := h.exec(`SELECT value FROM lt FROM LATEST LIMIT 2;`)
+	require.Contains(t, out, "new1")
+	require.Contains(t, out, "new2")
+	require.NotContains(t, out, "old")
+
+	require.Equal(t, "", strings.TrimSpace(h.exec(`SELECT value FROM lt WHERE partition = 99;`)))
+	require.Equal(t, "", strings.TrimSpace(h.exec(`SELECT value FROM lt WHERE partition = 4294967296;`)))
+
+	_, err := Parse(`SELECT count(*) FROM lt LIMIT 1;`)
+	require.ErrorContains(t, err, "LIMIT does not apply to count(*)")
+	require.ErrorContains(t, h.fail(`RESET GROUP nosuch TO EARLIEST;`), "GROUP_ID_NOT_FOUND")
+}

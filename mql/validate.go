@@ -108,6 +108,11 @@ func validateSelect(s *Select) error {
 			return posErr(c.Pos, "%s must be the only column", what)
 		}
 	}
+	if len(s.Columns) == 1 && s.Columns[0].Count && s.Limit != nil {
+		// A count is one row; LIMIT would have to mean "count at most N",
+		// which nobody reads the same way twice. Refuse it.
+		return posErr(s.Columns[0].Pos, "LIMIT does not apply to count(*); narrow the count with WHERE or FROM")
+	}
 	if err := partitionArg(s.Pos, s.Partition); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -289,6 +290,37 @@ func (c *Client) describeConsumerGroup(ctx context.Context, group string) (Group
 	return d, nil
 }
 
+// requireInactive fails with NON_EMPTY_GROUP when the group has live
+// members, of either protocol: DescribeGroups does not see KIP-848 groups
+// (it answers GROUP_ID_NOT_FOUND for them), so those are asked for with
+// ConsumerGroupDescribe.
+func (c *Client) requireInactive(ctx context.Context, op, group string) error {
+	res := groupRes(group)
+	dgs, err := c.adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return wrap(op, res, err)
+	}
+	dg, ok := dgs[group]
+	switch {
+	case !ok:
+		return nil
+	case errors.Is(dg.Err, kerr.GroupIDNotFound):
+		cgs, err := c.adm.DescribeConsumerGroups(ctx, group)
+		if err != nil {
+			return nil // a broker without KIP-848 has no such group
+		}
+		if cg, ok := cgs[group]; ok && cg.Err == nil && len(cg.Members) > 0 {
+			return wrap(op, res, kerr.NonEmptyGroup)
+		}
+		return nil
+	case dg.Err != nil:
+		return wrapDetail(op, res, dg.Err, dg.ErrMessage)
+	case len(dg.Members) > 0:
+		return wrap(op, res, kerr.NonEmptyGroup)
+	}
+	return nil
+}
+
 // CommitOffset sets a group's committed offset for one partition (the next
 // offset the group will read). Kafka only accepts this while the group has
 // no live members.
@@ -341,18 +373,8 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, to Positio
 		return nil, wrap(op, res, err)
 	}
 	defer cancel()
-	dgs, err := c.adm.DescribeGroups(ctx, group)
-	if err != nil {
-		return nil, wrap(op, res, err)
-	}
-	if dg, ok := dgs[group]; ok {
-		switch {
-		case errors.Is(dg.Err, kerr.GroupIDNotFound):
-		case dg.Err != nil:
-			return nil, wrapDetail(op, res, dg.Err, dg.ErrMessage)
-		case len(dg.Members) > 0:
-			return nil, wrap(op, res, kerr.NonEmptyGroup)
-		}
+	if err := c.requireInactive(ctx, op, group); err != nil {
+		return nil, err
 	}
 	topics := []string{topic}
 	if topic == "" {
@@ -362,7 +384,10 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, to Positio
 		}
 		topics = fetched.Partitions().Topics()
 		if len(topics) == 0 {
-			return []GroupOffset{}, nil
+			// Nothing to reset: say so rather than report a reset that did
+			// nothing (naming a topic creates the offsets).
+			return nil, wrapDetail(op, res, kerr.GroupIDNotFound,
+				fmt.Sprintf("group '%s' has no committed offsets; name a TOPIC to create them", group))
 		}
 	}
 	var os kadm.Offsets

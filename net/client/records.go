@@ -293,12 +293,22 @@ func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
 			cl.RemoveConsumePartitions(map[string][]int32{req.Topic: done})
 		}
 		if len(parts) > 0 && time.Since(lastProgress) >= idle {
+			// Stalled. That is fine only where the unread offsets are gone
+			// (compaction or retention moved past them); a broker that
+			// stopped answering must not turn into a short, silent result.
+			if err := c.checkStalled(ctx, req.Topic, parts); err != nil {
+				return nil, wrap(op, res, err)
+			}
 			break
 		}
 	}
 	sortRecords(out)
 	if req.Limit > 0 && len(out) > req.Limit {
-		out = out[:req.Limit]
+		if req.Start.kind == posFromEnd {
+			out = out[len(out)-req.Limit:] // the newest, not the oldest, of the tails
+		} else {
+			out = out[:req.Limit]
+		}
 	}
 	if out == nil {
 		out = []Record{}
@@ -533,4 +543,26 @@ func (tp *topicPartitioner) Partition(r *kgo.Record, n int) int {
 		tp.next++
 		return tp.next % n
 	}
+}
+
+// checkStalled decides what a read that stopped receiving records means:
+// nil when every unfinished partition's remaining offsets are gone (the log
+// start moved past the snapshot end), otherwise an error saying where the
+// read stopped, so a stalled broker never yields a silently short result.
+func (c *Client) checkStalled(ctx context.Context, topic string, parts map[int32]*readPart) error {
+	offs, err := c.ListOffsets(ctx, topic)
+	if err != nil {
+		return err
+	}
+	start := make(map[int32]int64, len(offs))
+	for _, o := range offs {
+		start[o.Partition] = o.Start
+	}
+	for p, st := range parts {
+		if s, ok := start[p]; !ok || s < st.end {
+			return fmt.Errorf("%w: no records from partition %d for %v before its end offset %d",
+				ErrUnreachable, p, c.opts.RequestTimeout, st.end)
+		}
+	}
+	return nil
 }
