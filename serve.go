@@ -300,6 +300,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
+	// Parked JoinGroup/SyncGroup requests can wait minutes for a rebalance;
+	// closing the coordinator first answers them (COORDINATOR_NOT_AVAILABLE,
+	// so clients find the coordinator again after the restart).
+	_ = groups.Close()
 	if err := ks.Shutdown(sctx); err != nil {
 		logger.Warn("in-flight requests abandoned at shutdown", "err", err)
 	}

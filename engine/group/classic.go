@@ -217,6 +217,15 @@ func (g *Classic) Join(now time.Time, req JoinRequest, cb func(JoinResult)) {
 	}
 	if _, ok := g.pending[req.MemberID]; ok {
 		delete(g.pending, req.MemberID)
+		if req.InstanceID != "" {
+			// Static members never go through MEMBER_ID_REQUIRED; one that
+			// presents a pending id is handled as a fresh static join, which
+			// replaces (and fences) a current holder of the instance id
+			// instead of leaving two members sharing it.
+			req.MemberID = ""
+			g.joinUnknown(now, req, cb)
+			return
+		}
 		g.addMember(now, req.MemberID, req, cb)
 		return
 	}
@@ -465,13 +474,18 @@ func (g *Classic) completeJoin(now time.Time) {
 	}
 	g.generation++
 	g.stateSince = now
-	g.dirty = true
 	if len(g.members) == 0 {
 		g.state = StateEmpty
 		g.protocol = ""
 		g.leader = ""
+		g.dirty = true
 		return
 	}
+	// Not persisted yet: like Kafka, the new generation is written when the
+	// leader's SyncGroup brings its assignments. A restart before that must
+	// restore the previous, consistent generation, so members of this one
+	// get ILLEGAL_GENERATION and rejoin instead of running on a Stable group
+	// with stale or empty assignments.
 	g.protocol = g.selectProtocol()
 	g.state = StateCompletingRebalance
 	g.syncDeadline = now.Add(g.maxRebalanceTimeout())

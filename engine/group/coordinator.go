@@ -339,7 +339,13 @@ func (c *Coordinator) Barrier(ctx context.Context, group string) error {
 		c.mu.Unlock()
 		return nil
 	}
+	// The partition the group's records actually go to: after the topic
+	// grew, a replayed group keeps the partition it was found in, which
+	// need not be today's hash.
 	p := PartitionFor(group, c.nparts)
+	if g, ok := c.groups[group]; ok && int(g.partition) < len(c.last) {
+		p = g.partition
+	}
 	off, err := c.last[p], c.lastErr[p]
 	c.mu.Unlock()
 	if err != nil {

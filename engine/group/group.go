@@ -1,6 +1,7 @@
 package group
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -105,7 +106,7 @@ func (g *Group) sortedOffsets() []tpKey {
 		if c := strings.Compare(a.topic, b.topic); c != 0 {
 			return c
 		}
-		return int(a.part - b.part)
+		return cmp.Compare(a.part, b.part)
 	})
 	return keys
 }

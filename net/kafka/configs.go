@@ -118,9 +118,14 @@ func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Res
 
 // alterTopicConfigs applies one resource of an (Incremental)AlterConfigs
 // request; only topic configs are alterable (broker settings are static).
-func (c *conn) alterTopicConfigs(typ kmsg.ConfigResourceType, apply func() error) (int16, *string) {
+func (c *conn) alterTopicConfigs(typ kmsg.ConfigResourceType, name string, apply func() error) (int16, *string) {
 	if typ != kmsg.ConfigResourceTypeTopic {
 		return kerr.InvalidRequest.Code, errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", typ))
+	}
+	if controller.IsInternalTopic(name) {
+		// Its owner relies on its settings (never deleted by retention,
+		// fsynced before acknowledging).
+		return kerr.InvalidTopicException.Code, errMessage(fmt.Errorf("internal topic %s has fixed configs", name))
 	}
 	if err := apply(); err != nil {
 		return c.errCode(err), errMessage(err)
@@ -136,7 +141,7 @@ func (c *conn) handleIncrementalAlterConfigs(r *request) (kmsg.Response, func() 
 	for _, res := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, func() error {
+		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, res.ResourceName, func() error {
 			ops := make([]controller.ConfigOp, 0, len(res.Configs))
 			for _, cfg := range res.Configs {
 				op := controller.ConfigOp{Key: cfg.Name, Op: controller.OpType(cfg.Op)}
@@ -161,7 +166,7 @@ func (c *conn) handleAlterConfigs(r *request) (kmsg.Response, func() kmsg.Respon
 	for _, res := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, func() error {
+		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, res.ResourceName, func() error {
 			configs := make(map[string]string, len(res.Configs))
 			for _, cfg := range res.Configs {
 				if cfg.Value != nil {

@@ -168,6 +168,12 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 				}
 			}
 		}
+		if rt.ErrorCode == 0 && controller.IsInternalTopic(t.Topic) {
+			// The group coordinator hashes groups over the partitions it
+			// found; growing the topic would move groups.
+			rt.ErrorCode = kerr.InvalidTopicException.Code
+			rt.ErrorMessage = errMessage(fmt.Errorf("internal topic %s cannot get more partitions", t.Topic))
+		}
 		if rt.ErrorCode == 0 {
 			if _, err := c.s.meta.CreatePartitions(ctx, t.Topic, t.Count, req.ValidateOnly); err != nil {
 				rt.ErrorCode, rt.ErrorMessage = c.errCode(err), errMessage(err)
