@@ -760,6 +760,12 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 	if req.Group == "" {
 		return ConsumerHeartbeatResult{}, invalid("GroupId can't be empty.")
 	}
+	// Validate before touching the group: a bad request must not convert
+	// an empty classic group (and tombstone its metadata) on its way to
+	// failing.
+	if err := validateHeartbeat(&req); err != nil {
+		return ConsumerHeartbeatResult{}, err
+	}
 	now := c.cfg.Now()
 	g := c.groups[req.Group]
 	if g == nil {
@@ -771,6 +777,10 @@ func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerH
 		g = c.groupLocked(req.Group, true)
 	}
 	if g.consumer == nil {
+		if req.MemberEpoch < 0 {
+			// A leave for a group that has no consumer-protocol members.
+			return ConsumerHeartbeatResult{}, fmt.Errorf("%w: group %q has no such member", ErrUnknownMemberID, req.Group)
+		}
 		if g.classic.Len() > 0 {
 			return ConsumerHeartbeatResult{}, fmt.Errorf("%w: group %q is a classic group with members", ErrGroupIDNotFound, req.Group)
 		}

@@ -49,3 +49,39 @@ func TestRestartBetweenJoinAndSync(t *testing.T) {
 	require.ErrorIs(t, sa.Err, ErrIllegalGeneration)
 	require.Error(t, c2.Heartbeat(HeartbeatRequest{Group: "g", Generation: ja2.Generation, MemberID: ja2.MemberID}))
 }
+
+// TestBadConsumerHeartbeatLeavesClassicGroupAlone: an invalid KIP-848
+// heartbeat, or a leave, aimed at an empty classic group fails without
+// converting the group (and without tombstoning its metadata).
+func TestBadConsumerHeartbeatLeavesClassicGroupAlone(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	ra := joinReq("", "a")
+	ra.Version = 3
+	cha := c.JoinGroup(ra)
+	c.Tick(clk.add(4 * time.Second))
+	ja := <-cha
+	require.NoError(t, ja.Err)
+	require.NoError(t, (<-c.SyncGroup(SyncRequest{Group: "g", Generation: ja.Generation, MemberID: ja.MemberID,
+		Assignments: map[string][]byte{ja.MemberID: []byte("A")}})).Err)
+	for _, errs := range commit(c, "g", ja.Generation, ja.MemberID, map[int32]int64{0: 5}) {
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+	}
+	_, err := c.LeaveGroup("g", []LeaveMember{{MemberID: ja.MemberID}})
+	require.NoError(t, err)
+	c.Tick(clk.add(time.Minute)) // the rebalance without members completes
+	require.Equal(t, StateEmpty, c.DescribeGroups([]string{"g"})[0].State)
+
+	bad := "("
+	_, err = c.ConsumerHeartbeat(ConsumerHeartbeatRequest{Group: "g", Version: 1, MemberEpoch: 0, SubscribedTopicRegex: &bad})
+	require.Error(t, err)
+	_, err = c.ConsumerHeartbeat(ConsumerHeartbeatRequest{Group: "g", Version: 1, MemberID: "x", MemberEpoch: -1})
+	require.ErrorIs(t, err, ErrUnknownMemberID)
+	d := c.DescribeGroups([]string{"g"})[0]
+	require.NoError(t, d.Err, "the group is still a classic group")
+	require.Equal(t, "consumer", d.ProtocolType)
+}
