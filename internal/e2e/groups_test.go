@@ -751,6 +751,9 @@ func TestGroupKcat(t *testing.T) {
 	meta := kcat(t, "", "-b", b.Addr, "-L")
 	require.Contains(t, meta, `topic "kg" with 3 partitions`)
 	require.Contains(t, meta, `topic "__consumer_offsets"`)
+	// The unkeyed records above went to random partitions; pin one to
+	// partition 0 so the time query has something to find there.
+	kcat(t, "z\n", "-b", b.Addr, "-P", "-t", "kg", "-p", "0")
 	q := kcat(t, "", "-b", b.Addr, "-Q", "-t", "kg:0:"+strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10))
 	require.Contains(t, q, "offset 0")
 
