@@ -452,23 +452,26 @@ func (notSupported) Is(target error) bool { return target == client.ErrUnsupport
 // excluded), or nil if the session is not connected or the broker does not
 // answer within a short time. It never dials.
 func (s *Session) TopicNames(ctx context.Context) []string {
-	s.mu.Lock()
-	cl := s.cl
-	s.mu.Unlock()
-	if cl == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	names, err := cl.TopicNames(ctx)
-	if err != nil {
-		return nil
-	}
-	return names
+	return s.completionNames(ctx, func(ctx context.Context, cl *client.Client) ([]string, error) {
+		return cl.TopicNames(ctx)
+	})
 }
 
 // GroupNames returns group names for completion, like TopicNames.
 func (s *Session) GroupNames(ctx context.Context) []string {
+	return s.completionNames(ctx, func(ctx context.Context, cl *client.Client) ([]string, error) {
+		groups, err := cl.ListGroups(ctx)
+		names := make([]string, len(groups))
+		for i, g := range groups {
+			names[i] = g.Name
+		}
+		return names, err
+	})
+}
+
+// completionNames asks the connected client (never dialling) for names,
+// bounded so completion never stalls the prompt; any error means none.
+func (s *Session) completionNames(ctx context.Context, list func(context.Context, *client.Client) ([]string, error)) []string {
 	s.mu.Lock()
 	cl := s.cl
 	s.mu.Unlock()
@@ -477,13 +480,9 @@ func (s *Session) GroupNames(ctx context.Context) []string {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	groups, err := cl.ListGroups(ctx)
+	names, err := list(ctx, cl)
 	if err != nil {
 		return nil
-	}
-	names := make([]string, len(groups))
-	for i, g := range groups {
-		names[i] = g.Name
 	}
 	return names
 }

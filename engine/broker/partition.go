@@ -270,8 +270,3 @@ func (p *Partition) WaitDurable(ctx context.Context, r ProduceResult) error {
 func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
 	return p.log.Read(offset, maxBytes, p.log.HighWatermark())
 }
-
-// IsRetriable reports whether an append error is transient for the client.
-func IsRetriable(err error) bool {
-	return errors.Is(err, log.ErrClosed)
-}
