@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -337,6 +338,8 @@ func (b *Broker) Close() error {
 
 // WaitAny blocks until any of the channels fires or ctx ends. Long-poll
 // fetch uses it over the Changed() channels of the partitions it reads.
+// One select over all of them (no goroutine per channel), so a fetch of
+// thousands of partitions costs one goroutine while it waits.
 func WaitAny(ctx context.Context, chans []<-chan struct{}) {
 	if len(chans) == 1 {
 		select {
@@ -345,18 +348,12 @@ func WaitAny(ctx context.Context, chans []<-chan struct{}) {
 		}
 		return
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	cases := make([]reflect.SelectCase, 0, len(chans)+1)
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
 	for _, c := range chans {
-		go func() {
-			select {
-			case <-c:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(c)})
 	}
-	<-ctx.Done()
+	reflect.Select(cases)
 }
 
 func syncDir(dir string) error {
