@@ -42,6 +42,7 @@ type serveConfig struct {
 	logLevel, logFormat           string
 	pprof                         bool
 	retentionCheck                time.Duration
+	groupCommitWindow             time.Duration
 	shutdownTimeout               time.Duration
 	groups                        *groupFlags // main_groups.go
 }
@@ -66,6 +67,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.StringVar(&cfg.logFormat, "log-format", "auto", "log format: text, json, or auto (text on a terminal, json otherwise)")
 	fs.BoolVar(&cfg.pprof, "pprof", false, "serve /debug/pprof on the HTTP address")
 	fs.DurationVar(&cfg.retentionCheck, "retention-check-interval", 30*time.Second, "how often retention and time-based segment rolls run")
+	fs.DurationVar(&cfg.groupCommitWindow, "group-commit-window", time.Millisecond,
+		"shortest time between two fsyncs of one partition; acks=all produces arriving sooner share the next (0 = fsync back to back)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	cfg.groups = addGroupFlags(fs)
 	fs.Usage = func() {
@@ -91,6 +94,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("max-connections-per-ip %d: must not be negative", c.maxConnectionsPerIP)
 	case c.retentionCheck <= 0:
 		return fmt.Errorf("retention-check-interval %v: must be positive", c.retentionCheck)
+	case c.groupCommitWindow < 0 || c.groupCommitWindow > time.Second:
+		return fmt.Errorf("group-commit-window %v: must be between 0 and 1s", c.groupCommitWindow)
 	case c.shutdownTimeout <= 0:
 		return fmt.Errorf("shutdown-timeout %v: must be positive", c.shutdownTimeout)
 	case c.data == "":
@@ -201,7 +206,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	b, err := broker.Open(broker.Options{DataDir: cfg.data, Logger: logger,
-		RetentionCheckInterval: cfg.retentionCheck, OnFsync: storage.ObserveFsync})
+		RetentionCheckInterval: cfg.retentionCheck, GroupCommitWindow: cfg.groupCommitWindow, OnFsync: storage.ObserveFsync})
 	if err != nil {
 		return err
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	// RetentionCheckInterval is how often retention and time-based rolls run.
 	RetentionCheckInterval time.Duration
 	Now                    func() time.Time
+	// GroupCommitWindow is every partition's log.Options.GroupCommitWindow:
+	// the shortest time between two fsync rounds of one partition.
+	GroupCommitWindow time.Duration
 	// OnFsync observes every partition's fsync rounds (see log.Options).
 	OnFsync func(d time.Duration, appends uint64)
 	// ProducerIDExpiration forgets an idempotent producer's sequences when

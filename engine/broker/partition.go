@@ -117,6 +117,7 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 		MaxMessageBytes:    cfg.MaxMessageBytes,
 		FlushAlways:        cfg.FlushAlways,
 		FlushInterval:      cfg.FlushInterval,
+		GroupCommitWindow:  opts.GroupCommitWindow,
 		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:                opts.Now,
 		OnFsync:            opts.OnFsync,
@@ -263,6 +264,13 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 // flush policy).
 func (p *Partition) WaitDurable(ctx context.Context, r ProduceResult) error {
 	return p.log.WaitDurable(ctx, r.lastOffset)
+}
+
+// NotifyDurable calls fn once the appended result is on disk (per the
+// topic's flush policy), or with the error that stops it (see
+// log.NotifyDurable: fn runs on the flusher and must not block).
+func (p *Partition) NotifyDurable(r ProduceResult, fn func(error)) {
+	p.log.NotifyDurable(r.lastOffset, fn)
 }
 
 // Read returns stored batches from offset, bounded by maxBytes, never past

@@ -154,3 +154,145 @@ func TestConcurrentAppendRead(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// notified collects NotifyDurable outcomes.
+type notified struct {
+	mu   sync.Mutex
+	errs map[int64]error
+	n    int
+}
+
+func (n *notified) fn(offset int64) func(error) {
+	return func(err error) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.errs == nil {
+			n.errs = map[int64]error{}
+		}
+		n.errs[offset] = err
+		n.n++
+	}
+}
+
+func (n *notified) get(offset int64) (error, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	err, ok := n.errs[offset]
+	return err, ok
+}
+
+func (n *notified) count() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.n
+}
+
+// TestNotifyDurable: callbacks run once each, after the fsync that covers
+// their offset, and with the reason when it can never come.
+func TestNotifyDurable(t *testing.T) {
+	l := openLog(t, t.TempDir(), testOptions(nil))
+	var got notified
+
+	l.NotifyDurable(0, got.fn(0))
+	err, ok := got.get(0)
+	require.True(t, ok, "settled at once")
+	require.ErrorIs(t, err, ErrOffsetOutOfRange, "nothing appended yet")
+
+	// Hold the flusher off: the callback must wait for the fsync.
+	l.syncMu.Lock()
+	s := appendBatch(t, l, makeBatch(3, 10, 0, 0), 0)
+	l.NotifyDurable(s.last, got.fn(s.last))
+	_, ok = got.get(s.last)
+	require.False(t, ok, "not durable yet")
+	l.syncMu.Unlock()
+	require.Eventually(t, func() bool { _, ok := got.get(s.last); return ok }, 10*time.Second, time.Millisecond)
+	err, _ = got.get(s.last)
+	require.NoError(t, err)
+	require.Greater(t, l.DurableOffset(), s.last)
+
+	// Already durable: answered before NotifyDurable returns.
+	l.NotifyDurable(s.base, got.fn(s.base))
+	err, ok = got.get(s.base)
+	require.True(t, ok)
+	require.NoError(t, err)
+
+	// Truncated away before its fsync: out of range.
+	l.syncMu.Lock()
+	s2 := appendBatch(t, l, makeBatch(1, 10, 0, 1), 0)
+	l.NotifyDurable(s2.last, got.fn(s2.last))
+	l.syncMu.Unlock()
+	// The flusher may win the race and make it durable first; either way
+	// it is settled exactly once.
+	require.NoError(t, l.TruncateTo(s2.base))
+	require.Eventually(t, func() bool { _, ok := got.get(s2.last); return ok }, 10*time.Second, time.Millisecond)
+	if err, _ := got.get(s2.last); err != nil {
+		require.ErrorIs(t, err, ErrOffsetOutOfRange)
+	}
+
+	// Close: covered waits succeed, later registrations get ErrClosed.
+	s3 := appendBatch(t, l, makeBatch(1, 10, 0, 2), 0)
+	l.NotifyDurable(s3.last, got.fn(s3.last))
+	require.NoError(t, l.Close())
+	err, ok = got.get(s3.last)
+	require.True(t, ok)
+	require.NoError(t, err, "the final fsync of Close covers it")
+	l.NotifyDurable(s3.last+1, got.fn(s3.last+1))
+	err, _ = got.get(s3.last + 1)
+	require.ErrorIs(t, err, ErrClosed)
+	require.Equal(t, 6, got.count(), "each callback ran exactly once")
+}
+
+// TestNotifyDurableFailure: a failed log settles every waiter with the
+// failure.
+func TestNotifyDurableFailure(t *testing.T) {
+	l := openLog(t, t.TempDir(), testOptions(nil))
+	var got notified
+	l.syncMu.Lock()
+	s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+	l.NotifyDurable(s.last, got.fn(s.last))
+	_ = l.fail(errors.New("injected fsync failure"))
+	l.syncMu.Unlock()
+	err, ok := got.get(s.last)
+	require.True(t, ok)
+	require.ErrorIs(t, err, ErrFailed)
+}
+
+// TestGroupCommitWindow: with a window, appends that arrive while a round
+// was just made share the next one; the window never delays Close.
+func TestGroupCommitWindow(t *testing.T) {
+	opts := testOptions(nil)
+	opts.GroupCommitWindow = 200 * time.Millisecond
+	l := openLog(t, t.TempDir(), opts)
+	ctx := context.Background()
+
+	s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+	start := time.Now()
+	require.NoError(t, l.WaitDurable(ctx, s.last))
+	require.Less(t, time.Since(start), opts.GroupCommitWindow, "the first round does not wait")
+	rounds := l.Stats().Fsyncs
+
+	// Three appends right after a round: one more round covers them all,
+	// and only once the window has passed.
+	var last int64
+	for i := range 3 {
+		last = appendBatch(t, l, makeBatch(1, 10, 0, i+1), 0).last
+	}
+	require.NoError(t, l.WaitDurable(ctx, last))
+	require.GreaterOrEqual(t, time.Since(start), opts.GroupCommitWindow)
+	require.Equal(t, rounds+1, l.Stats().Fsyncs)
+
+	// Close does its final round at once.
+	s = appendBatch(t, l, makeBatch(1, 10, 0, 9), 0)
+	var got notified
+	l.NotifyDurable(s.last, got.fn(s.last))
+	start = time.Now()
+	require.NoError(t, l.Close())
+	require.Less(t, time.Since(start), opts.GroupCommitWindow)
+	err, ok := got.get(s.last)
+	require.True(t, ok)
+	require.NoError(t, err)
+
+	bad := testOptions(nil)
+	bad.GroupCommitWindow = -time.Millisecond
+	require.ErrorIs(t, bad.Validate(), ErrInvalidOptions)
+}

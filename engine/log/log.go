@@ -38,7 +38,6 @@
 package log
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -112,6 +111,14 @@ type Options struct {
 	// FlushInterval and let the high watermark follow the log end.
 	FlushAlways   bool
 	FlushInterval time.Duration
+	// GroupCommitWindow is the shortest time between the starts of two
+	// fsync rounds under FlushAlways: appends arriving sooner wait for the
+	// window to pass and share the next round. Zero (no window) starts a
+	// round as soon as the previous one ends. At moderate rates a short
+	// window costs each append at most its length in latency and saves most
+	// of the fsyncs; when rounds take longer than the window (heavy load) or
+	// appends are further apart (light load) it changes nothing.
+	GroupCommitWindow time.Duration
 	// Logger is fixed at Open; SetOptions ignores a different one.
 	Logger *slog.Logger
 	// Now is the clock for segment age and retention; injectable for tests.
@@ -166,6 +173,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: MaxMessageBytes %d must be positive", ErrInvalidOptions, o.MaxMessageBytes)
 	case o.FlushInterval <= 0:
 		return fmt.Errorf("%w: FlushInterval %v must be positive", ErrInvalidOptions, o.FlushInterval)
+	case o.GroupCommitWindow < 0:
+		return fmt.Errorf("%w: GroupCommitWindow %v must not be negative", ErrInvalidOptions, o.GroupCommitWindow)
 	case o.Logger == nil:
 		return fmt.Errorf("%w: Logger is nil", ErrInvalidOptions)
 	case o.Now == nil:
@@ -229,8 +238,8 @@ type Log struct {
 	failMu  sync.Mutex
 	failErr error
 
-	changed broadcaster // high watermark advanced, truncation, close
-	synced  broadcaster // durable mark advanced, failure, close
+	changed broadcaster    // high watermark advanced, truncation, close
+	waiters durableWaiters // NotifyDurable callbacks; settled by the flusher
 
 	kick chan struct{}
 	stop chan struct{}
@@ -406,7 +415,7 @@ func (l *Log) SetOptions(opts Options) error {
 	l.opts.Store(&opts) // the logger stays the one given to Open
 	if !opts.FlushAlways {
 		l.raiseHW(l.leo.Load())
-		l.synced.fire()
+		l.settleWaiters()
 	}
 	l.kickFlusher() // re-arms the interval timer
 	return nil
@@ -446,7 +455,7 @@ func (l *Log) fail(err error) error {
 	l.failMu.Unlock()
 	if first {
 		l.logger.Error("log offline after I/O error", "err", err)
-		l.synced.fire()
+		l.settleWaiters()
 		l.changed.fire()
 	}
 	return ferr
@@ -502,9 +511,10 @@ func (l *Log) releaseLocked() {
 	releaseAll(segs)
 }
 
-// finishWaiters wakes every durability and change waiter for good.
+// finishWaiters settles every durability waiter and wakes every change
+// waiter for good.
 func (l *Log) finishWaiters() {
-	l.synced.finish()
+	l.closeWaiters()
 	l.changed.finish()
 }
 
@@ -567,40 +577,6 @@ func (l *Log) Delete() error {
 	return nil
 }
 
-// WaitDurable blocks until every offset up to and including offset is
-// fsynced. Concurrent waiters share fsyncs (group commit). Without
-// FlushAlways it returns immediately. It fails with ErrOffsetOutOfRange if
-// offset was never appended (or was truncated away), ErrClosed if the log
-// closes first, the failure if the log goes offline, or ctx's error.
-func (l *Log) WaitDurable(ctx context.Context, offset int64) error {
-	if !l.opts.Load().FlushAlways {
-		return nil
-	}
-	for {
-		ch := l.synced.wait()
-		if l.durable.Load() > offset {
-			return nil
-		}
-		if err := l.failure(); err != nil {
-			return err
-		}
-		if l.synced.finished() {
-			return ErrClosed
-		}
-		if leo := l.leo.Load(); offset >= leo {
-			return fmt.Errorf("%w: wait for offset %d, log end is %d", ErrOffsetOutOfRange, offset, leo)
-		}
-		// While Close is in progress its final fsync may still cover offset;
-		// ch is closed when Close finishes.
-		l.kickFlusher()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 func (l *Log) kickFlusher() {
 	select {
 	case l.kick <- struct{}{}:
@@ -610,15 +586,19 @@ func (l *Log) kickFlusher() {
 
 // runFlusher is the per-Log flusher goroutine: an fsync round on every kick
 // (FlushAlways: after each append and for each waiter) and, with an interval
-// policy, on a ticker. Appends that land while a round is in progress are
-// covered by the next one, which is how many producers share one fsync.
+// policy, on a ticker. Appends that land while a round is in progress, or
+// while it waits out the group-commit window, are covered by the next round,
+// which is how many producers share one fsync.
 func (l *Log) runFlusher() {
 	defer close(l.done)
 	var (
-		ticker   *time.Ticker
-		tickC    <-chan time.Time
-		interval time.Duration
+		ticker    *time.Ticker
+		tickC     <-chan time.Time
+		interval  time.Duration
+		window    = time.NewTimer(time.Hour)
+		lastRound time.Time
 	)
+	window.Stop()
 	arm := func() {
 		o := l.opts.Load()
 		if o.FlushAlways {
@@ -641,6 +621,7 @@ func (l *Log) runFlusher() {
 		if ticker != nil {
 			ticker.Stop()
 		}
+		window.Stop()
 	}()
 	for {
 		arm()
@@ -653,7 +634,24 @@ func (l *Log) runFlusher() {
 		if l.failure() != nil {
 			continue
 		}
+		// A kick left over from appends the last round already covered
+		// has nothing to wait for.
+		pending := l.durable.Load() < l.leo.Load()
+		if o := l.opts.Load(); pending && o.FlushAlways && o.GroupCommitWindow > 0 {
+			if wait := o.GroupCommitWindow - time.Since(lastRound); wait > 0 {
+				window.Reset(wait)
+				select {
+				case <-l.stop:
+					return // Close does the final round itself
+				case <-window.C:
+				}
+			}
+		}
+		start, rounds := time.Now(), l.fsyncs.Load()
 		_ = l.flushOnce() // failures are sticky and logged by fail
+		if l.fsyncs.Load() != rounds {
+			lastRound = start
+		}
 	}
 }
 
@@ -729,6 +727,6 @@ func (l *Log) flushOnce() error {
 	if l.opts.Load().FlushAlways {
 		l.raiseHW(target)
 	}
-	l.synced.fire()
+	l.settleWaiters()
 	return nil
 }

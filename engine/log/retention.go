@@ -162,6 +162,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.fail(err)
 	}
 	l.changed.fire()
+	l.settleWaiters() // waits for truncated offsets fail now
 	return nil
 }
 
@@ -316,6 +317,7 @@ func (l *Log) resetLocked(offset int64) error {
 	l.durable.Store(offset)
 	l.dirDirty = false
 	l.changed.fire()
+	l.settleWaiters() // waits for truncated offsets fail now
 	l.logger.Info("log restarted empty", "offset", offset)
 	return nil
 }

@@ -25,7 +25,9 @@ type request struct {
 	clientID     string
 	kreq         kmsg.Request // nil when the key or version is unsupported
 	received     time.Time
-	size         int64 // frame bytes held against the server's request budget
+	size         int64  // frame bytes held against the server's request budget
+	entry        *entry // its place in the connection's reply order
+	later        bool   // the handler arranged to answer from a callback (answerLater)
 }
 
 // reply is what the write loop sends for one request, in order. A reply
@@ -37,10 +39,6 @@ type reply struct {
 	fatal error  // close the connection after writing what came before
 }
 
-// slot is the place in the response order reserved for one request; the
-// handler (or its parked continuation) fills it exactly once.
-type slot chan reply
-
 type conn struct {
 	s    *Server
 	nc   net.Conn
@@ -48,13 +46,13 @@ type conn struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	slots  chan slot
+	out    *outbox
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
 	return &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
-		slots: make(chan slot, s.opts.MaxInFlight)}
+		out: newOutbox(s.opts.MaxInFlight)}
 }
 
 func (c *conn) serve() {
@@ -71,7 +69,7 @@ func (c *conn) serve() {
 		// instead of letting it run to its deadline.
 		c.cancel()
 	}
-	close(c.slots)
+	c.out.close()
 	<-done
 	c.cancel()
 	if c.draining() {
@@ -149,13 +147,11 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		req.size = int64(size)
-		sl := make(slot, 1)
-		select {
-		case c.slots <- sl:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
+		if req.entry, err = c.out.reserve(c.ctx); err != nil {
+			c.s.budget.Release(req.size)
+			return err
 		}
-		c.dispatch(req, sl)
+		c.dispatch(req)
 		if c.ctx.Err() != nil || c.draining() {
 			return nil
 		}
@@ -217,77 +213,82 @@ func readFrom(kreq kmsg.Request, src []byte) (err error) {
 	return kreq.ReadFrom(src)
 }
 
-// writeLoop writes replies in slot order. It buffers while the next reply
-// is already available and flushes whenever it would otherwise block, so a
-// parked long-poll never holds back the replies written before it.
+// writeLoop writes replies in request order. It takes every reply that is
+// ready at the front of the outbox, writes them in one go and flushes before
+// it waits again, so a parked long-poll never holds back the replies written
+// before it.
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	var buf []byte
-	broken := false
+	var (
+		buf     []byte
+		replies []reply
+		broken  bool
+	)
 	fail := func() {
 		broken = true
 		c.cancel()
 		c.nc.Close()
 	}
-	flush := func() {
+	for {
+		var finished bool
+		replies, finished = c.out.take(replies[:0])
+		for _, rp := range replies {
+			if broken {
+				continue // drain so the read loop can finish
+			}
+			if rp.fatal != nil {
+				c.s.log.Warn("closing connection", "peer", c.peer, "api", kmsg.NameForKey(rp.req.key), "reason", rp.fatal)
+				_ = bw.Flush()
+				fail()
+				continue
+			}
+			buf = c.writeReply(bw, buf, rp)
+		}
+		clear(replies) // do not pin answered responses while waiting
 		if !broken && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
 				fail()
 			}
 		}
-	}
-	for {
-		if len(c.slots) == 0 {
-			flush()
-		}
-		sl, ok := <-c.slots
-		if !ok {
-			flush()
+		switch {
+		case finished || (broken && c.out.isClosed()):
 			return
+		case broken:
+			<-c.out.ready // drain until the read loop closes the outbox
+			continue
 		}
-		if broken {
-			continue // drain so the read loop can finish
-		}
-		var rp reply
 		select {
-		case rp = <-sl:
-		default:
-			flush()
-			select {
-			case rp = <-sl:
-			case <-c.ctx.Done():
-				fail()
-				continue
-			}
-		}
-		if rp.fatal != nil {
-			c.s.log.Warn("closing connection", "peer", c.peer, "api", kmsg.NameForKey(rp.req.key), "reason", rp.fatal)
-			flush()
+		case <-c.out.ready:
+		case <-c.ctx.Done():
+			// The connection is being torn down: replies still owed are
+			// dropped (the peer is gone or the server is closing).
 			fail()
-			continue
-		}
-		c.s.metrics.observe(rp.req, rp.resp)
-		if rp.resp == nil && rp.raw == nil {
-			continue // acks=0 produce: no response
-		}
-		if hint := encodedSizeHint(rp.resp) + 16; cap(buf) < hint {
-			buf = getWriteBuf(hint)
-		}
-		buf = encodeReply(buf[:0], rp)
-		if f, ok := rp.resp.(*kmsg.FetchResponse); ok {
-			c.s.metrics.countFetch(f)
-			recycleFetch(f)
-		}
-		if _, err := bw.Write(buf); err != nil {
-			fail()
-			continue
-		}
-		if cap(buf) > 1<<20 {
-			// Do not pin a large fetch buffer on an idle connection; share it.
-			putWriteBuf(buf)
-			buf = nil
 		}
 	}
+}
+
+// writeReply encodes rp into bw (reusing buf) and returns the buffer to keep
+// for the next reply.
+func (c *conn) writeReply(bw *bufio.Writer, buf []byte, rp reply) []byte {
+	c.s.metrics.observe(rp.req, rp.resp)
+	if rp.resp == nil && rp.raw == nil {
+		return buf // acks=0 produce: no response
+	}
+	if hint := encodedSizeHint(rp.resp) + 16; cap(buf) < hint {
+		buf = getWriteBuf(hint)
+	}
+	buf = encodeReply(buf[:0], rp)
+	if f, ok := rp.resp.(*kmsg.FetchResponse); ok {
+		c.s.metrics.countFetch(f)
+		recycleFetch(f)
+	}
+	_, _ = bw.Write(buf) // a write error sticks in bw; the flush reports it
+	if cap(buf) > 1<<20 {
+		// Do not pin a large fetch buffer on an idle connection; share it.
+		putWriteBuf(buf)
+		return nil
+	}
+	return buf
 }
 
 func encodeReply(buf []byte, rp reply) []byte {

@@ -76,24 +76,24 @@ func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	return keys
 }
 
-// dispatch runs one request and arranges for its reply to fill sl. A
-// handler panic is a bug, but it must cost only the connection it came on:
-// it is logged with its stack and the connection is closed.
-func (c *conn) dispatch(r *request, sl slot) {
+// dispatch runs one request and arranges for its reply to fill its entry in
+// the outbox. A handler panic is a bug, but it must cost only the connection
+// it came on: it is logged with its stack and the connection is closed.
+func (c *conn) dispatch(r *request) {
 	if r.kreq == nil {
 		c.s.budget.Release(r.size)
-		sl <- c.unsupported(r)
+		c.out.fill(r.entry, c.unsupported(r))
 		return
 	}
 	var (
 		resp kmsg.Response
 		park func() kmsg.Response
 	)
-	ok := c.guard(r, sl, func() { resp, park = apis[r.key].handle(c, r) })
+	ok := c.guard(r, func() { resp, park = apis[r.key].handle(c, r) })
 	if !ok || park == nil {
 		c.s.budget.Release(r.size)
-		if ok {
-			sl <- reply{req: r, resp: resp}
+		if ok && !r.later {
+			c.out.fill(r.entry, reply{req: r, resp: resp})
 		}
 		return
 	}
@@ -103,17 +103,33 @@ func (c *conn) dispatch(r *request, sl slot) {
 		defer c.s.parked.Done()
 		defer c.s.parkedN.Add(-1)
 		defer c.s.budget.Release(r.size) // the decoded request lives until park returns
-		c.guard(r, sl, func() { sl <- reply{req: r, resp: park()} })
+		c.guard(r, func() { c.out.fill(r.entry, reply{req: r, resp: park()}) })
 	}()
 }
 
-// guard runs fn, turning a panic into a fatal reply in sl. It reports
+// answerLater lets a handler answer from a callback rather than by returning
+// the response or parking a goroutine: the handler returns (nil, nil) and
+// the returned function, called exactly once from anywhere, fills the
+// request's place in the reply order. Until then the request counts as
+// parked, so graceful shutdown waits for it.
+func (c *conn) answerLater(r *request) func(kmsg.Response) {
+	r.later = true
+	c.s.parked.Add(1)
+	c.s.parkedN.Add(1)
+	return func(resp kmsg.Response) {
+		c.out.fill(r.entry, reply{req: r, resp: resp})
+		c.s.parkedN.Add(-1)
+		c.s.parked.Done()
+	}
+}
+
+// guard runs fn, turning a panic into a fatal reply for r. It reports
 // whether fn completed.
-func (c *conn) guard(r *request, sl slot, fn func()) (ok bool) {
+func (c *conn) guard(r *request, fn func()) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("handler panic", "peer", c.peer, "api", kmsg.NameForKey(r.key), "panic", p, "stack", string(debug.Stack()))
-			sl <- reply{req: r, fatal: fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.key))}
+			c.out.fill(r.entry, reply{req: r, fatal: fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.key))})
 			ok = false
 		}
 	}()

@@ -1,9 +1,9 @@
 package kafka
 
 import (
-	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -84,17 +84,79 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	return nil, func() kmsg.Response {
-		ctx, cancel := context.WithTimeout(c.ctx, timeout)
-		defer cancel()
-		for _, w := range waits {
-			if err := w.part.WaitDurable(ctx, w.res); err != nil {
-				w.out.ErrorCode = c.errCode(err)
-				w.out.BaseOffset = -1
-			}
-		}
-		return resp
+	// The flusher settles each partition's wait right after its fsync, and
+	// the last one answers: no goroutine waits per request.
+	pw := &produceWait{c: c, resp: resp, answer: c.answerLater(r), outs: make([]*kmsg.ProduceResponseTopicPartition, len(waits))}
+	pw.remaining = len(waits)
+	for i, w := range waits {
+		pw.outs[i] = w.out
 	}
+	pw.mu.Lock() // callbacks may run before every wait is registered
+	pw.timer = time.AfterFunc(timeout, pw.expire)
+	pw.mu.Unlock()
+	for i, w := range waits {
+		w.part.NotifyDurable(w.res, func(err error) { pw.settle(i, err) })
+	}
+	return nil, nil
+}
+
+// produceWait is an acks=-1/1 produce request waiting for its partitions'
+// appends to become durable. Callbacks and the timeout race to finish it;
+// once finished, the response belongs to the write loop and is not touched.
+type produceWait struct {
+	c      *conn
+	resp   *kmsg.ProduceResponse
+	answer func(kmsg.Response)
+
+	mu        sync.Mutex
+	outs      []*kmsg.ProduceResponseTopicPartition // the waiting partitions; nil once settled
+	remaining int
+	finished  bool
+	timer     *time.Timer
+}
+
+// settle records the outcome of partition i's durability wait and answers
+// when it was the last.
+func (w *produceWait) settle(i int, err error) {
+	w.mu.Lock()
+	if w.finished || w.outs[i] == nil {
+		w.mu.Unlock()
+		return
+	}
+	if err != nil {
+		w.outs[i].ErrorCode = w.c.errCode(err)
+		w.outs[i].BaseOffset = -1
+	}
+	w.outs[i] = nil
+	w.remaining--
+	done := w.remaining == 0
+	w.finished = done
+	w.mu.Unlock()
+	if done {
+		w.timer.Stop()
+		w.answer(w.resp)
+	}
+}
+
+// expire answers REQUEST_TIMED_OUT for the partitions still waiting when the
+// request's timeout passes (their appends stay, as in Kafka: the client
+// retries and idempotence dedups).
+func (w *produceWait) expire() {
+	w.mu.Lock()
+	if w.finished {
+		w.mu.Unlock()
+		return
+	}
+	for i, out := range w.outs {
+		if out != nil {
+			out.ErrorCode = kerr.RequestTimedOut.Code
+			out.BaseOffset = -1
+			w.outs[i] = nil
+		}
+	}
+	w.finished = true
+	w.mu.Unlock()
+	w.answer(w.resp)
 }
 
 func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16) kmsg.Response {

@@ -24,8 +24,15 @@ import (
 // Kafka front end, wired as main.go wires them.
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()
+	return startServerWith(t, opts, broker.Options{})
+}
+
+// startServerWith is startServer with broker options (DataDir is set here).
+func startServerWith(t *testing.T, opts Options, bopts broker.Options) *Server {
+	t.Helper()
 	dir := t.TempDir()
-	b, err := broker.Open(broker.Options{DataDir: dir})
+	bopts.DataDir = dir
+	b, err := broker.Open(bopts)
 	require.NoError(t, err)
 	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
 	require.NoError(t, err)
@@ -203,20 +210,25 @@ func TestAutoCreateIsOffByDefault(t *testing.T) {
 	require.Len(t, mr.Topics[0].Partitions, 3)
 }
 
+// produceRequest is a v9 produce of records to partition 0 of topic.
+func produceRequest(topic string, acks int16, timeout time.Duration, records []byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, acks, int32(timeout.Milliseconds())
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = records
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
 func TestProduceErrors(t *testing.T) {
 	s := startServer(t, Options{})
 	createTopic(t, s, "p", 1)
 	rc := dialRaw(t, s)
 	produce := func(acks int16, topic string, records []byte) *kmsg.ProduceResponse {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = 9, acks, 5000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = topic
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Records = records
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
-		rc.send(req)
+		rc.send(produceRequest(topic, acks, 5*time.Second, records))
 		resp := kmsg.NewPtrProduceResponse()
 		resp.Version = 9
 		rc.recv(resp)
@@ -228,6 +240,39 @@ func TestProduceErrors(t *testing.T) {
 	require.Equal(t, kerr.UnsupportedForMessageFormat.Code, produce(-1, "p", make([]byte, 70)).Topics[0].Partitions[0].ErrorCode)
 	require.Equal(t, kerr.UnknownTopicOrPartition.Code, produce(1, "missing", []byte{1}).Topics[0].Partitions[0].ErrorCode)
 	require.Equal(t, kerr.InvalidRequiredAcks.Code, produce(2, "p", []byte{1}).Topics[0].Partitions[0].ErrorCode)
+}
+
+// TestProduceTimesOutWaitingForDurability: an acks=all produce whose fsync
+// does not come within its timeout gets REQUEST_TIMED_OUT, in order with the
+// replies around it; its append stays in the log, as in Kafka.
+func TestProduceTimesOutWaitingForDurability(t *testing.T) {
+	// A long group-commit window holds the second fsync back.
+	s := startServerWith(t, Options{}, broker.Options{GroupCommitWindow: 3 * time.Second})
+	createTopic(t, s, "slow", 1)
+	rc := dialRaw(t, s)
+	produce := func(timeout time.Duration) int32 {
+		records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
+		return rc.send(produceRequest("slow", -1, timeout, records))
+	}
+	recv := func(corr int32) kmsg.ProduceResponseTopicPartition {
+		resp := kmsg.NewPtrProduceResponse()
+		resp.Version = 9
+		require.Equal(t, corr, rc.recv(resp))
+		return resp.Topics[0].Partitions[0]
+	}
+
+	first := recv(produce(10 * time.Second)) // the first round does not wait
+	require.Zero(t, first.ErrorCode)
+	require.Equal(t, int64(0), first.BaseOffset)
+
+	start := time.Now()
+	late, patient := produce(50*time.Millisecond), produce(10*time.Second)
+	timedOut := recv(late)
+	require.Equal(t, kerr.RequestTimedOut.Code, timedOut.ErrorCode)
+	require.Less(t, time.Since(start), 2*time.Second, "answered at its timeout, not at the fsync")
+	ok := recv(patient)
+	require.Zero(t, ok.ErrorCode)
+	require.Equal(t, int64(2), ok.BaseOffset, "the timed-out append stays")
 }
 
 func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
