@@ -296,3 +296,22 @@ func TestGroupCommitWindow(t *testing.T) {
 	bad.GroupCommitWindow = -time.Millisecond
 	require.ErrorIs(t, bad.Validate(), ErrInvalidOptions)
 }
+
+// TestNotifyDurableRestartedLog: waits for appends that a restart of the log
+// deletes before their fsync fail, although the restarted log's durable mark
+// is above them.
+func TestNotifyDurableRestartedLog(t *testing.T) {
+	opts := testOptions(nil)
+	opts.GroupCommitWindow = time.Hour // holds the second round off
+	l := openLog(t, t.TempDir(), opts)
+	s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+	require.NoError(t, l.WaitDurable(context.Background(), s.last))
+
+	var got notified
+	s2 := appendBatch(t, l, makeBatch(1, 10, 0, 1), 0)
+	l.NotifyDurable(s2.last, got.fn(s2.last))
+	require.NoError(t, l.TruncateFullyAndStartAt(s2.last+10))
+	err, ok := got.get(s2.last)
+	require.True(t, ok)
+	require.ErrorIs(t, err, ErrOffsetOutOfRange)
+}

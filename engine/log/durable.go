@@ -103,6 +103,18 @@ func (l *Log) settleWaiters() {
 	}
 }
 
+// resetWaiters runs reset (which moves the log's marks) and removes every
+// waiter, atomically with respect to registrations, and returns the removed
+// waiters for the caller to settle.
+func (l *Log) resetWaiters(reset func()) []durableWaiter {
+	l.waiters.mu.Lock()
+	defer l.waiters.mu.Unlock()
+	reset()
+	dropped := l.waiters.list
+	l.waiters.list = nil
+	return dropped
+}
+
 // closeWaiters settles every remaining waiter for good at Close: what the
 // final fsync covered succeeded, the rest gets ErrClosed, and so does any
 // later registration.

@@ -311,13 +311,19 @@ func (l *Log) resetLocked(offset int64) error {
 	if err != nil {
 		return l.fail(fmt.Errorf("restart log at %d: %w", offset, err))
 	}
-	l.logStart.Store(offset)
-	l.leo.Store(offset)
-	l.hw.Store(offset)
-	l.durable.Store(offset)
+	// Everything still waiting for an fsync was deleted unsynced: those
+	// waits fail, even though the new durable mark is above them.
+	dropped := l.resetWaiters(func() {
+		l.logStart.Store(offset)
+		l.leo.Store(offset)
+		l.hw.Store(offset)
+		l.durable.Store(offset)
+	})
 	l.dirDirty = false
 	l.changed.fire()
-	l.settleWaiters() // waits for truncated offsets fail now
+	for _, w := range dropped {
+		w.fn(fmt.Errorf("%w: offset %d was deleted before it was fsynced (log restarted at %d)", ErrOffsetOutOfRange, w.offset, offset))
+	}
 	l.logger.Info("log restarted empty", "offset", offset)
 	return nil
 }

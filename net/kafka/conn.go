@@ -244,12 +244,13 @@ func (c *conn) writeLoop() {
 			}
 			buf = c.writeReply(bw, buf, rp)
 		}
-		clear(replies) // do not pin answered responses while waiting
 		if !broken && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
 				fail()
 			}
 		}
+		c.out.done(len(replies))
+		clear(replies) // do not pin answered responses while waiting
 		switch {
 		case finished || (broken && c.out.isClosed()):
 			return

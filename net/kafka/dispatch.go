@@ -91,8 +91,11 @@ func (c *conn) dispatch(r *request) {
 	)
 	ok := c.guard(r, func() { resp, park = apis[r.key].handle(c, r) })
 	if !ok || park == nil {
+		if r.later {
+			return // the answer function fills the entry and releases the budget
+		}
 		c.s.budget.Release(r.size)
-		if ok && !r.later {
+		if ok {
 			c.out.fill(r.entry, reply{req: r, resp: resp})
 		}
 		return
@@ -109,15 +112,18 @@ func (c *conn) dispatch(r *request) {
 
 // answerLater lets a handler answer from a callback rather than by returning
 // the response or parking a goroutine: the handler returns (nil, nil) and
-// the returned function, called exactly once from anywhere, fills the
-// request's place in the reply order. Until then the request counts as
-// parked, so graceful shutdown waits for it.
+// the returned function, which must be called exactly once, from anywhere,
+// fills the request's place in the reply order. Until then the request
+// counts as parked (graceful shutdown waits for it) and its frame stays
+// charged to the request memory budget (its records may still be
+// referenced).
 func (c *conn) answerLater(r *request) func(kmsg.Response) {
 	r.later = true
 	c.s.parked.Add(1)
 	c.s.parkedN.Add(1)
 	return func(resp kmsg.Response) {
 		c.out.fill(r.entry, reply{req: r, resp: resp})
+		c.s.budget.Release(r.size)
 		c.s.parkedN.Add(-1)
 		c.s.parked.Done()
 	}
@@ -129,7 +135,12 @@ func (c *conn) guard(r *request, fn func()) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.s.log.Error("handler panic", "peer", c.peer, "api", kmsg.NameForKey(r.key), "panic", p, "stack", string(debug.Stack()))
-			c.out.fill(r.entry, reply{req: r, fatal: fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.key))})
+			if !c.out.fill(r.entry, reply{req: r, fatal: fmt.Errorf("internal error handling %s", kmsg.NameForKey(r.key))}) {
+				// Already answered (from a callback) before the panic: the
+				// fatal reply cannot take its place, so close directly.
+				c.cancel()
+				c.nc.Close()
+			}
 			ok = false
 		}
 	}()

@@ -81,7 +81,8 @@ func (o *outbox) wake() {
 }
 
 // take moves the filled replies at the front into dst and returns it, and
-// reports whether the outbox is closed and has nothing left at all.
+// reports whether the outbox is closed and has nothing left at all. The
+// caller hands the count back with done once it has written them.
 func (o *outbox) take(dst []reply) ([]reply, bool) {
 	o.mu.Lock()
 	n := 0
@@ -96,10 +97,16 @@ func (o *outbox) take(dst []reply) ([]reply, bool) {
 	o.queue = o.queue[:rest]
 	finished := o.closed && len(o.queue) == 0
 	o.mu.Unlock()
+	return dst, finished
+}
+
+// done gives back the places of n taken replies once they are written, so
+// the read loop can reserve again: replies in the writer's hands still count
+// against the in-flight bound.
+func (o *outbox) done(n int) {
 	for range n {
 		<-o.tokens
 	}
-	return dst, finished
 }
 
 // isClosed reports whether the read loop has stopped reserving.

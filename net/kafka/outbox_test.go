@@ -88,9 +88,15 @@ func TestOutboxInFlightBound(t *testing.T) {
 	got, _ := o.take(nil)
 	require.Len(t, got, 1)
 	select {
+	case <-reserved:
+		t.Fatal("a taken reply still counts until it is written")
+	case <-time.After(20 * time.Millisecond):
+	}
+	o.done(len(got))
+	select {
 	case err := <-reserved:
-		require.NoError(t, err, "taking a reply frees its place")
+		require.NoError(t, err, "writing a reply frees its place")
 	case <-time.After(10 * time.Second):
-		t.Fatal("reserve still blocked after a reply was taken")
+		t.Fatal("reserve still blocked after a reply was written")
 	}
 }

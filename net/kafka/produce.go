@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -86,13 +87,18 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	}
 	// The flusher settles each partition's wait right after its fsync, and
 	// the last one answers: no goroutine waits per request.
-	pw := &produceWait{c: c, resp: resp, answer: c.answerLater(r), outs: make([]*kmsg.ProduceResponseTopicPartition, len(waits))}
+	pw := &produceWait{resp: resp, errCode: c.errCode, outs: make([]*kmsg.ProduceResponseTopicPartition, len(waits))}
 	pw.remaining = len(waits)
 	for i, w := range waits {
 		pw.outs[i] = w.out
 	}
 	pw.mu.Lock() // callbacks may run before every wait is registered
+	pw.answer = c.answerLater(r)
 	pw.timer = time.AfterFunc(timeout, pw.expire)
+	// A connection torn down (peer gone, server closing) stops waiting at
+	// once; nobody reads that answer, but the request stops counting as in
+	// flight, so Close need not wait for the disk.
+	pw.stopAbandon = context.AfterFunc(c.ctx, pw.expire)
 	pw.mu.Unlock()
 	for i, w := range waits {
 		w.part.NotifyDurable(w.res, func(err error) { pw.settle(i, err) })
@@ -104,15 +110,24 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 // appends to become durable. Callbacks and the timeout race to finish it;
 // once finished, the response belongs to the write loop and is not touched.
 type produceWait struct {
-	c      *conn
-	resp   *kmsg.ProduceResponse
-	answer func(kmsg.Response)
+	resp    *kmsg.ProduceResponse
+	errCode func(error) int16
 
-	mu        sync.Mutex
-	outs      []*kmsg.ProduceResponseTopicPartition // the waiting partitions; nil once settled
-	remaining int
-	finished  bool
-	timer     *time.Timer
+	mu          sync.Mutex
+	outs        []*kmsg.ProduceResponseTopicPartition // the waiting partitions; nil once settled
+	remaining   int
+	finished    bool
+	answer      func(kmsg.Response)
+	timer       *time.Timer
+	stopAbandon func() bool
+}
+
+// finish stops the timer and the abandon hook and answers. Called once, by
+// whoever set finished.
+func (w *produceWait) finish() {
+	w.timer.Stop()
+	w.stopAbandon()
+	w.answer(w.resp)
 }
 
 // settle records the outcome of partition i's durability wait and answers
@@ -124,7 +139,7 @@ func (w *produceWait) settle(i int, err error) {
 		return
 	}
 	if err != nil {
-		w.outs[i].ErrorCode = w.c.errCode(err)
+		w.outs[i].ErrorCode = w.errCode(err)
 		w.outs[i].BaseOffset = -1
 	}
 	w.outs[i] = nil
@@ -133,8 +148,7 @@ func (w *produceWait) settle(i int, err error) {
 	w.finished = done
 	w.mu.Unlock()
 	if done {
-		w.timer.Stop()
-		w.answer(w.resp)
+		w.finish()
 	}
 }
 
@@ -156,7 +170,7 @@ func (w *produceWait) expire() {
 	}
 	w.finished = true
 	w.mu.Unlock()
-	w.answer(w.resp)
+	w.finish()
 }
 
 func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16) kmsg.Response {

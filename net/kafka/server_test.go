@@ -275,6 +275,28 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 	require.Equal(t, int64(2), ok.BaseOffset, "the timed-out append stays")
 }
 
+// TestShutdownDeadlineCutsDurabilityWaits: a shutdown that runs out of time
+// does not wait for fsyncs that have not come yet.
+func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
+	s := startServerWith(t, Options{}, broker.Options{GroupCommitWindow: time.Hour})
+	createTopic(t, s, "stuck", 1)
+	rc := dialRaw(t, s)
+	records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
+	rc.send(produceRequest("stuck", -1, time.Hour, records)) // the first round is immediate
+	resp := kmsg.NewPtrProduceResponse()
+	resp.Version = 9
+	rc.recv(resp)
+	rc.send(produceRequest("stuck", -1, time.Hour, records)) // this one waits an hour for its fsync
+	require.Eventually(t, func() bool { return s.parkedN.Load() == 1 }, 10*time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.ErrorIs(t, s.Shutdown(ctx), context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Zero(t, s.parkedN.Load())
+}
+
 func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
 	s := startServer(t, Options{})
 	createTopic(t, s, "s", 1)
