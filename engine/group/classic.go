@@ -750,6 +750,10 @@ func (g *Classic) removeMember(now time.Time, m *classicMember) {
 	switch g.state {
 	case StateStable, StateCompletingRebalance:
 		g.prepareRebalance(now)
+		// With nobody left the join phase is over at once and the group is
+		// Empty before the LeaveGroup is answered, as in Kafka, so an admin
+		// can delete it or reset its offsets right after its consumers close.
+		g.tryCompleteJoin(now)
 	case StatePreparingRebalance:
 		g.tryCompleteJoin(now)
 	}

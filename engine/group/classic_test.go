@@ -199,6 +199,7 @@ func TestClassicRebalanceOnJoinLeaveAndTimeouts(t *testing.T) {
 	ja = h.join(joinReq(a, "ma"))
 	require.True(t, ja.done, "a is the only member left")
 	require.Equal(t, a, ja.v.Leader)
+	require.Equal(t, StateCompletingRebalance, h.g.State())
 
 	// a never syncs: after the rebalance timeout it is removed and the
 	// group becomes empty.
@@ -447,4 +448,21 @@ func TestClassicSelectProtocol(t *testing.T) {
 		require.Equal(t, "range", j.v.Protocol, "the only protocol all support")
 	}
 	require.Equal(t, []byte("range"), j1.v.Members[0].Metadata)
+}
+
+// TestClassicLastLeaveEmptiesAtOnce: when the last member of a Stable group
+// leaves, the group is Empty by the time Leave returns (Kafka completes the
+// join phase of a memberless group immediately), so DeleteGroups or an
+// offset reset right after the consumer closes succeeds.
+func TestClassicLastLeaveEmptiesAtOnce(t *testing.T) {
+	h := newClassicHarness(t)
+	a, ja := h.newMember("ma")
+	h.advance(10 * time.Second)
+	gen := h.syncAll(map[string]*result[JoinResult]{a: ja})
+	require.Equal(t, StateStable, h.g.State())
+
+	require.NoError(t, h.g.Leave(h.now, LeaveMember{MemberID: a}))
+	require.Equal(t, StateEmpty, h.g.State())
+	require.Equal(t, 0, h.g.Len())
+	require.Greater(t, h.g.Generation(), gen)
 }

@@ -635,8 +635,8 @@ func TestGroupAdmin(t *testing.T) {
 
 	// A live group with two members (the maximum).
 	tr := newTracker()
-	startMember(t, eager, b.Addr, "adm", "live", "m1", tr)
-	startMember(t, eager, b.Addr, "adm", "live", "m2", tr)
+	m1 := startMember(t, eager, b.Addr, "adm", "live", "m1", tr)
+	m2 := startMember(t, eager, b.Addr, "adm", "live", "m2", tr)
 	waitConsumed(t, tr, "a", 40)
 	waitBalanced(t, adm, eager, "live", "adm", 2, 4)
 
@@ -728,6 +728,36 @@ func TestGroupAdmin(t *testing.T) {
 	dgs, err = adm.DescribeGroups(ctx, "simple")
 	require.NoError(t, err)
 	require.ErrorIs(t, dgs["simple"].Err, kerr.GroupIDNotFound)
+
+	// When the last member of a Stable group leaves, the group is Empty by
+	// the time LeaveGroup is answered, as in Kafka: deleting it right after
+	// works. A raw member makes the timing exact.
+	m1.close()
+	m2.close()
+	join.Group, join.MemberID = "solo", ""
+	jr, err = join.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.ErrorIs(t, kerr.ErrorForCode(jr.ErrorCode), kerr.MemberIDRequired)
+	join.MemberID = jr.MemberID
+	jr, err = join.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(jr.ErrorCode))
+	sync := kmsg.NewPtrSyncGroupRequest()
+	sync.Group, sync.MemberID, sync.Generation = "solo", jr.MemberID, jr.Generation
+	sync.GroupAssignment = []kmsg.SyncGroupRequestGroupAssignment{{MemberID: jr.MemberID, MemberAssignment: []byte{0, 0, 0, 0, 0, 0, 0, 0}}}
+	sr, err := sync.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(sr.ErrorCode))
+	leave := kmsg.NewPtrLeaveGroupRequest()
+	leave.Group = "solo"
+	leave.Members = []kmsg.LeaveGroupRequestMember{{MemberID: jr.MemberID}}
+	lr, err := leave.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(lr.ErrorCode))
+	require.Len(t, lr.Members, 1)
+	require.NoError(t, kerr.ErrorForCode(lr.Members[0].ErrorCode))
+	_, err = adm.DeleteGroup(ctx, "solo")
+	require.NoError(t, err, "the group is empty once its last member has left")
 }
 
 // TestGroupKcat drives librdkafka's balanced consumer (kcat -G): a first
