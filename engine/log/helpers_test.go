@@ -2,6 +2,7 @@ package log
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"io"
 	"log/slog"
@@ -89,6 +90,23 @@ func compress(b []byte) []byte {
 	binary.BigEndian.PutUint16(b[21:], attrs|uint16(batch.CompressionLZ4))
 	binary.BigEndian.PutUint32(b[17:], batch.Checksum(b[batch.CRCStart:]))
 	return b
+}
+
+// gzipBatch really compresses an uncompressed batch's records with gzip, as
+// a producer would, fixing the length, attributes and CRC.
+func gzipBatch(t *testing.T, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	_, err := w.Write(b[batch.HeaderSize:])
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	out := append(append([]byte(nil), b[:batch.HeaderSize]...), buf.Bytes()...)
+	binary.BigEndian.PutUint32(out[8:], uint32(len(out)-batch.LengthFieldEnd))
+	attrs := binary.BigEndian.Uint16(out[21:])
+	binary.BigEndian.PutUint16(out[21:], attrs|uint16(batch.CompressionGzip))
+	binary.BigEndian.PutUint32(out[17:], batch.Checksum(out[batch.CRCStart:]))
+	return out
 }
 
 // stored is what a test expects the log to hold.

@@ -237,15 +237,21 @@ func (l *Log) Batches(from int64, fn func(h batch.Header) bool) error {
 	return nil
 }
 
+// maxDecodedBatch bounds the decompressed size of one batch decoded by a
+// timestamp lookup (Kafka decompresses too; this keeps a hostile batch from
+// costing more than this much memory per lookup).
+const maxDecodedBatch = 64 << 20
+
 // OffsetForTimestamp returns the first offset whose record timestamp is >=
 // ts, and that timestamp, considering records from the log start up to the
 // high watermark (ListOffsets by timestamp). The time index narrows the scan
-// to one index interval. Uncompressed batches are decoded to find the exact
-// record; for a compressed batch the answer is the first offset of the batch
-// at or above the log start, with the batch's MaxTimestamp. With
-// LogAppendTime every record of a batch has its MaxTimestamp. ok is false
-// when no record qualifies. For read_committed, the caller also rejects an
-// offset at or above the last stable offset.
+// to one index interval. The batch found is decoded (decompressed if need
+// be) to find the exact record, as Kafka does; a compressed batch that does
+// not decode within maxDecodedBatch answers with its first offset at or
+// above the log start and its MaxTimestamp. With LogAppendTime every record
+// of a batch has its MaxTimestamp. ok is false when no record qualifies. For
+// read_committed, the caller also rejects an offset at or above the last
+// stable offset.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bool, err error) {
 	if l.isClosed.Load() {
 		return 0, 0, false, ErrClosed
@@ -295,14 +301,14 @@ func scanForTimestamp(sc *headerScanner, ts, start, hw int64) (offset, timestamp
 		if h.LastOffset() < start || h.MaxTimestamp < ts {
 			continue
 		}
-		if h.LogAppendTime() || h.Compression() != batch.CompressionNone {
+		if h.LogAppendTime() {
 			return max(h.BaseOffset, start), h.MaxTimestamp, true, false, nil
 		}
 		raw := make([]byte, h.Size())
 		if _, err := sc.s.f.ReadAt(raw, pos); err != nil {
 			return 0, 0, false, false, fmt.Errorf("read segment %s at %d: %w", sc.s.f.Name(), pos, err)
 		}
-		err = batch.Records(raw, func(r batch.Record) bool {
+		err = batch.DecodeRecords(raw, maxDecodedBatch, func(r batch.Record) bool {
 			o, t := h.RecordOffset(r), h.RecordTimestamp(r)
 			if o >= start && o < hw && t >= ts {
 				offset, timestamp, found = o, t, true
@@ -310,10 +316,15 @@ func scanForTimestamp(sc *headerScanner, ts, start, hw int64) (offset, timestamp
 			}
 			return true
 		})
-		if err != nil {
+		switch {
+		case err != nil && h.Compression() != batch.CompressionNone:
+			// Compressed payloads are not decoded on produce, so one that
+			// does not decode (or decodes too large) is the producer's: the
+			// batch as a whole answers, as before Kafka looked inside.
+			return max(h.BaseOffset, start), h.MaxTimestamp, true, false, nil
+		case err != nil:
 			return 0, 0, false, false, fmt.Errorf("%w: segment %s at %d: %v", ErrCorrupt, sc.s.f.Name(), pos, err)
-		}
-		if found {
+		case found:
 			return offset, timestamp, true, false, nil
 		}
 	}
@@ -322,8 +333,8 @@ func scanForTimestamp(sc *headerScanner, ts, start, hw int64) (offset, timestamp
 // MaxTimestamp returns the largest timestamp in the log and the offset of the
 // record carrying it (ListOffsets MAX_TIMESTAMP, KIP-734), or (-1, -1) for a
 // log without timestamps. Tracking is per batch; the exact record is found
-// by decoding the batch if it is uncompressed, otherwise the batch's base
-// offset is returned.
+// by decoding (decompressing) the batch; the batch's base offset is returned
+// when it cannot be decoded.
 func (l *Log) MaxTimestamp() (offset int64, timestamp int64) {
 	l.appendMu.Lock()
 	if l.closed {
@@ -354,7 +365,7 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64) {
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()
 	h, pos, _, found, err := best.findBatch(bestOff)
-	if err != nil || !found || h.BaseOffset != bestOff || h.LogAppendTime() || h.Compression() != batch.CompressionNone {
+	if err != nil || !found || h.BaseOffset != bestOff || h.LogAppendTime() {
 		return bestOff, bestTs
 	}
 	raw := make([]byte, h.Size())
@@ -362,7 +373,7 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64) {
 		return bestOff, bestTs
 	}
 	off := bestOff
-	_ = batch.Records(raw, func(r batch.Record) bool {
+	_ = batch.DecodeRecords(raw, maxDecodedBatch, func(r batch.Record) bool {
 		if h.RecordTimestamp(r) == bestTs {
 			off = h.RecordOffset(r)
 			return false

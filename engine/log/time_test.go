@@ -11,12 +11,12 @@ import (
 
 type timedBatch struct {
 	stored
-	kind int // 0 plain, 1 compressed, 2 LogAppendTime
+	kind int // 0 plain, 1 undecodable "compressed", 2 LogAppendTime, 3 really gzip-compressed
 }
 
 // modelOffsetForTimestamp is the brute-force answer: the first record (in
 // offset order, at or after start) whose timestamp is >= ts; batch-level for
-// compressed and LogAppendTime batches.
+// LogAppendTime batches and compressed ones that do not decode.
 func modelOffsetForTimestamp(t *testing.T, bs []timedBatch, ts, start int64) (int64, int64, bool) {
 	for _, b := range bs {
 		h, err := batch.ParseHeader(b.bytes)
@@ -24,12 +24,12 @@ func modelOffsetForTimestamp(t *testing.T, bs []timedBatch, ts, start int64) (in
 		if b.last < start || h.MaxTimestamp < ts {
 			continue
 		}
-		if b.kind != 0 {
+		if b.kind == 1 || b.kind == 2 {
 			return max(b.base, start), h.MaxTimestamp, true
 		}
 		var off, rts int64
 		found := false
-		require.NoError(t, batch.Records(b.bytes, func(r batch.Record) bool {
+		require.NoError(t, batch.DecodeRecords(b.bytes, 1<<20, func(r batch.Record) bool {
 			if o, rt := h.RecordOffset(r), h.RecordTimestamp(r); o >= start && rt >= ts {
 				off, rts, found = o, rt, true
 				return false
@@ -53,11 +53,11 @@ func modelMaxTimestamp(t *testing.T, bs []timedBatch) (int64, int64) {
 			bestTs, bestOff, best = h.MaxTimestamp, b.base, b
 		}
 	}
-	if bestOff < 0 || best.kind != 0 {
+	if bestOff < 0 || best.kind == 1 || best.kind == 2 {
 		return bestOff, bestTs
 	}
 	h, _ := batch.ParseHeader(best.bytes)
-	_ = batch.Records(best.bytes, func(r batch.Record) bool {
+	_ = batch.DecodeRecords(best.bytes, 1<<20, func(r batch.Record) bool {
 		if h.RecordTimestamp(r) == bestTs {
 			bestOff = h.RecordOffset(r)
 			return false
@@ -95,6 +95,9 @@ func TestOffsetForTimestamp(t *testing.T) {
 		case 1:
 			kind = 2
 			batch.SetLogAppendTime(b, base+5)
+		case 2, 3:
+			kind = 3
+			b = gzipBatch(t, b)
 		}
 		bs = append(bs, timedBatch{stored: appendBatch(t, l, b, 0), kind: kind})
 	}
