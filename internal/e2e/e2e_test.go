@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -183,6 +184,44 @@ func TestListOffsetsByTimeAndDeleteRecords(t *testing.T) {
 	del, err = adm.DeleteRecords(ctx, kadm.Offsets{"times": {0: {Topic: "times", Partition: 0, At: 99}}})
 	require.NoError(t, err)
 	require.ErrorIs(t, del.Error(), kerr.OffsetOutOfRange)
+}
+
+// TestListOffsetsByTimeInCompressedBatches: a timestamp lookup that lands in
+// a compressed batch answers with the exact record inside it, for every
+// codec, as Kafka does.
+func TestListOffsetsByTimeInCompressedBatches(t *testing.T) {
+	b := testbroker.Start(t)
+	_, adm := newClient(t, b.Addr)
+	ctx := ctxT(t, 60*time.Second)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	codecs := map[string]kgo.CompressionCodec{
+		"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression(),
+	}
+	for name, codec := range codecs {
+		topic := "ts-" + name
+		createTopic(t, adm, topic, 1, nil)
+		// One batch of 10 records a minute apart (a long linger and one
+		// ProduceSync of all of them keep them together).
+		cl, _ := newClient(t, b.Addr, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec),
+			kgo.ProducerLinger(time.Second))
+		var rs []*kgo.Record
+		for i := 0; i < 10; i++ {
+			rs = append(rs, &kgo.Record{Value: bytes.Repeat([]byte{byte(i)}, 100), Timestamp: base.Add(time.Duration(i) * time.Minute)})
+		}
+		require.NoError(t, cl.ProduceSync(ctx, rs...).FirstErr(), name)
+		lo, err := adm.ListOffsetsAfterMilli(ctx, base.Add(4*time.Minute+time.Second).UnixMilli(), topic)
+		require.NoError(t, err)
+		o, _ := lo.Lookup(topic, 0)
+		require.NoError(t, o.Err)
+		require.Equal(t, int64(5), o.Offset, name)
+		require.Equal(t, base.Add(5*time.Minute).UnixMilli(), o.Timestamp, name)
+
+		mx, err := adm.ListMaxTimestampOffsets(ctx, topic)
+		require.NoError(t, err)
+		o, _ = mx.Lookup(topic, 0)
+		require.Equal(t, int64(9), o.Offset, name)
+	}
 }
 
 func TestRestartKeepsTopicsAndRecords(t *testing.T) {
