@@ -78,15 +78,25 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 	return out, err
 }
 
-// decodeSnappy decodes a raw snappy block or xerial-framed chunks.
+// decodeSnappy decodes a raw snappy block or xerial-framed chunks. The
+// decoded sizes the blocks claim are summed and checked against limit before
+// anything is allocated, and the output is allocated once.
 func decodeSnappy(src []byte, limit int) ([]byte, error) {
 	if !bytes.HasPrefix(src, xerialHeader) {
-		return decodeSnappyBlock(nil, src, limit)
+		n, err := s2.DecodedLen(src)
+		if err != nil {
+			return nil, err
+		}
+		if n > limit {
+			return nil, fmt.Errorf("more than %d bytes decoded", limit)
+		}
+		return s2.Decode(make([]byte, n), src)
 	}
 	if len(src) < xerialPrefixLen {
 		return nil, errors.New("truncated xerial header")
 	}
-	var out []byte
+	var blocks [][]byte
+	total := 0
 	for rest := src[xerialPrefixLen:]; len(rest) > 0; {
 		if len(rest) < 4 {
 			return nil, errors.New("truncated xerial chunk length")
@@ -96,29 +106,25 @@ func decodeSnappy(src []byte, limit int) ([]byte, error) {
 		if uint64(n) > uint64(len(rest)) {
 			return nil, fmt.Errorf("xerial chunk of %d bytes, %d left", n, len(rest))
 		}
-		var err error
-		if out, err = decodeSnappyBlock(out, rest[:n], limit-len(out)); err != nil {
+		dn, err := s2.DecodedLen(rest[:n])
+		if err != nil {
 			return nil, err
 		}
+		if total += dn; total > limit {
+			return nil, fmt.Errorf("more than %d bytes decoded", limit)
+		}
+		blocks = append(blocks, rest[:n])
 		rest = rest[n:]
 	}
+	out := make([]byte, 0, total)
+	for _, b := range blocks {
+		dec, err := s2.Decode(out[len(out):cap(out)], b)
+		if err != nil {
+			return nil, err
+		}
+		out = out[:len(out)+len(dec)]
+	}
 	return out, nil
-}
-
-// decodeSnappyBlock appends the decoding of one snappy block to dst.
-func decodeSnappyBlock(dst, block []byte, limit int) ([]byte, error) {
-	n, err := s2.DecodedLen(block)
-	if err != nil {
-		return nil, err
-	}
-	if n > limit {
-		return nil, fmt.Errorf("more than %d bytes decoded", limit)
-	}
-	dec, err := s2.Decode(make([]byte, n), block)
-	if err != nil {
-		return nil, err
-	}
-	return append(dst, dec...), nil
 }
 
 // DecodeRecords walks the records of batch b like Records, decompressing

@@ -237,18 +237,54 @@ func (l *Log) Batches(from int64, fn func(h batch.Header) bool) error {
 	return nil
 }
 
-// maxDecodedBatch bounds the decompressed size of one batch decoded by a
-// timestamp lookup (Kafka decompresses too; this keeps a hostile batch from
-// costing more than this much memory per lookup).
-const maxDecodedBatch = 64 << 20
+// Limits on decoding compressed batches for timestamp lookups. Their
+// payloads are not decoded on produce, so a stored batch may be hostile: a
+// lookup decodes at most maxDecodedBatch bytes of one batch (a few times that
+// in memory while decoding), at most maxDecodesPerLookup batches, and only
+// decodeSlots lookups decode at once. Past a limit, a batch answers as a
+// whole (its first offset and MaxTimestamp), as it did before lookups looked
+// inside compressed batches.
+const (
+	maxDecodedBatch     = 8 << 20
+	maxDecodesPerLookup = 16
+)
+
+var decodeSlots = make(chan struct{}, 4)
+
+// lookupRecords walks the records of the stored batch raw (header h) for a
+// timestamp lookup, calling fn until it returns false. For a compressed
+// batch, ok is false when the payload does not decode within the limits or
+// its records' offsets are not increasing inside [BaseOffset, LastOffset]:
+// the caller then answers for the batch as a whole. Uncompressed batches were
+// validated on produce; a bad one is corruption (ErrCorrupt).
+func lookupRecords(h batch.Header, raw []byte, fn func(batch.Record) bool) (ok bool, err error) {
+	if h.Compression() == batch.CompressionNone {
+		if err := batch.Records(raw, fn); err != nil {
+			return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+		}
+		return true, nil
+	}
+	decodeSlots <- struct{}{}
+	defer func() { <-decodeSlots }()
+	next, trusted := int32(0), true
+	err = batch.DecodeRecords(raw, maxDecodedBatch, func(r batch.Record) bool {
+		if r.OffsetDelta < next || r.OffsetDelta > h.LastOffsetDelta {
+			trusted = false
+			return false
+		}
+		next = r.OffsetDelta + 1
+		return fn(r)
+	})
+	return err == nil && trusted, nil
+}
 
 // OffsetForTimestamp returns the first offset whose record timestamp is >=
 // ts, and that timestamp, considering records from the log start up to the
 // high watermark (ListOffsets by timestamp). The time index narrows the scan
 // to one index interval. The batch found is decoded (decompressed if need
-// be) to find the exact record, as Kafka does; a compressed batch that does
-// not decode within maxDecodedBatch answers with its first offset at or
-// above the log start and its MaxTimestamp. With LogAppendTime every record
+// be) to find the exact record, as Kafka does; a compressed batch that cannot
+// be trusted or decoded within the limits (see lookupRecords) answers with
+// its first offset at or above the log start and its MaxTimestamp. With LogAppendTime every record
 // of a batch has its MaxTimestamp. ok is false when no record qualifies. For
 // read_committed, the caller also rejects an offset at or above the last
 // stable offset.
@@ -290,6 +326,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 // start, below hw, with timestamp >= ts. atHW reports that the scan reached
 // the high watermark, so later segments need not be searched.
 func scanForTimestamp(sc *headerScanner, ts, start, hw int64) (offset, timestamp int64, found, atHW bool, err error) {
+	decodes := 0
 	for {
 		h, pos, ok, err := sc.next()
 		if err != nil || !ok {
@@ -301,14 +338,19 @@ func scanForTimestamp(sc *headerScanner, ts, start, hw int64) (offset, timestamp
 		if h.LastOffset() < start || h.MaxTimestamp < ts {
 			continue
 		}
-		if h.LogAppendTime() {
+		wholeBatch := h.LogAppendTime()
+		if h.Compression() != batch.CompressionNone {
+			decodes++
+			wholeBatch = wholeBatch || decodes > maxDecodesPerLookup
+		}
+		if wholeBatch {
 			return max(h.BaseOffset, start), h.MaxTimestamp, true, false, nil
 		}
 		raw := make([]byte, h.Size())
 		if _, err := sc.s.f.ReadAt(raw, pos); err != nil {
 			return 0, 0, false, false, fmt.Errorf("read segment %s at %d: %w", sc.s.f.Name(), pos, err)
 		}
-		err = batch.DecodeRecords(raw, maxDecodedBatch, func(r batch.Record) bool {
+		decoded, err := lookupRecords(h, raw, func(r batch.Record) bool {
 			o, t := h.RecordOffset(r), h.RecordTimestamp(r)
 			if o >= start && o < hw && t >= ts {
 				offset, timestamp, found = o, t, true
@@ -317,13 +359,10 @@ func scanForTimestamp(sc *headerScanner, ts, start, hw int64) (offset, timestamp
 			return true
 		})
 		switch {
-		case err != nil && h.Compression() != batch.CompressionNone:
-			// Compressed payloads are not decoded on produce, so one that
-			// does not decode (or decodes too large) is the producer's: the
-			// batch as a whole answers, as before Kafka looked inside.
-			return max(h.BaseOffset, start), h.MaxTimestamp, true, false, nil
 		case err != nil:
-			return 0, 0, false, false, fmt.Errorf("%w: segment %s at %d: %v", ErrCorrupt, sc.s.f.Name(), pos, err)
+			return 0, 0, false, false, fmt.Errorf("segment %s at %d: %w", sc.s.f.Name(), pos, err)
+		case !decoded:
+			return max(h.BaseOffset, start), h.MaxTimestamp, true, false, nil
 		case found:
 			return offset, timestamp, true, false, nil
 		}
@@ -373,12 +412,14 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64) {
 		return bestOff, bestTs
 	}
 	off := bestOff
-	_ = batch.DecodeRecords(raw, maxDecodedBatch, func(r batch.Record) bool {
+	if decoded, err := lookupRecords(h, raw, func(r batch.Record) bool {
 		if h.RecordTimestamp(r) == bestTs {
 			off = h.RecordOffset(r)
 			return false
 		}
 		return true
-	})
+	}); err != nil || !decoded {
+		return bestOff, bestTs
+	}
 	return off, bestTs
 }

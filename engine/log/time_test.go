@@ -1,6 +1,7 @@
 package log
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 
@@ -150,4 +151,34 @@ func TestOffsetForTimestampStopsAtHighWatermark(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int64(0), off)
 	l.syncMu.Unlock()
+}
+
+// TestTimestampLookupDistrustsCompressedOffsets: compressed payloads are not
+// decoded on produce, so a batch whose inner offsets leave its own range
+// answers as a whole instead of pointing at offsets it does not hold.
+func TestTimestampLookupDistrustsCompressedOffsets(t *testing.T) {
+	l := openLog(t, t.TempDir(), testOptions(nil))
+	appendBatch(t, l, makeBatch(3, 10, 1000, 0), 0) // offsets 0..2, ts 1000..1002
+
+	recs := []batch.Record{
+		{OffsetDelta: 0, TimestampDelta: 0, Value: []byte("a")},
+		{OffsetDelta: 1_000_000, TimestampDelta: 3000, Value: []byte("b")},
+		{OffsetDelta: 1_000_001, TimestampDelta: 3001, Value: []byte("c")},
+	}
+	b := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 4001}, recs)
+	binary.BigEndian.PutUint32(b[23:], 2) // LastOffsetDelta: three offsets, as NumRecords says
+	b = gzipBatch(t, b)
+	s := appendBatch(t, l, b, 0) // offsets 3..5
+	require.NoError(t, l.Sync())
+
+	off, ts, ok, err := l.OffsetForTimestamp(3500)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, s.base, off, "the batch answers as a whole")
+	require.Equal(t, int64(4001), ts)
+
+	off, ts = l.MaxTimestamp()
+	require.Equal(t, s.base, off)
+	require.Equal(t, int64(4001), ts)
+	require.Less(t, off, l.LogEndOffset())
 }
