@@ -233,8 +233,9 @@ func checkFraming(b []byte) (Header, error) {
 // and NumRecords >= 1, and for an uncompressed batch the records' framing:
 // each record's varint fields fit its declared length, offset deltas are
 // 0..n-1 in order, there are exactly NumRecords records, and they exactly fill
-// the batch. Compressed batches are trusted past the CRC, which covers the
-// compressed payload.
+// the batch. A compressed batch's payload is decoded as a stream and its
+// records checked the same way (ErrCorrupt if it does not decode), up to
+// MaxValidatedDecoded decoded bytes.
 func Validate(b []byte, maxBytes int) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
@@ -255,7 +256,7 @@ func Validate(b []byte, maxBytes int) (Header, error) {
 		return h, fmt.Errorf("%w: %d records but last offset delta %d", ErrCorrupt, h.NumRecords, h.LastOffsetDelta)
 	}
 	if h.Compression() != CompressionNone {
-		return h, nil
+		return h, validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords)
 	}
 	n := int32(0)
 	err = walkRecords(b[HeaderSize:], h.NumRecords, false, func(r Record) bool {

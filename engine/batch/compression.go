@@ -46,7 +46,7 @@ func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
 			out, err = readLimited(r, limit)
 		}
 	case CompressionSnappy:
-		out, err = decodeSnappy(src, limit)
+		out, err = decodeSnappy(nil, src, limit)
 	case CompressionLZ4:
 		out, err = readLimited(lz4.NewReader(bytes.NewReader(src)), limit)
 	case CompressionZstd:
@@ -78,10 +78,11 @@ func readLimited(r io.Reader, limit int) ([]byte, error) {
 	return out, err
 }
 
-// decodeSnappy decodes a raw snappy block or xerial-framed chunks. The
-// decoded sizes the blocks claim are summed and checked against limit before
-// anything is allocated, and the output is allocated once.
-func decodeSnappy(src []byte, limit int) ([]byte, error) {
+// decodeSnappy decodes a raw snappy block or xerial-framed chunks into buf
+// (reused when it is large enough, else allocated once). The decoded sizes
+// the blocks claim are summed and checked against limit before anything is
+// allocated.
+func decodeSnappy(buf, src []byte, limit int) ([]byte, error) {
 	if !bytes.HasPrefix(src, xerialHeader) {
 		n, err := s2.DecodedLen(src)
 		if err != nil {
@@ -90,7 +91,10 @@ func decodeSnappy(src []byte, limit int) ([]byte, error) {
 		if n > limit {
 			return nil, fmt.Errorf("more than %d bytes decoded", limit)
 		}
-		return s2.Decode(make([]byte, n), src)
+		if cap(buf) < n {
+			buf = make([]byte, n)
+		}
+		return s2.Decode(buf[:n], src)
 	}
 	if len(src) < xerialPrefixLen {
 		return nil, errors.New("truncated xerial header")
@@ -116,7 +120,10 @@ func decodeSnappy(src []byte, limit int) ([]byte, error) {
 		blocks = append(blocks, rest[:n])
 		rest = rest[n:]
 	}
-	out := make([]byte, 0, total)
+	out := buf[:0]
+	if cap(out) < total {
+		out = make([]byte, 0, total)
+	}
 	for _, b := range blocks {
 		dec, err := s2.Decode(out[len(out):cap(out)], b)
 		if err != nil {
