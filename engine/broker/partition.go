@@ -192,14 +192,22 @@ type ProduceResult struct {
 // caller waits for durability with WaitDurable when the producer asked for an
 // acknowledgement.
 func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, error) {
+	// Validation, which decodes compressed payloads, runs outside the lock
+	// so that producers to one partition do not queue behind each other's.
+	p.mu.Lock()
+	deleted, maxBytes := p.deleted, p.cfg.MaxMessageBytes
+	p.mu.Unlock()
+	if deleted {
+		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
+	}
+	batches, headers, err := batch.Split(records, maxBytes)
+	if err != nil {
+		return ProduceResult{}, err
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.deleted {
 		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
-	}
-	batches, headers, err := batch.Split(records, p.cfg.MaxMessageBytes)
-	if err != nil {
-		return ProduceResult{}, err
 	}
 	for _, h := range headers {
 		switch {
