@@ -5,9 +5,11 @@
 //
 // Invariants: every length read from the socket is bounded before
 // allocation; a request that cannot be decoded closes only its connection;
-// responses on a connection are written in request order (the Kafka rule)
-// while slow requests (acks=all produce, long-poll fetch) are parked off the
-// read loop so they never stall it.
+// responses on a connection are written in request order (the Kafka rule,
+// kept by the connection's outbox) while slow requests never stall the read
+// loop: long-poll fetches and group joins are parked in a goroutine, and
+// acks=1/all produces are answered from the log's durability callbacks
+// (answerLater) once their fsync is done.
 package kafka
 
 import (
