@@ -215,6 +215,7 @@ func (r *recordReader) skip(n, min int64, what string) {
 
 // walkRecordStream checks n records read from br.
 func walkRecordStream(br *bufio.Reader, n int32) error {
+	r := &recordReader{br: br} // one per walk: it escapes into binary.ReadVarint
 	for i := int32(0); i < n; i++ {
 		length, err := binary.ReadVarint(br)
 		if err != nil {
@@ -223,7 +224,7 @@ func walkRecordStream(br *bufio.Reader, n int32) error {
 		if length < 0 || length > MaxValidatedDecoded {
 			return fmt.Errorf("%w: record %d has length %d", ErrInvalidRecord, i, length)
 		}
-		r := &recordReader{br: br, left: length}
+		r.left, r.err = length, nil
 		if _, err := r.ReadByte(); err != nil { // attributes
 			r.err = err
 		}
