@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -67,14 +68,16 @@ func supported(key, version int16) bool {
 }
 
 // apiVersionKeys lists the supported APIs for ApiVersions, sorted by key.
-func apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+// It is computed once (the table never changes after init); responses share
+// it, as they are only encoded.
+var apiVersionKeys = sync.OnceValue(func() []kmsg.ApiVersionsResponseApiKey {
 	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 	for k, a := range apis {
 		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
 	return keys
-}
+})
 
 // dispatch runs one request and arranges for its reply to fill its entry in
 // the outbox. A handler panic is a bug, but it must cost only the connection

@@ -67,7 +67,7 @@ func (c *conn) handleDescribeGroups(r *request) (kmsg.Response, func() kmsg.Resp
 			gm.MemberID, gm.ClientID, gm.ClientHost = m.MemberID, m.ClientID, m.ClientHost
 			gm.ProtocolMetadata, gm.MemberAssignment = m.Metadata, m.Assignment
 			if m.InstanceID != "" {
-				gm.InstanceID = strPtr(m.InstanceID)
+				gm.InstanceID = kmsg.StringPtr(m.InstanceID)
 			}
 			g.Members = append(g.Members, gm)
 		}

@@ -20,8 +20,6 @@ func deref(s *string) string {
 	return *s
 }
 
-func strPtr(s string) *string { return &s }
-
 func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.JoinGroupRequest)
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
@@ -63,9 +61,9 @@ func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response)
 			resp.Generation = -1
 			return resp
 		}
-		resp.ProtocolType = strPtr(res.ProtocolType)
+		resp.ProtocolType = kmsg.StringPtr(res.ProtocolType)
 		if res.Protocol != "" {
-			resp.Protocol = strPtr(res.Protocol)
+			resp.Protocol = kmsg.StringPtr(res.Protocol)
 		}
 		resp.LeaderID = res.Leader
 		resp.SkipAssignment = res.SkipAssignment
@@ -73,7 +71,7 @@ func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response)
 			rm := kmsg.NewJoinGroupResponseMember()
 			rm.MemberID, rm.ProtocolMetadata = m.MemberID, m.Metadata
 			if m.InstanceID != "" {
-				rm.InstanceID = strPtr(m.InstanceID)
+				rm.InstanceID = kmsg.StringPtr(m.InstanceID)
 			}
 			resp.Members = append(resp.Members, rm)
 		}
@@ -115,7 +113,7 @@ func (c *conn) handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response)
 			resp.ErrorCode = c.errCode(res.Err)
 			return resp
 		}
-		resp.ProtocolType, resp.Protocol = strPtr(res.ProtocolType), strPtr(res.Protocol)
+		resp.ProtocolType, resp.Protocol = kmsg.StringPtr(res.ProtocolType), kmsg.StringPtr(res.Protocol)
 		resp.MemberAssignment = res.Assignment
 		return resp
 	}

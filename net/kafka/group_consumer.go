@@ -40,7 +40,7 @@ func (c *conn) handleConsumerGroupHeartbeat(r *request) (kmsg.Response, func() k
 		resp.ErrorMessage = errMessage(err)
 		return resp, nil
 	}
-	resp.MemberID = strPtr(res.MemberID)
+	resp.MemberID = kmsg.StringPtr(res.MemberID)
 	resp.MemberEpoch = res.MemberEpoch
 	resp.HeartbeatIntervalMillis = int32(res.HeartbeatInterval.Milliseconds())
 	if res.HasAssignment {
@@ -95,17 +95,17 @@ func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() km
 			gm := kmsg.NewConsumerGroupDescribeResponseGroupMember()
 			gm.MemberID, gm.MemberEpoch, gm.ClientID, gm.ClientHost = m.MemberID, m.MemberEpoch, m.ClientID, m.ClientHost
 			if m.InstanceID != "" {
-				gm.InstanceID = strPtr(m.InstanceID)
+				gm.InstanceID = kmsg.StringPtr(m.InstanceID)
 			}
 			if m.RackID != "" {
-				gm.RackID = strPtr(m.RackID)
+				gm.RackID = kmsg.StringPtr(m.RackID)
 			}
 			gm.SubscribedTopics = m.SubscribedTopics
 			if gm.SubscribedTopics == nil {
 				gm.SubscribedTopics = []string{}
 			}
 			if m.SubscribedTopicRegex != "" {
-				gm.SubscribedTopicRegex = strPtr(m.SubscribedTopicRegex)
+				gm.SubscribedTopicRegex = kmsg.StringPtr(m.SubscribedTopicRegex)
 			}
 			gm.Assignment, gm.TargetAssignment = toAssignment(m.Assignment), toAssignment(m.TargetAssignment)
 			gm.MemberType = 1 // a consumer-protocol member

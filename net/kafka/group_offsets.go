@@ -121,7 +121,7 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 				rt.Topic = t.Topic
 				for _, p := range t.Partitions {
 					rp := kmsg.NewOffsetFetchResponseTopicPartition()
-					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, strPtr(p.Metadata)
+					rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, kmsg.StringPtr(p.Metadata)
 					if req.Version < 2 {
 						rp.ErrorCode = code
 					}
@@ -153,7 +153,7 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 			st.Topic = t.Topic
 			for _, p := range t.Partitions {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
-				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, strPtr(p.Metadata)
+				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, kmsg.StringPtr(p.Metadata)
 				st.Partitions = append(st.Partitions, sp)
 			}
 			sg.Topics = append(sg.Topics, st)
