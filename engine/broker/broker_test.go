@@ -83,6 +83,11 @@ func TestAppendRejectsBadBatchesWhole(t *testing.T) {
 
 	_, err = p.Append(nil, 0)
 	require.ErrorIs(t, err, batch.ErrInvalidRecord)
+
+	// An idempotent batch behind a plain one would skip the sequence check.
+	_, err = p.Append(append(producerBatch(-1, -1, -1, "plain"), producerBatch(7, 0, 0, "idem")...), 0)
+	require.ErrorIs(t, err, batch.ErrInvalidRecord)
+	require.Equal(t, int64(0), p.Log().LogEndOffset())
 }
 
 func TestLogAppendTimeStampsBatches(t *testing.T) {

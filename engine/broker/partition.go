@@ -215,16 +215,17 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 			return ProduceResult{}, fmt.Errorf("%w: control batches are written by the broker, not by clients", batch.ErrInvalidRecord)
 		case h.IsTransactional():
 			return ProduceResult{}, fmt.Errorf("%w: transactional batches need a transactional producer", ErrTransactionsUnsupported)
-		}
-	}
-	// A produce request carries one batch per partition in every client we
-	// know; several are accepted, but idempotence is judged per batch and a
-	// duplicate must be the whole request.
-	first := headers[0]
-	if first.ProducerID >= 0 {
-		if len(batches) != 1 {
+		case h.ProducerID >= 0 && len(batches) != 1:
+			// A produce request carries one batch per partition in every
+			// client we know; several are accepted, but idempotence is judged
+			// per batch and a duplicate must be the whole request. Checking
+			// every batch, not only the first, keeps an idempotent batch from
+			// skipping the sequence check behind a plain one.
 			return ProduceResult{}, fmt.Errorf("%w: idempotent produce must carry exactly one batch", batch.ErrInvalidRecord)
 		}
+	}
+	first := headers[0]
+	if first.ProducerID >= 0 {
 		dup, err := p.producers.Check(first.ProducerID, first.ProducerEpoch, first.BaseSequence, first.NumRecords)
 		if err != nil {
 			return ProduceResult{}, err
