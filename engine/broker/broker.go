@@ -151,7 +151,7 @@ func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string)
 	if os.IsNotExist(statErr) {
 		// A new partition directory is durable only once its parent's
 		// entry is: fsync the data directory.
-		if err := syncDir(b.opts.DataDir); err != nil {
+		if err := log.SyncDir(b.opts.DataDir); err != nil {
 			_ = p.log.Close()
 			return nil, fmt.Errorf("broker: sync data dir: %w", err)
 		}
@@ -359,11 +359,3 @@ func WaitAny(ctx context.Context, chans []<-chan struct{}) {
 	reflect.Select(cases)
 }
 
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
-}

@@ -74,30 +74,9 @@ func (p *Partition) close() error {
 	}
 	snap, err := p.producers.Snapshot(p.log.LogEndOffset())
 	if err == nil {
-		err = writeFileSync(filepath.Join(p.log.Dir(), producerSnapshotFile), snap)
+		err = log.WriteFileAtomic(p.log.Dir(), producerSnapshotFile, snap)
 	}
 	return errors.Join(err, p.log.Close())
-}
-
-// writeFileSync writes a file atomically: temp file, fsync, rename.
-func writeFileSync(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Options {

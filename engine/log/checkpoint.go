@@ -29,8 +29,9 @@ const (
 	maxCheckpointSize = 1 << 20
 )
 
-// writeFileAtomic durably replaces dir/name with data.
-func writeFileAtomic(dir, name string, data []byte) error {
+// WriteFileAtomic durably replaces dir/name with data: temp file, fsync,
+// rename, fsync of the directory.
+func WriteFileAtomic(dir, name string, data []byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + tmpSuffix
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
@@ -51,11 +52,11 @@ func writeFileAtomic(dir, name string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return syncDir(dir)
+	return SyncDir(dir)
 }
 
-// syncDir makes directory entries (created, renamed or removed files) durable.
-func syncDir(dir string) error {
+// SyncDir makes directory entries (created, renamed or removed files) durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("open dir %s: %w", dir, err)
@@ -140,7 +141,7 @@ func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {
 }
 
 func writeOffsetCheckpoint(dir, name string, off int64) error {
-	return writeFileAtomic(dir, name, fmt.Appendf(nil, "%d\n%d\n", checkpointVersion, off))
+	return WriteFileAtomic(dir, name, fmt.Appendf(nil, "%d\n%d\n", checkpointVersion, off))
 }
 
 // cleanState is the clean-shutdown marker's content: the active segment as
@@ -168,7 +169,7 @@ func readCleanState(dir string) (cleanState, bool, error) {
 }
 
 func writeCleanState(dir string, c cleanState) error {
-	return writeFileAtomic(dir, cleanFile,
+	return WriteFileAtomic(dir, cleanFile,
 		fmt.Appendf(nil, "%d\n%d %d %d\n", checkpointVersion, c.ActiveBase, c.ActiveSize, c.LogEnd))
 }
 
@@ -225,7 +226,7 @@ func (c *epochCache) persist() error {
 		buf = fmt.Appendf(buf, "%d %d\n", e.Epoch, e.StartOffset)
 	}
 	c.mu.RUnlock()
-	if err := writeFileAtomic(c.dir, epochFile, buf); err != nil {
+	if err := WriteFileAtomic(c.dir, epochFile, buf); err != nil {
 		return fmt.Errorf("write leader epoch checkpoint: %w", err)
 	}
 	return nil

@@ -695,7 +695,7 @@ func (l *Log) flushOnce() error {
 			}
 		}
 		if dirDirty {
-			if err := syncDir(l.dir); err != nil {
+			if err := SyncDir(l.dir); err != nil {
 				return err
 			}
 		}

@@ -98,7 +98,7 @@ func (l *Log) recover() (clean bool, err error) {
 		if err := os.Remove(filepath.Join(l.dir, cleanFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return false, fmt.Errorf("remove clean marker: %w", err)
 		}
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return false, err
 		}
 	}
@@ -220,7 +220,7 @@ func (l *Log) recover() (clean bool, err error) {
 		}
 	}
 	if len(scanned) > 0 || truncated {
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return false, err
 		}
 	}
@@ -261,7 +261,7 @@ func (l *Log) recoverEmpty(start int64) error {
 	}
 	l.segments = []*segment{s}
 	l.active = s
-	if err := syncDir(l.dir); err != nil {
+	if err := SyncDir(l.dir); err != nil {
 		return err
 	}
 	l.recoveryPoint = start

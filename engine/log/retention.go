@@ -228,7 +228,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := s.syncAll(); err != nil {
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := SyncDir(l.dir); err != nil {
 		return err
 	}
 	if l.recoveryPoint > s.base {
@@ -295,7 +295,7 @@ func (l *Log) resetLocked(offset int64) error {
 		l.segments = []*segment{ns}
 		l.segMu.Unlock()
 		l.active = ns
-		if err := syncDir(l.dir); err != nil {
+		if err := SyncDir(l.dir); err != nil {
 			return err
 		}
 		if err := writeOffsetCheckpoint(l.dir, logStartFile, offset); err != nil {
