@@ -358,4 +358,3 @@ func WaitAny(ctx context.Context, chans []<-chan struct{}) {
 	}
 	reflect.Select(cases)
 }
-
