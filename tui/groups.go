@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -142,9 +143,9 @@ func (m *groupsModel) dataChanged() {
 		case gcProtocol:
 			return strings.Compare(protocolOf(a.groupState), protocolOf(b.groupState))
 		case gcMembers:
-			return cmpInt(a.members, b.members)
+			return cmp.Compare(a.members, b.members)
 		case gcLag:
-			return cmpInt(a.lag, b.lag)
+			return cmp.Compare(a.lag, b.lag)
 		case gcCommits:
 			return cmpFloat(a.commits, b.commits)
 		}

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -142,13 +143,13 @@ func (m *topicsModel) dataChanged() {
 	sortRows(rows, m.sort.desc, func(a, b topicRow) int {
 		switch m.sort.col {
 		case tcParts:
-			return cmpInt(a.Partitions, b.Partitions)
+			return cmp.Compare(a.Partitions, b.Partitions)
 		case tcRF:
-			return cmpInt(a.Replicas, b.Replicas)
+			return cmp.Compare(a.Replicas, b.Replicas)
 		case tcRecords:
-			return cmpInt(a.Records, b.Records)
+			return cmp.Compare(a.Records, b.Records)
 		case tcSize:
-			return cmpInt(a.Bytes, b.Bytes)
+			return cmp.Compare(a.Bytes, b.Bytes)
 		case tcIn:
 			return cmpFloat(rate(a.in, a.inOK), rate(b.in, b.inOK))
 		case tcOut:

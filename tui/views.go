@@ -142,17 +142,10 @@ func sortRows[T any](items []T, desc bool, cmp func(a, b T) int, name func(T) st
 	})
 }
 
+// cmpFloat orders rates; unlike cmp.Compare it treats NaN as equal to
+// everything rather than smallest, so an undefined rate does not jump to the
+// top of a sorted column.
 func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpInt[T ~int | ~int32 | ~int64](a, b T) int {
 	switch {
 	case a < b:
 		return -1
