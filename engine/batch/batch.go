@@ -63,6 +63,9 @@ const (
 
 	// Magic is the only supported message format version.
 	Magic = 2
+	// MagicOffset is where the magic byte sits in every message format, so
+	// a scan for batch boundaries can test it before parsing a header.
+	MagicOffset = offMagic
 )
 
 // Attribute bits.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/topicconfig"
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 // Errors of this package.
@@ -52,7 +53,17 @@ type Options struct {
 	// ProducerIDExpiration forgets an idempotent producer's sequences when
 	// it has not written for this long (Kafka's producer.id.expiration.ms).
 	ProducerIDExpiration time.Duration
+	// FS is the filesystem of the partition logs (default vfs.OS); tests
+	// use a MemFS or a fault-injecting wrapper.
+	FS vfs.FS
+	// Files is the cache of open segment files every partition shares,
+	// bounding their descriptors (default: DefaultFileCacheCapacity).
+	Files *log.FileCache
 }
+
+// DefaultFileCacheCapacity is the idle segment files a broker keeps open
+// when Options.Files is not set.
+const DefaultFileCacheCapacity = 1024
 
 // EnsureDefaults fills zero fields.
 func (o *Options) EnsureDefaults() {
@@ -67,6 +78,12 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.ProducerIDExpiration <= 0 {
 		o.ProducerIDExpiration = 24 * time.Hour
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	if o.Files == nil {
+		o.Files = log.NewFileCache(DefaultFileCacheCapacity)
 	}
 }
 
@@ -151,7 +168,7 @@ func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string)
 	if os.IsNotExist(statErr) {
 		// A new partition directory is durable only once its parent's
 		// entry is: fsync the data directory.
-		if err := log.SyncDir(b.opts.DataDir); err != nil {
+		if err := log.SyncDir(b.opts.FS, b.opts.DataDir); err != nil {
 			_ = p.log.Close()
 			return nil, fmt.Errorf("broker: sync data dir: %w", err)
 		}

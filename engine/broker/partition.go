@@ -74,7 +74,7 @@ func (p *Partition) close() error {
 	}
 	snap, err := p.producers.Snapshot(p.log.LogEndOffset())
 	if err == nil {
-		err = log.WriteFileAtomic(p.log.Dir(), producerSnapshotFile, snap)
+		err = log.WriteFileAtomic(p.opts.FS, p.log.Dir(), producerSnapshotFile, snap)
 	}
 	return errors.Join(err, p.log.Close())
 }
@@ -97,6 +97,8 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 		FlushAlways:        cfg.FlushAlways,
 		FlushInterval:      cfg.FlushInterval,
 		GroupCommitWindow:  opts.GroupCommitWindow,
+		FS:                 opts.FS,
+		Files:              opts.Files,
 		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
 		Now:                opts.Now,
 		OnFsync:            opts.OnFsync,

@@ -86,19 +86,20 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 
 	start := act.size.Load()
 	pos := start
+	f := act.activeFile()
 	for i, b := range batches {
 		if assign {
 			batch.SetBaseOffset(b, hs[i].BaseOffset)
 			batch.SetPartitionLeaderEpoch(b, leaderEpoch)
 		}
-		if _, err := act.f.WriteAt(b, pos); err != nil {
+		if _, err := f.WriteAt(b, pos); err != nil {
 			// Cut the partial write so the file's bytes stay exactly the
-			// published batches; then stop accepting writes regardless
+			// published batches; then stop accepting writes until Heal
 			// (Kafka takes the log dir offline on any write error).
-			if terr := act.f.Truncate(start); terr != nil {
+			if terr := f.Truncate(start); terr != nil {
 				err = fmt.Errorf("%w (and truncating back failed: %v)", err, terr)
 			}
-			return AppendResult{}, l.fail(fmt.Errorf("write segment %s: %w", act.f.Name(), err))
+			return AppendResult{}, l.fail(fmt.Errorf("write segment %s: %w", act.name(), err))
 		}
 		pos += int64(len(b))
 	}
@@ -174,7 +175,7 @@ func (l *Log) roll(base int64) error {
 		old.acquire()
 		l.pendingSync = append(l.pendingSync, old)
 	}
-	ns, err := createSegment(l.dir, base)
+	ns, err := createSegment(l.st, base)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 // Small checkpoint files kept next to the segments. Each is replaced
@@ -31,41 +33,42 @@ const (
 
 // WriteFileAtomic durably replaces dir/name with data: temp file, fsync,
 // rename, fsync of the directory.
-func WriteFileAtomic(dir, name string, data []byte) error {
+func WriteFileAtomic(fsys vfs.FS, dir, name string, data []byte) error {
 	path := filepath.Join(dir, name)
 	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
+	if err := writeSynced(fsys, tmp, data); err != nil {
+		return err
 	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write %s: %w", tmp, err)
-	}
-	if err := datasync(f); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("sync %s: %w", tmp, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := fsys.Rename(tmp, path); err != nil {
 		return fmt.Errorf("rename %s: %w", tmp, err)
 	}
-	return SyncDir(dir)
+	return SyncDir(fsys, dir)
+}
+
+// writeSynced creates (or replaces the contents of) path with data and
+// fsyncs it; its name is not made durable.
+func writeSynced(fsys vfs.FS, path string, data []byte) error {
+	f, err := fsys.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.SyncData(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", path, err)
+	}
+	return nil
 }
 
 // SyncDir makes directory entries (created, renamed or removed files) durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open dir %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+func SyncDir(fsys vfs.FS, dir string) error {
+	if err := fsys.SyncDir(dir); err != nil {
 		return fmt.Errorf("sync dir %s: %w", dir, err)
 	}
 	return nil
@@ -73,22 +76,17 @@ func SyncDir(dir string) error {
 
 // readCheckpoint reads a checkpoint's lines after checking its version line.
 // A missing file returns (nil, nil).
-func readCheckpoint(dir, name string) ([]string, error) {
+func readCheckpoint(fsys vfs.FS, dir, name string) ([]string, error) {
 	path := filepath.Join(dir, name)
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, err := vfs.ReadFile(fsys, path, maxCheckpointSize)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxCheckpointSize+1))
-	if err != nil {
+		if info, serr := fsys.Stat(path); serr == nil && info.Size > maxCheckpointSize {
+			return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, path, maxCheckpointSize)
+		}
 		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxCheckpointSize {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrCorrupt, path, maxCheckpointSize)
 	}
 	var lines []string
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -122,8 +120,8 @@ func parseInts(line string, n int) ([]int64, error) {
 
 // readOffsetCheckpoint reads a single-offset checkpoint; ok is false when the
 // file does not exist.
-func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {
-	lines, err := readCheckpoint(dir, name)
+func readOffsetCheckpoint(fsys vfs.FS, dir, name string) (off int64, ok bool, err error) {
+	lines, err := readCheckpoint(fsys, dir, name)
 	if err != nil || lines == nil {
 		return 0, false, err
 	}
@@ -140,8 +138,8 @@ func readOffsetCheckpoint(dir, name string) (off int64, ok bool, err error) {
 	return v[0], true, nil
 }
 
-func writeOffsetCheckpoint(dir, name string, off int64) error {
-	return WriteFileAtomic(dir, name, fmt.Appendf(nil, "%d\n%d\n", checkpointVersion, off))
+func writeOffsetCheckpoint(fsys vfs.FS, dir, name string, off int64) error {
+	return WriteFileAtomic(fsys, dir, name, fmt.Appendf(nil, "%d\n%d\n", checkpointVersion, off))
 }
 
 // cleanState is the clean-shutdown marker's content: the active segment as
@@ -153,8 +151,8 @@ type cleanState struct {
 	LogEnd     int64
 }
 
-func readCleanState(dir string) (cleanState, bool, error) {
-	lines, err := readCheckpoint(dir, cleanFile)
+func readCleanState(fsys vfs.FS, dir string) (cleanState, bool, error) {
+	lines, err := readCheckpoint(fsys, dir, cleanFile)
 	if err != nil || lines == nil {
 		return cleanState{}, false, err
 	}
@@ -168,8 +166,8 @@ func readCleanState(dir string) (cleanState, bool, error) {
 	return cleanState{ActiveBase: v[0], ActiveSize: v[1], LogEnd: v[2]}, true, nil
 }
 
-func writeCleanState(dir string, c cleanState) error {
-	return WriteFileAtomic(dir, cleanFile,
+func writeCleanState(fsys vfs.FS, dir string, c cleanState) error {
+	return WriteFileAtomic(fsys, dir, cleanFile,
 		fmt.Appendf(nil, "%d\n%d %d %d\n", checkpointVersion, c.ActiveBase, c.ActiveSize, c.LogEnd))
 }
 
@@ -184,16 +182,21 @@ type EpochEntry struct {
 // increasing in both epoch and start offset. Writers hold Log.appendMu; the
 // mutex only lets readers (OffsetForLeaderEpoch) look concurrently.
 type epochCache struct {
+	fs      vfs.FS
 	dir     string
+	loaded  bool // read from an existing checkpoint file
 	mu      sync.RWMutex
 	entries []EpochEntry
 }
 
-func loadEpochCache(dir string) (*epochCache, error) {
-	c := &epochCache{dir: dir}
-	lines, err := readCheckpoint(dir, epochFile)
+func loadEpochCache(fsys vfs.FS, dir string) (*epochCache, error) {
+	c := &epochCache{fs: fsys, dir: dir}
+	lines, err := readCheckpoint(fsys, dir, epochFile)
 	if err != nil || lines == nil {
 		return c, err
+	}
+	if len(lines) == 0 {
+		return nil, fmt.Errorf("%w: %s has no entry count", ErrCorrupt, epochFile)
 	}
 	n, err := parseInts(lines[0], 1)
 	if err != nil {
@@ -216,6 +219,7 @@ func loadEpochCache(dir string) (*epochCache, error) {
 		}
 		c.entries = append(c.entries, e)
 	}
+	c.loaded = true
 	return c, nil
 }
 
@@ -226,7 +230,7 @@ func (c *epochCache) persist() error {
 		buf = fmt.Appendf(buf, "%d %d\n", e.Epoch, e.StartOffset)
 	}
 	c.mu.RUnlock()
-	if err := WriteFileAtomic(c.dir, epochFile, buf); err != nil {
+	if err := WriteFileAtomic(c.fs, c.dir, epochFile, buf); err != nil {
 		return fmt.Errorf("write leader epoch checkpoint: %w", err)
 	}
 	return nil

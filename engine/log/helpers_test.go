@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -141,6 +142,23 @@ func readAll(t *testing.T, l *Log, from int64, maxBytes int) []stored {
 			return true
 		}))
 	}
+}
+
+// readEach reads every batch of want at its own offset and returns the
+// indexes of those that answer ErrCorrupt; every other one must come back
+// byte for byte.
+func readEach(t *testing.T, l *Log, want []stored) (corrupt []int) {
+	t.Helper()
+	for i, w := range want {
+		data, err := l.Read(w.base, 1, l.HighWatermark())
+		if errors.Is(err, ErrCorrupt) {
+			corrupt = append(corrupt, i)
+			continue
+		}
+		require.NoError(t, err, "batch %d at offset %d", i, w.base)
+		require.Equal(t, w.bytes, data, "batch %d at offset %d", i, w.base)
+	}
+	return corrupt
 }
 
 func requireSameBatches(t *testing.T, want, got []stored) {

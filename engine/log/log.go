@@ -10,8 +10,16 @@
 //	<base>.timeindex           running max timestamp -> relative offset
 //	leader-epoch-checkpoint    epoch -> start offset
 //	log-start-offset-checkpoint  log start moved by DeleteRecordsBefore
-//	recovery-point-checkpoint  every segment below this base offset is fsynced, data and indexes
+//	recovery-point-checkpoint  every batch below this offset is fsynced (and every sealed
+//	                           segment below it with its indexes); written after rolls,
+//	                           every RecoveryPointInterval and at Close
 //	.clean                     written by Close; Open skips recovery if it still matches
+//
+// All file I/O goes through Options.FS (engine/vfs), so crash tests run on a
+// filesystem that forgets what was not synced; descriptors of segment files
+// come from a FileCache shared by the logs of a node, so their number is
+// bounded whatever the data looks like (only each log's active .log stays
+// open).
 //
 // Invariants:
 //   - Offsets are dense and increasing across segments; a segment's name is the
@@ -24,9 +32,15 @@
 //     watermark is the durable mark, so nothing readable can be lost by a
 //     crash; WaitDurable returns only once its offset is below it.
 //   - After Open, every batch past the recovery point has passed its CRC check
-//     and every batch before it was fsynced whole: recovery truncates at the
-//     first torn or corrupt batch and drops everything after it, so a torn
-//     batch is never served.
+//     and every batch before it was fsynced whole: recovery truncates the
+//     unflushed tail at its first torn or corrupt batch, so a torn batch is
+//     never served. Below the recovery point nothing is ever truncated or
+//     deleted by recovery: damage there is a storage fault, recorded as a
+//     corrupt range whose offsets fail with ErrCorrupt (see Open).
+//   - Reads check the CRC of every batch they return, so damage on disk is
+//     never served, only reported.
+//   - A log that failed an I/O operation (ErrFailed) accepts no appends until
+//     Heal succeeds; reads, retention and DeleteRecordsBefore keep working.
 //
 // Locking: appendMu serialises all writers (append, roll, retention,
 // truncation, close). Reads take no writer lock: they pread below published
@@ -42,13 +56,13 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 // Sentinel errors. Every error returned by this package that callers branch
@@ -66,7 +80,7 @@ var (
 	ErrCorrupt = errors.New("log: corrupt data")
 	// ErrFailed: an I/O error (a failed write or fsync) took the log offline.
 	// Nothing acknowledged is lost, but the log accepts no more writes until
-	// it is reopened and recovered (Kafka KAFKA_STORAGE_ERROR).
+	// Heal (or a reopen) recovers it (Kafka KAFKA_STORAGE_ERROR).
 	ErrFailed = errors.New("log: storage failure, log offline")
 	// ErrOutOfOrder: AppendReplicated was given batches whose offsets do not
 	// increase from the log end (Kafka OFFSETS_OUT_OF_ORDER / follower bug).
@@ -86,6 +100,10 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxMessageBytes    = 1048588
 	DefaultFlushInterval      = time.Second
+	// DefaultRecoveryPointInterval is how often a log with new durable data
+	// checkpoints its recovery point (Kafka's
+	// log.flush.offset.checkpoint.interval.ms).
+	DefaultRecoveryPointInterval = time.Minute
 )
 
 // Options configures a Log. Zero fields mean "default" (see EnsureDefaults);
@@ -119,6 +137,17 @@ type Options struct {
 	// of the fsyncs; when rounds take longer than the window (heavy load) or
 	// appends are further apart (light load) it changes nothing.
 	GroupCommitWindow time.Duration
+	// RecoveryPointInterval is how often the flusher persists the recovery
+	// point when it has moved (besides after every roll and at Close). Data
+	// below it is never truncated by recovery; damage above it after a crash
+	// is treated as a torn tail.
+	RecoveryPointInterval time.Duration
+	// FS is the filesystem (default vfs.OS); fixed at Open.
+	FS vfs.FS
+	// Files is the cache of open segment files, shared by every log of a
+	// node to bound their descriptors (default: a small private one); fixed
+	// at Open.
+	Files *FileCache
 	// Logger is fixed at Open; SetOptions ignores a different one.
 	Logger *slog.Logger
 	// Now is the clock for segment age and retention; injectable for tests.
@@ -152,6 +181,15 @@ func (o *Options) EnsureDefaults() {
 	if o.FlushInterval == 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
+	if o.RecoveryPointInterval == 0 {
+		o.RecoveryPointInterval = DefaultRecoveryPointInterval
+	}
+	if o.FS == nil {
+		o.FS = vfs.OS
+	}
+	if o.Files == nil {
+		o.Files = NewFileCache(DefaultFileCacheCapacity)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -173,6 +211,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: MaxMessageBytes %d must be positive", ErrInvalidOptions, o.MaxMessageBytes)
 	case o.FlushInterval <= 0:
 		return fmt.Errorf("%w: FlushInterval %v must be positive", ErrInvalidOptions, o.FlushInterval)
+	case o.RecoveryPointInterval <= 0:
+		return fmt.Errorf("%w: RecoveryPointInterval %v must be positive", ErrInvalidOptions, o.RecoveryPointInterval)
+	case o.FS == nil || o.Files == nil:
+		return fmt.Errorf("%w: FS and Files are required", ErrInvalidOptions)
 	case o.GroupCommitWindow < 0:
 		return fmt.Errorf("%w: GroupCommitWindow %v must not be negative", ErrInvalidOptions, o.GroupCommitWindow)
 	case o.Logger == nil:
@@ -202,11 +244,15 @@ type Stats struct {
 	LogStartOffset  int64
 	LogEndOffset    int64
 	HighWatermark   int64
+	CorruptRanges   int    // damaged stretches known now
+	IndexFailures   uint64 // index entries found not to match their segment
+	Failed          bool   // an I/O error took the log offline; Heal brings it back
 }
 
 // Log is one partition's log. All methods are safe for concurrent use.
 type Log struct {
 	dir    string
+	st     *storage
 	opts   atomic.Pointer[Options]
 	logger *slog.Logger
 
@@ -224,6 +270,7 @@ type Log struct {
 
 	// Guarded by syncMu.
 	recoveryPoint int64
+	rpWritten     time.Time // when the recovery point was last persisted
 
 	scannedAtOpen int // segments checksummed by recovery (observability, tests)
 
@@ -379,6 +426,9 @@ func (l *Log) Stats() Stats {
 		LogStartOffset:  l.logStart.Load(),
 		LogEndOffset:    l.leo.Load(),
 		HighWatermark:   l.hw.Load(),
+		CorruptRanges:   len(l.CorruptRanges()),
+		IndexFailures:   l.st.health.indexFailures.Load(),
+		Failed:          l.failure() != nil,
 	}
 }
 
@@ -548,8 +598,11 @@ func (l *Log) Close() error {
 		if err == nil {
 			err = act.syncAll()
 		}
+		if err == nil && l.leo.Load() != l.recoveryPoint {
+			err = writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, l.leo.Load())
+		}
 		if err == nil {
-			err = writeCleanState(l.dir, cleanState{
+			err = writeCleanState(l.st.fs, l.dir, cleanState{
 				ActiveBase: act.base, ActiveSize: act.size.Load(), LogEnd: l.leo.Load(),
 			})
 		}
@@ -568,7 +621,7 @@ func (l *Log) Close() error {
 // in flight keep their open files until they finish.
 func (l *Log) Delete() error {
 	cerr := l.Close()
-	if err := os.RemoveAll(l.dir); err != nil {
+	if err := l.st.fs.RemoveAll(l.dir); err != nil {
 		return fmt.Errorf("delete log %s: %w", l.dir, err)
 	}
 	if cerr != nil && !errors.Is(cerr, ErrFailed) {
@@ -695,7 +748,7 @@ func (l *Log) flushOnce() error {
 			}
 		}
 		if dirDirty {
-			if err := SyncDir(l.dir); err != nil {
+			if err := SyncDir(l.st.fs, l.dir); err != nil {
 				return err
 			}
 		}
@@ -711,22 +764,26 @@ func (l *Log) flushOnce() error {
 		cb(took, appendsAtTarget-l.appendsFlushed)
 	}
 	l.appendsFlushed = appendsAtTarget
-	if len(sealed) > 0 && act.base > l.recoveryPoint {
-		// Every segment below the active one is now fully on disk.
-		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, act.base); err != nil {
-			return l.fail(err)
-		}
-		l.recoveryPoint = act.base
-	}
 	for {
 		cur := l.durable.Load()
 		if target <= cur || l.durable.CompareAndSwap(cur, target) {
 			break
 		}
 	}
-	if l.opts.Load().FlushAlways {
+	opts := l.opts.Load()
+	if opts.FlushAlways {
 		l.raiseHW(target)
 	}
 	l.settleWaiters()
+	// Persist the recovery point after a roll (every sealed segment is now
+	// on disk with its indexes) and otherwise every RecoveryPointInterval:
+	// recovery never cuts below it. Written after the waiters are answered,
+	// so acknowledgements do not wait for it.
+	if target > l.recoveryPoint && (len(sealed) > 0 || opts.Now().Sub(l.rpWritten) >= opts.RecoveryPointInterval) {
+		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, target); err != nil {
+			return l.fail(err)
+		}
+		l.recoveryPoint, l.rpWritten = target, opts.Now()
+	}
 	return nil
 }

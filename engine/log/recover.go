@@ -1,9 +1,12 @@
 package log
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
-	"os"
+	"io"
+	"io/fs"
+	"math"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,20 +17,36 @@ import (
 
 // Open opens (creating if needed) the log in dir and recovers it.
 //
-// Recovery: if the clean-shutdown checkpoint matches the directory, nothing
-// is scanned. Otherwise every segment at or after the recovery point (and
-// always the last one) is checksummed batch by batch; at the first torn or
-// corrupt batch the segment is truncated and all later segments deleted.
-// Indexes of scanned segments are rebuilt; those of trusted segments get a
-// cheap sanity check and are rebuilt (by a scan) if missing or stale. The
-// recovered state is fsynced before Open returns, so the log end, high
-// watermark and durable mark all start at the last valid batch.
+// Recovery cuts only the unflushed tail, as Kafka does. The recovery point
+// (recovery-point-checkpoint) is an offset below which every batch was
+// fsynced; a clean shutdown (the .clean marker, if it still matches the
+// directory) means everything was. Segments are scanned batch by batch
+// (framing, offsets, CRC) when they may hold unflushed data (not clean, and
+// at or past the recovery point, or the last segment) or when one of their
+// indexes is missing, malformed or fails its sanity check; the scan rebuilds
+// their indexes. What a scan finds wrong is handled by where it is:
+//
+//   - at or past the recovery point, it is a torn or unfinished write: the
+//     segment is truncated there and later segments are deleted, so a torn
+//     batch is never served and the log end is the last whole batch;
+//   - below the recovery point, it is damage to data that was on disk: a
+//     storage fault, never a tail. Nothing is deleted: the damaged bytes are
+//     recorded (CorruptRanges), reported at ERROR, and skipped; reads of
+//     their offsets fail with ErrCorrupt and every other offset is served.
+//
+// Derived files are rebuilt from the data and never cause a truncation: a
+// missing or malformed index from its own segment, a missing or malformed
+// leader-epoch checkpoint from the epochs in every batch header, a missing
+// recovery point is taken as "every sealed segment was flushed" (sealed
+// segments are fsynced right after each roll). The recovered state is
+// fsynced before Open returns, so the log end, high watermark and durable
+// mark all start at the last valid batch.
 func Open(dir string, opts Options) (*Log, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := opts.FS.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	l := &Log{
@@ -37,42 +56,51 @@ func Open(dir string, opts Options) (*Log, error) {
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
+	l.st = &storage{dir: dir, fs: opts.FS, cache: opts.Files, health: &health{logger: l.logger}, opts: l.opts.Load}
 	l.opts.Store(&opts)
 	start := time.Now()
 	clean, err := l.recover()
 	if err != nil {
-		l.segMu.Lock()
-		releaseAll(l.segments)
-		l.segments = nil
-		l.segMu.Unlock()
+		l.dropSegments()
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l.logger.Info("log opened", "clean", clean, "segments", len(l.segments),
+	l.logger.Debug("log opened", "clean", clean, "segments", len(l.segments),
 		"log_start", l.logStart.Load(), "log_end", l.leo.Load(), "took", time.Since(start))
 	go l.runFlusher()
 	return l, nil
 }
 
+// dropSegments releases every segment after a failed recovery.
+func (l *Log) dropSegments() {
+	l.segMu.Lock()
+	releaseAll(l.segments)
+	l.segments = nil
+	l.segMu.Unlock()
+	l.active = nil
+}
+
 // recover builds the in-memory state from the directory. It runs before the
-// Log is shared, so it takes no locks.
+// Log is shared (or, when healing, with every lock held).
 func (l *Log) recover() (clean bool, err error) {
 	opts := l.opts.Load()
 	bases, err := l.listSegments()
 	if err != nil {
 		return false, err
 	}
+	fsys := opts.FS
 
-	forceScan := false
-	if l.epochs, err = loadEpochCache(l.dir); err != nil {
+	epochsTrusted := true
+	if l.epochs, err = loadEpochCache(fsys, l.dir); err != nil {
 		if !errors.Is(err, ErrCorrupt) {
 			return false, err
 		}
-		// Rebuild the epochs from every batch's own epoch field.
-		l.logger.Warn("leader epoch checkpoint unreadable; rescanning all segments", "err", err)
-		l.epochs = &epochCache{dir: l.dir}
-		forceScan = true
+		l.logger.Warn("leader epoch checkpoint unreadable; rebuilding it from the batches", "err", err)
+		l.epochs = &epochCache{fs: fsys, dir: l.dir}
+		epochsTrusted = false
+	} else if !l.epochs.loaded && len(bases) > 0 {
+		epochsTrusted = false // missing: rebuilt below if the log has batches
 	}
-	logStart, _, err := readOffsetCheckpoint(l.dir, logStartFile)
+	logStart, _, err := readOffsetCheckpoint(fsys, l.dir, logStartFile)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
 			return false, err
@@ -80,34 +108,33 @@ func (l *Log) recover() (clean bool, err error) {
 		l.logger.Warn("log start checkpoint unreadable; using the first segment", "err", err)
 		logStart = 0
 	}
-	rp, _, err := readOffsetCheckpoint(l.dir, recoveryPointFile)
+	rp, rpOK, err := readOffsetCheckpoint(fsys, l.dir, recoveryPointFile)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
 			return false, err
 		}
-		l.logger.Warn("recovery point checkpoint unreadable; rescanning all segments", "err", err)
-		rp = 0
+		l.logger.Warn("recovery point checkpoint unreadable", "err", err)
+		rpOK = false
 	}
-	cs, hasClean, err := readCleanState(l.dir)
+	cs, hasClean, err := readCleanState(fsys, l.dir)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return false, err
 	}
 	if err != nil || hasClean {
 		// Remove the marker durably before anything can be written: a crash
 		// after this open must not trust a stale marker.
-		if err := os.Remove(filepath.Join(l.dir, cleanFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(l.dir, cleanFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return false, fmt.Errorf("remove clean marker: %w", err)
 		}
-		if err := SyncDir(l.dir); err != nil {
-			return false, err
+		if err := fsys.SyncDir(l.dir); err != nil {
+			return false, fmt.Errorf("sync dir %s: %w", l.dir, err)
 		}
 	}
 
 	// Segments entirely below the log start are leftovers of a deletion that
 	// a crash interrupted.
 	for len(bases) > 1 && bases[1] <= logStart {
-		s := &segment{base: bases[0], dir: l.dir}
-		if err := s.removeFiles(); err != nil {
+		if err := newSegment(l.st, bases[0]).removeFiles(); err != nil {
 			return false, err
 		}
 		bases = bases[1:]
@@ -120,13 +147,20 @@ func (l *Log) recover() (clean bool, err error) {
 	}
 
 	last := bases[len(bases)-1]
-	if hasClean && !forceScan && cs.ActiveBase == last && cs.LogEnd >= last {
-		if st, err := os.Stat(filepath.Join(l.dir, segmentFileName(last, logExt))); err == nil && st.Size() == cs.ActiveSize {
+	if hasClean && cs.ActiveBase == last && cs.LogEnd >= last {
+		if info, err := fsys.Stat(filepath.Join(l.dir, segmentFileName(last, logExt))); err == nil && info.Size == cs.ActiveSize {
 			clean = true
 		}
 	}
-	if forceScan {
-		rp = 0
+	switch {
+	case clean:
+		rp = math.MaxInt64 // everything was flushed at close
+	case !rpOK:
+		// Without the checkpoint, trust what was sealed (it is fsynced in the
+		// round right after each roll) and treat only the last segment as a
+		// possible tail: a missing derived file must not cost flushed data.
+		rp = last
+		l.logger.Warn("recovery point checkpoint missing; treating sealed segments as flushed", "recovery_point", rp)
 	}
 
 	var (
@@ -134,15 +168,17 @@ func (l *Log) recover() (clean bool, err error) {
 		leo       int64
 		firstTs   int64 = -1
 		truncated bool
+		lastBad   *badRange // the last segment ends in damage: appends go to a new segment
 	)
 	for i, base := range bases {
-		s, idxOK, err := openSegment(l.dir, base)
+		s, idxOK, err := openSegment(l.st, base)
 		if err != nil {
 			return false, err
 		}
 		l.segments = append(l.segments, s)
 		isLast := i == len(bases)-1
-		needScan := !idxOK || (!clean && (base >= rp || isLast))
+		mayHoldTail := !clean && (isLast || bases[i+1] > rp)
+		needScan := !idxOK || mayHoldTail
 		if !needScan {
 			ok, err := s.checkIndexes()
 			if err != nil {
@@ -155,29 +191,7 @@ func (l *Log) recover() (clean bool, err error) {
 		} else if !idxOK {
 			l.logger.Warn("segment indexes missing or malformed; rebuilding", "segment", base)
 		}
-		if needScan {
-			res, err := s.scan(opts.IndexIntervalBytes, l.epochs)
-			if err != nil {
-				return false, err
-			}
-			if size := s.size.Load(); res.validBytes < size {
-				l.logger.Warn("truncating torn or corrupt tail", "segment", base,
-					"valid_bytes", res.validBytes, "dropped_bytes", size-res.validBytes, "reason", res.stopReason)
-				if err := s.truncateFile(res.validBytes); err != nil {
-					return false, err
-				}
-				truncated = !isLast
-			}
-			if err := s.flushIndexes(); err != nil {
-				return false, err
-			}
-			scanned = append(scanned, s)
-			if isLast || truncated {
-				leo, firstTs = res.next, res.firstBatchTs
-			} else if err := s.seal(); err != nil {
-				return false, err
-			}
-		} else {
+		if !needScan {
 			if err := s.loadIndexState(); err != nil {
 				return false, err
 			}
@@ -193,18 +207,85 @@ func (l *Log) recover() (clean bool, err error) {
 					return false, err
 				}
 			}
+			continue
+		}
+
+		scanEpochs := l.epochs
+		if !epochsTrusted {
+			scanEpochs = nil // rebuilt from every segment below
+		}
+		segEnd := int64(-1)
+		if !isLast {
+			segEnd = bases[i+1]
+		}
+		res, err := s.scan(opts.IndexIntervalBytes, scanEpochs, rp, segEnd)
+		if err != nil {
+			return false, err
+		}
+		if n := len(res.bad); isLast && n > 0 && res.bad[n-1].toOffset < 0 {
+			// The damage runs to the end of the last segment, so nothing can
+			// be appended after it there. It is kept (sealed, reported) and
+			// the log continues in a new segment after the last offset known
+			// to be flushed.
+			b := &res.bad[n-1]
+			b.toOffset = b.fromOffset
+			if rp != math.MaxInt64 {
+				b.toOffset = max(b.toOffset, rp)
+			}
+			lastBad = b
+		}
+		for _, b := range res.bad {
+			s.addBad(b)
+		}
+		if res.tail {
+			// Only a tail if nothing after it is below the recovery point
+			// (always true unless the checkpoint disagrees with the files).
+			later := bases[i+1:]
+			if len(later) > 0 && later[0] < rp {
+				b := badRange{fromPos: res.validBytes, toPos: s.size.Load(), fromOffset: res.next, toOffset: later[0],
+					reason: res.stopReason + " (before segments below the recovery point: not a tail)"}
+				s.addBad(b)
+				res.tail = false
+			} else if size := s.size.Load(); res.validBytes < size {
+				l.logger.Warn("truncating torn or unfinished tail", "segment", base,
+					"valid_bytes", res.validBytes, "dropped_bytes", size-res.validBytes, "reason", res.stopReason)
+				if err := s.truncateFile(res.validBytes); err != nil {
+					return false, err
+				}
+				truncated = !isLast
+			}
+		}
+		if err := s.flushIndexes(); err != nil {
+			return false, err
+		}
+		scanned = append(scanned, s)
+		if isLast || truncated {
+			leo, firstTs = res.next, res.firstBatchTs
 		}
 		if truncated {
 			for _, b := range bases[i+1:] {
-				l.logger.Warn("deleting segment after corruption", "segment", b)
-				if err := (&segment{base: b, dir: l.dir}).removeFiles(); err != nil {
+				l.logger.Warn("deleting segment after the torn tail", "segment", b)
+				if err := newSegment(l.st, b).removeFiles(); err != nil {
 					return false, err
 				}
 			}
 			break
 		}
+		if !isLast {
+			if err := s.seal(); err != nil {
+				return false, err
+			}
+		}
 	}
 	l.active = l.segments[len(l.segments)-1]
+	if lastBad != nil {
+		if err := l.reopenAfterDamage(lastBad.toOffset); err != nil {
+			return false, err
+		}
+		leo, firstTs = lastBad.toOffset, -1
+	} else if err := l.active.pin(); err != nil {
+		return false, err
+	}
 	if l.active.size.Load() > 0 {
 		now := opts.Now()
 		l.active.rollStart = now
@@ -219,19 +300,12 @@ func (l *Log) recover() (clean bool, err error) {
 			return false, err
 		}
 	}
-	if len(scanned) > 0 || truncated {
-		if err := SyncDir(l.dir); err != nil {
-			return false, err
+	if len(scanned) > 0 || truncated || lastBad != nil {
+		if err := fsys.SyncDir(l.dir); err != nil {
+			return false, fmt.Errorf("sync dir %s: %w", l.dir, err)
 		}
 	}
 	l.scannedAtOpen = len(scanned)
-	l.recoveryPoint = rp
-	if l.active.base != rp {
-		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, l.active.base); err != nil {
-			return false, err
-		}
-		l.recoveryPoint = l.active.base
-	}
 
 	if logStart > leo {
 		// DeleteRecordsBefore(end) was persisted but a crash lost the tail
@@ -239,11 +313,26 @@ func (l *Log) recover() (clean bool, err error) {
 		l.logger.Warn("log start beyond recovered end; restarting empty", "log_start", logStart, "log_end", leo)
 		return false, l.resetLocked(logStart)
 	}
+	// Everything up to the recovered end is on disk now.
+	if !rpOK || rp != leo {
+		if err := writeOffsetCheckpoint(fsys, l.dir, recoveryPointFile, leo); err != nil {
+			return false, err
+		}
+	}
+	l.recoveryPoint = leo
+	l.rpWritten = opts.Now()
 	l.logStart.Store(logStart)
 	l.leo.Store(leo)
 	l.hw.Store(leo)
 	l.durable.Store(leo)
-	changed := l.epochs.truncateFromEnd(leo)
+	changed := false
+	if !epochsTrusted {
+		if err := l.rebuildEpochs(); err != nil {
+			return false, err
+		}
+		changed = true
+	}
+	changed = l.epochs.truncateFromEnd(leo) || changed
 	changed = l.epochs.truncateFromStart(logStart) || changed
 	if changed || len(scanned) > 0 {
 		if err := l.epochs.persist(); err != nil {
@@ -253,18 +342,97 @@ func (l *Log) recover() (clean bool, err error) {
 	return clean, nil
 }
 
+// reopenAfterDamage seals the last segment, whose damage runs to its end,
+// and starts the active segment at base.
+func (l *Log) reopenAfterDamage(base int64) error {
+	old := l.active
+	if err := old.seal(); err != nil {
+		return err
+	}
+	ns, err := createSegment(l.st, base)
+	if err != nil {
+		return err
+	}
+	l.segments = append(l.segments, ns)
+	l.active = ns
+	l.logger.Error("last segment ends in damaged data; appending continues in a new segment",
+		"damaged_segment", old.base, "new_segment", base)
+	return nil
+}
+
+// rebuildEpochs recomputes the leader-epoch cache from the epochs stored in
+// the batch headers. Epochs never decrease along a log, so a segment whose
+// first and last batches carry the same epoch contributes one entry and
+// only segments where the epoch changes are walked batch by batch.
+func (l *Log) rebuildEpochs() error {
+	l.epochs.clear()
+	for _, s := range l.segments {
+		first, last, ok, err := s.edgeEpochs()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if first.PartitionLeaderEpoch == last.PartitionLeaderEpoch {
+			l.epochs.assign(first.PartitionLeaderEpoch, first.BaseOffset)
+			continue
+		}
+		if err := s.walk(0, s.base, s.size.Load(), func(h batch.Header, _ int64) bool {
+			l.epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+			return true
+		}); err != nil {
+			return err
+		}
+	}
+	l.logger.Info("leader epoch checkpoint rebuilt from the batches", "entries", len(l.epochs.snapshot()))
+	return nil
+}
+
+// edgeEpochs returns the headers of the segment's first and last batches.
+func (s *segment) edgeEpochs() (first, last batch.Header, ok bool, err error) {
+	size := s.size.Load()
+	if size < batch.HeaderSize {
+		return first, last, false, nil
+	}
+	start, expect := int64(0), s.base
+	if _, pos, ok, err := s.offIdx.last(); err != nil {
+		return first, last, false, err
+	} else if ok && pos < size {
+		start = pos
+		expect = -1 // unknown; the walk trusts the header there
+	}
+	haveFirst := false
+	err = s.walk(0, s.base, size, func(h batch.Header, _ int64) bool {
+		first, haveFirst = h, true
+		return false
+	})
+	if err != nil || !haveFirst {
+		return first, last, false, err
+	}
+	last = first
+	if err := s.walk(start, expect, size, func(h batch.Header, _ int64) bool {
+		last = h
+		return true
+	}); err != nil {
+		return first, last, false, err
+	}
+	return first, last, true, nil
+}
+
 // recoverEmpty initialises a log with no segments at start.
 func (l *Log) recoverEmpty(start int64) error {
-	s, err := createSegment(l.dir, start)
+	s, err := createSegment(l.st, start)
 	if err != nil {
 		return err
 	}
 	l.segments = []*segment{s}
 	l.active = s
-	if err := SyncDir(l.dir); err != nil {
-		return err
+	if err := l.st.fs.SyncDir(l.dir); err != nil {
+		return fmt.Errorf("sync dir %s: %w", l.dir, err)
 	}
 	l.recoveryPoint = start
+	l.rpWritten = l.opts.Load().Now()
 	l.logStart.Store(start)
 	l.leo.Store(start)
 	l.hw.Store(start)
@@ -278,19 +446,20 @@ func (l *Log) recoverEmpty(start int64) error {
 // listSegments returns the base offsets of the .log files in the directory,
 // sorted, after deleting temporary files and orphan indexes.
 func (l *Log) listSegments() ([]int64, error) {
-	entries, err := os.ReadDir(l.dir)
+	fsys := l.st.fs
+	entries, err := fsys.ReadDir(l.dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", l.dir, err)
 	}
 	logs := map[int64]bool{}
 	var indexes []string
 	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() {
+		name := e.Name
+		if e.IsDir {
 			continue
 		}
 		if strings.HasSuffix(name, tmpSuffix) {
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, fmt.Errorf("remove temporary file: %w", err)
 			}
 			continue
@@ -308,7 +477,7 @@ func (l *Log) listSegments() ([]int64, error) {
 	for _, name := range indexes {
 		base, _, _ := parseSegmentFileName(name)
 		if !logs[base] {
-			if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			if err := fsys.Remove(filepath.Join(l.dir, name)); err != nil {
 				return nil, fmt.Errorf("remove orphan index: %w", err)
 			}
 		}
@@ -327,12 +496,176 @@ func (s *segment) firstBatchTimestamp() (int64, error) {
 		return -1, nil
 	}
 	var hdr [batch.HeaderSize]byte
-	if _, err := s.f.ReadAt(hdr[:], 0); err != nil {
-		return -1, fmt.Errorf("read segment %s: %w", s.f.Name(), err)
+	if err := s.readAt(hdr[:], 0); err != nil {
+		return -1, err
 	}
 	h, err := batch.ParseHeader(hdr[:])
 	if err != nil {
-		return -1, fmt.Errorf("%w: segment %s: %v", ErrCorrupt, s.f.Name(), err)
+		return -1, nil // damaged first batch: age from the clock instead
 	}
 	return h.MaxTimestamp, nil
+}
+
+// scanResult describes a segment after scan.
+type scanResult struct {
+	validBytes   int64      // where the scan stopped: the end of the last valid batch before a tail
+	next         int64      // offset after the last valid batch; base when empty
+	firstBatchTs int64      // MaxTimestamp of the first batch; -1 when empty
+	tail         bool       // stopped at a torn or unfinished write past the recovery point
+	stopReason   string     // why it stopped
+	bad          []badRange // damage below the recovery point, skipped
+}
+
+// checkBatch validates the header of the batch at pos against what must
+// come next: framing, counts, offsets in order and within the segment.
+// It returns "" for a well-formed header.
+func (s *segment) checkBatch(h batch.Header, pos, fileSize, next int64) string {
+	size := int64(batch.LengthFieldEnd) + int64(h.Length)
+	switch {
+	case h.Length < batch.HeaderSize-batch.LengthFieldEnd:
+		return fmt.Sprintf("batch length %d too small", h.Length)
+	case size > fileSize-pos:
+		return fmt.Sprintf("torn batch: %d bytes declared, %d present", size, fileSize-pos)
+	case h.LastOffsetDelta < 0 || h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1:
+		return fmt.Sprintf("bad counts: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta)
+	case h.BaseOffset < next:
+		return fmt.Sprintf("base offset %d below expected %d", h.BaseOffset, next)
+	case h.LastOffset()-s.base > maxRelativeOffset:
+		return fmt.Sprintf("offset %d too far from segment base", h.LastOffset())
+	}
+	return ""
+}
+
+// scan checksums the segment batch by batch from the start, rebuilding both
+// indexes and the running maxima, and recording leader epochs (when epochs
+// is not nil). A bad batch (torn, failing its CRC, or out of offset order)
+// whose expected offset is at or past rp is the tail: the scan stops there
+// for the caller to truncate. One below rp is damage to flushed data: the
+// scan records it, resumes at the next valid batch (or the end of the
+// segment, whose successor starts at segEnd; -1 for the last segment) and
+// goes on. I/O errors are returned as errors, corruption is not. Caller has
+// exclusive access (open, or under the append and truncate locks).
+func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) (scanResult, error) {
+	res := scanResult{next: s.base, firstBatchTs: -1}
+	cf, err := s.logRef.open()
+	if err != nil {
+		return res, err
+	}
+	defer s.logRef.release(cf)
+	f := cf.f
+	fileSize, err := f.Size()
+	if err != nil {
+		return res, fmt.Errorf("stat segment %s: %w", s.name(), err)
+	}
+	s.size.Store(fileSize)
+	if err := s.offIdx.reset(nil, true); err != nil {
+		return res, err
+	}
+	if err := s.timeIdx.reset(nil, true); err != nil {
+		return res, err
+	}
+	s.maxTs.Store(-1)
+	s.maxTsOffset, s.lastTimeEntry, s.bytesSinceIndex = -1, -1, 0
+
+	pos := int64(0)
+	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, fileSize), scanBufferSize)
+	var hdr [batch.HeaderSize]byte
+	for pos < fileSize {
+		var reason string
+		var h batch.Header
+		if fileSize-pos < batch.HeaderSize {
+			reason = fmt.Sprintf("torn batch header: %d bytes", fileSize-pos)
+		} else if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			return res, fmt.Errorf("read segment %s at %d: %w", s.name(), pos, err)
+		} else if h, err = batch.ParseHeader(hdr[:]); err != nil {
+			reason = err.Error()
+		} else {
+			reason = s.checkBatch(h, pos, fileSize, res.next)
+		}
+		if reason == "" {
+			size := int64(h.Size())
+			crc := batch.UpdateChecksum(0, hdr[batch.CRCStart:])
+			for rem := size - batch.HeaderSize; rem > 0; {
+				n := min(rem, int64(br.Size()))
+				p, err := br.Peek(int(n))
+				if err != nil {
+					return res, fmt.Errorf("read segment %s at %d: %w", s.name(), pos, err)
+				}
+				crc = batch.UpdateChecksum(crc, p)
+				_, _ = br.Discard(int(n))
+				rem -= n
+			}
+			if crc != h.CRC {
+				reason = fmt.Sprintf("crc mismatch in the batch at offset %d", h.BaseOffset)
+			}
+		}
+		if reason != "" {
+			if res.next >= rp {
+				res.tail, res.stopReason = true, reason
+				break
+			}
+			// Flushed data is damaged: skip to the next valid batch.
+			to, toOffset, err := s.resync(f, pos+1, fileSize, res.next)
+			if err != nil {
+				return res, err
+			}
+			if to < 0 {
+				to, toOffset = fileSize, segEnd
+			}
+			res.bad = append(res.bad, badRange{fromPos: pos, toPos: to, fromOffset: res.next, toOffset: toOffset, reason: reason})
+			pos = to
+			br.Reset(io.NewSectionReader(f, pos, fileSize-pos))
+			if toOffset >= 0 {
+				res.next = toOffset
+			}
+			continue
+		}
+		if res.firstBatchTs < 0 && pos == 0 {
+			res.firstBatchTs = h.MaxTimestamp
+		}
+		s.indexBatch(h, pos, indexInterval)
+		if epochs != nil {
+			epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset)
+		}
+		pos += int64(h.Size())
+		res.next = h.NextOffset()
+	}
+	res.validBytes = pos
+	return res, nil
+}
+
+// resync looks for the next valid batch at or after from (and before
+// limit) whose base offset is at least minOffset: well-formed header, sane
+// counts and a matching CRC, so a false match is as unlikely as a CRC
+// collision. It returns its position and base offset, or -1 when there is
+// none. Damage to flushed data is rare, so a byte-by-byte search is fine.
+func (s *segment) resync(f io.ReaderAt, from, limit, minOffset int64) (pos, base int64, err error) {
+	const window = 1 << 20
+	buf := make([]byte, window+batch.HeaderSize)
+	for start := from; start+batch.HeaderSize <= limit; start += window {
+		n := min(int64(len(buf)), limit-start)
+		m, err := f.ReadAt(buf[:n], start)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return -1, -1, fmt.Errorf("read segment %s at %d: %w", s.name(), start, err)
+		}
+		chunk := buf[:m]
+		for i := 0; i+batch.HeaderSize <= len(chunk) && int64(i) < window; i++ {
+			if chunk[i+batch.MagicOffset] != batch.Magic {
+				continue
+			}
+			h, err := batch.ParseHeader(chunk[i:])
+			p := start + int64(i)
+			if err != nil || s.checkBatch(h, p, limit, minOffset) != "" {
+				continue
+			}
+			raw := make([]byte, h.Size())
+			if _, err := f.ReadAt(raw, p); err != nil {
+				continue
+			}
+			if batch.Checksum(raw[batch.CRCStart:]) == h.CRC {
+				return p, h.BaseOffset, nil
+			}
+		}
+	}
+	return -1, -1, nil
 }

@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -12,19 +13,17 @@ import (
 // that breaches neither, never touches the active segment, and never deletes
 // data at or above the high watermark. First, a non-empty active segment
 // older than SegmentAge is rolled, so low-traffic logs still age out. Readers
-// holding a deleted segment finish normally.
+// holding a deleted segment finish normally. It runs on a failed log too
+// (without the roll), so a full disk can be freed by retention.
 func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
 		return 0, ErrClosed
 	}
-	if err := l.failure(); err != nil {
-		return 0, err
-	}
 	opts := l.opts.Load()
 	now := opts.Now()
-	if act := l.active; act.size.Load() > 0 && !act.rollStart.IsZero() && now.Sub(act.rollStart) >= opts.SegmentAge {
+	if act := l.active; l.failure() == nil && act.size.Load() > 0 && !act.rollStart.IsZero() && now.Sub(act.rollStart) >= opts.SegmentAge {
 		if err := l.roll(l.leo.Load()); err != nil {
 			return 0, l.fail(err)
 		}
@@ -73,15 +72,13 @@ func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 // DeleteRecordsBefore moves the log start forward to offset (DeleteRecords),
 // persisting it, and deletes the segments entirely below it. offset may equal
 // the log end; beyond it is ErrOffsetOutOfRange. It returns the new log
-// start, unchanged if offset is not above it.
+// start, unchanged if offset is not above it. It works on a failed log too,
+// so an operator can free space on a full disk this way.
 func (l *Log) DeleteRecordsBefore(offset int64) (newLogStart int64, err error) {
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
 		return 0, ErrClosed
-	}
-	if err := l.failure(); err != nil {
-		return 0, err
 	}
 	if leo := l.leo.Load(); offset > leo {
 		return 0, fmt.Errorf("%w: delete records before %d, log end is %d", ErrOffsetOutOfRange, offset, leo)
@@ -101,26 +98,32 @@ func (l *Log) DeleteRecordsBefore(offset int64) (newLogStart int64, err error) {
 	return offset, nil
 }
 
-// deletePrefix persists newStart as the log start, then removes the first n
-// segments (never the active one) and trims the epoch checkpoint. Persisting
-// first means a crash midway leaves segments Open deletes as below the start.
-// Caller holds appendMu.
+// deletePrefix removes the first n segments (never the active one), then
+// persists newStart as the log start and trims the epoch checkpoint.
+// Deleting first frees space before anything is written, so this works on a
+// full disk; a crash in between is harmless because Open never starts the
+// log below its first segment. Caller holds appendMu.
 func (l *Log) deletePrefix(n int, newStart int64) error {
-	if newStart > l.logStart.Load() {
-		if err := writeOffsetCheckpoint(l.dir, logStartFile, newStart); err != nil {
-			return fmt.Errorf("persist log start %d: %w", newStart, err)
-		}
-		l.logStart.Store(newStart)
-	}
 	l.segMu.Lock()
 	del := append([]*segment(nil), l.segments[:n]...)
 	l.segments = append([]*segment(nil), l.segments[n:]...)
 	l.segMu.Unlock()
+	if newStart > l.logStart.Load() {
+		l.logStart.Store(newStart)
+	}
 	for _, s := range del {
 		if err := s.removeFiles(); err != nil {
 			l.logger.Warn("remove deleted segment", "base", s.base, "err", err)
 		}
 		s.release()
+	}
+	if len(del) > 0 {
+		if err := SyncDir(l.st.fs, l.dir); err != nil {
+			return err
+		}
+	}
+	if err := writeOffsetCheckpoint(l.st.fs, l.dir, logStartFile, l.logStart.Load()); err != nil {
+		return fmt.Errorf("persist log start %d: %w", newStart, err)
 	}
 	if l.epochs.truncateFromStart(l.logStart.Load()) {
 		if err := l.epochs.persist(); err != nil {
@@ -205,17 +208,15 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := s.truncateFile(cut); err != nil {
 		return err
 	}
-	// Rebuild the (now active again) segment's indexes and maxima.
-	res, err := s.scan(opts.IndexIntervalBytes, nil)
+	// Rebuild the (now active again) segment's indexes and maxima. What
+	// stays was written before and is not a tail: damage in it is recorded,
+	// never cut.
+	res, err := s.scan(opts.IndexIntervalBytes, nil, math.MaxInt64, -1)
 	if err != nil {
 		return err
 	}
-	if res.validBytes < cut {
-		l.logger.Warn("corruption found while truncating", "segment", s.base, "reason", res.stopReason)
-		if err := s.truncateFile(res.validBytes); err != nil {
-			return err
-		}
-		newEnd = res.next
+	for _, b := range res.bad {
+		s.addBad(b)
 	}
 	if err := s.flushIndexes(); err != nil {
 		return err
@@ -224,18 +225,23 @@ func (l *Log) truncateLocked(offset int64) error {
 	if s.size.Load() > 0 {
 		s.rollStart = opts.Now()
 	}
+	if s.pinned == nil {
+		if err := s.pin(); err != nil {
+			return err
+		}
+	}
 	l.active = s
 	if err := s.syncAll(); err != nil {
 		return err
 	}
-	if err := SyncDir(l.dir); err != nil {
+	if err := SyncDir(l.st.fs, l.dir); err != nil {
 		return err
 	}
-	if l.recoveryPoint > s.base {
-		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, s.base); err != nil {
+	if l.recoveryPoint > newEnd {
+		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, newEnd); err != nil {
 			return err
 		}
-		l.recoveryPoint = s.base
+		l.recoveryPoint = newEnd
 	}
 	l.leo.Store(newEnd)
 	l.hw.Store(min(l.hw.Load(), newEnd))
@@ -287,7 +293,7 @@ func (l *Log) resetLocked(offset int64) error {
 			}
 			d.release()
 		}
-		ns, err := createSegment(l.dir, offset)
+		ns, err := createSegment(l.st, offset)
 		if err != nil {
 			return err
 		}
@@ -295,13 +301,13 @@ func (l *Log) resetLocked(offset int64) error {
 		l.segments = []*segment{ns}
 		l.segMu.Unlock()
 		l.active = ns
-		if err := SyncDir(l.dir); err != nil {
+		if err := SyncDir(l.st.fs, l.dir); err != nil {
 			return err
 		}
-		if err := writeOffsetCheckpoint(l.dir, logStartFile, offset); err != nil {
+		if err := writeOffsetCheckpoint(l.st.fs, l.dir, logStartFile, offset); err != nil {
 			return err
 		}
-		if err := writeOffsetCheckpoint(l.dir, recoveryPointFile, offset); err != nil {
+		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, offset); err != nil {
 			return err
 		}
 		l.recoveryPoint = offset

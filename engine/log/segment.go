@@ -1,19 +1,21 @@
 package log
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 const (
@@ -53,17 +55,40 @@ func parseSegmentFileName(name string) (base int64, ext string, ok bool) {
 	return b, ext, true
 }
 
+// storage is what every segment of one log shares: where its files are,
+// how they are opened, and where damage found in them is reported.
+type storage struct {
+	dir    string
+	fs     vfs.FS
+	cache  *FileCache
+	health *health
+	opts   func() *Options
+}
+
+func (st *storage) indexInterval() int { return st.opts().IndexIntervalBytes }
+
+func (st *storage) ref(base int64, ext string) fileRef {
+	return fileRef{fs: st.fs, cache: st.cache, path: filepath.Join(st.dir, segmentFileName(base, ext))}
+}
+
 // segment is one .log file and its two indexes. Bytes below size are whole
 // batches that readers may pread; the appender writes past size and only then
 // publishes the new size.
 //
+// Files: the active segment keeps its .log open and pinned in the file
+// cache; every other file access (sealed segments' .log, all index files)
+// acquires the file from the cache for the duration of the access, so idle
+// segments hold no descriptors.
+//
 // Lifetime: the Log holds one reference while the segment is in its list;
-// readers and the flusher take more. Files are closed when the count drops
-// to zero, so retention can unlink a segment while a read is copying from it.
+// readers and the flusher take more. When the count drops to zero the
+// segment's files leave the cache, so retention can unlink a segment while a
+// read is copying from it and the descriptor closes when the read is done.
 type segment struct {
 	base    int64
-	dir     string
-	f       *os.File
+	st      *storage
+	logRef  fileRef
+	pinned  *cachedFile // the .log while active; guarded by Log.appendMu
 	offIdx  *sparseIndex
 	timeIdx *sparseIndex
 
@@ -76,79 +101,131 @@ type segment struct {
 	lastTimeEntry   int64     // timestamp of the last time index entry; -1 when none
 	rollStart       time.Time // reference time for segment age; zero while empty
 
+	// Damage found in this segment (by recovery or by a read), and the
+	// rebuild of indexes that failed validation when used.
+	badMu     sync.Mutex
+	bad       atomic.Pointer[[]badRange] // sorted by fromPos; replaced, never mutated
+	indexBad  atomic.Bool                // an index entry did not match: scan until rebuilt
+	rebuildMu sync.Mutex
+
 	refs atomic.Int32
 }
 
-func (s *segment) path(ext string) string { return filepath.Join(s.dir, segmentFileName(s.base, ext)) }
+// badRange is a stretch of a segment that holds no valid batch: bytes
+// [fromPos, toPos) where offsets [fromOffset, toOffset) should have been.
+type badRange struct {
+	fromPos, toPos       int64
+	fromOffset, toOffset int64
+	reason               string
+}
 
-// createSegment creates (or empties) the files of a new segment.
-func createSegment(dir string, base int64) (*segment, error) {
-	s := &segment{base: base, dir: dir, lastTimeEntry: -1, maxTsOffset: -1}
+func newSegment(st *storage, base int64) *segment {
+	s := &segment{base: base, st: st, logRef: st.ref(base, logExt), lastTimeEntry: -1, maxTsOffset: -1}
 	s.maxTs.Store(-1)
-	var err error
-	if s.f, err = os.OpenFile(s.path(logExt), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
-		return nil, fmt.Errorf("create segment: %w", err)
+	s.offIdx = &sparseIndex{kind: offsetIndex, ref: st.ref(base, indexExt)}
+	s.timeIdx = &sparseIndex{kind: timeIndex, ref: st.ref(base, timeIndexExt)}
+	s.refs.Store(1)
+	return s
+}
+
+func (s *segment) name() string { return s.logRef.path }
+
+// createFile creates (or empties) a file and closes it.
+func createFile(r fileRef) error {
+	r.forget()
+	f, err := r.fs.OpenFile(r.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", r.path, err)
 	}
-	if s.offIdx, err = openIndex(s.path(indexExt), offsetIndex, true); err != nil {
-		_ = s.f.Close()
-		return nil, err
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create %s: %w", r.path, err)
 	}
-	if s.timeIdx, err = openIndex(s.path(timeIndexExt), timeIndex, true); err != nil {
-		_ = s.f.Close()
-		_ = s.offIdx.close()
-		return nil, err
+	return nil
+}
+
+// createSegment creates (or empties) the files of a new, active segment.
+func createSegment(st *storage, base int64) (*segment, error) {
+	s := newSegment(st, base)
+	for _, r := range []fileRef{s.logRef, s.offIdx.ref, s.timeIdx.ref} {
+		if err := createFile(r); err != nil {
+			return nil, fmt.Errorf("create segment: %w", err)
+		}
 	}
 	s.offIdx.mem = []byte{}
 	s.timeIdx.mem = []byte{}
-	s.refs.Store(1)
+	if err := s.pin(); err != nil {
+		return nil, fmt.Errorf("create segment: %w", err)
+	}
 	return s, nil
 }
 
-// openSegment opens an existing segment. indexesOK is false when either index
-// file is missing or not a whole number of entries; the caller then rebuilds
-// them with scan.
-func openSegment(dir string, base int64) (s *segment, indexesOK bool, err error) {
-	s = &segment{base: base, dir: dir, lastTimeEntry: -1, maxTsOffset: -1}
-	s.maxTs.Store(-1)
-	if s.f, err = os.OpenFile(s.path(logExt), os.O_RDWR, 0o644); err != nil {
+// openSegment describes an existing segment from its files' sizes; nothing
+// stays open. indexesOK is false when either index file is missing or not a
+// whole number of entries; the caller then rebuilds them with scan.
+func openSegment(st *storage, base int64) (s *segment, indexesOK bool, err error) {
+	s = newSegment(st, base)
+	info, err := st.fs.Stat(s.logRef.path)
+	if err != nil {
 		return nil, false, fmt.Errorf("open segment: %w", err)
 	}
-	st, err := s.f.Stat()
-	if err != nil {
-		_ = s.f.Close()
-		return nil, false, fmt.Errorf("stat segment %s: %w", s.f.Name(), err)
-	}
-	s.size.Store(st.Size())
+	s.size.Store(info.Size)
 	indexesOK = true
-	for _, ext := range []string{indexExt, timeIndexExt} {
-		if _, err := os.Stat(s.path(ext)); errors.Is(err, os.ErrNotExist) {
-			indexesOK = false
+	for _, ix := range []*sparseIndex{s.offIdx, s.timeIdx} {
+		ok, err := ix.open()
+		if err != nil {
+			return nil, false, err
 		}
-	}
-	if s.offIdx, err = openIndex(s.path(indexExt), offsetIndex, !indexesOK); err != nil {
-		_ = s.f.Close()
-		return nil, false, err
-	}
-	if s.timeIdx, err = openIndex(s.path(timeIndexExt), timeIndex, !indexesOK); err != nil {
-		_ = s.f.Close()
-		_ = s.offIdx.close()
-		return nil, false, err
-	}
-	s.refs.Store(1)
-	if indexesOK {
-		for _, ix := range []*sparseIndex{s.offIdx, s.timeIdx} {
-			ok, err := ix.fileSizeOK()
-			if err != nil {
-				s.release()
-				return nil, false, err
-			}
-			indexesOK = indexesOK && ok
-		}
+		indexesOK = indexesOK && ok
 	}
 	return s, indexesOK, nil
 }
 
-// tryAcquire takes a reference unless the segment is already closed.
+// pin opens the .log and keeps it open while the segment is active.
+func (s *segment) pin() error {
+	cf, err := s.logRef.open()
+	if err != nil {
+		return err
+	}
+	s.st.cache.pin(cf)
+	s.pinned = cf
+	return nil
+}
+
+// unpin lets the cache close the .log when it is idle (the segment was
+// sealed). Caller holds Log.appendMu or has exclusive access.
+func (s *segment) unpin() {
+	if cf := s.pinned; cf != nil {
+		s.pinned = nil
+		s.st.cache.unpin(cf)
+		s.logRef.release(cf)
+	}
+}
+
+// activeFile is the pinned .log of the active segment. Only the appender
+// (holding Log.appendMu) uses it.
+func (s *segment) activeFile() vfs.File { return s.pinned.f }
+
+// withLog runs fn with the segment's .log open.
+func (s *segment) withLog(fn func(f vfs.File) error) error {
+	cf, err := s.logRef.open()
+	if err != nil {
+		return err
+	}
+	defer s.logRef.release(cf)
+	return fn(cf.f)
+}
+
+// readAt reads len(p) bytes at off from the .log.
+func (s *segment) readAt(p []byte, off int64) error {
+	return s.withLog(func(f vfs.File) error {
+		if _, err := f.ReadAt(p, off); err != nil {
+			return fmt.Errorf("read segment %s at %d: %w", s.name(), off, err)
+		}
+		return nil
+	})
+}
+
+// tryAcquire takes a reference unless the segment is already released.
 func (s *segment) tryAcquire() bool {
 	for {
 		n := s.refs.Load()
@@ -163,26 +240,30 @@ func (s *segment) tryAcquire() bool {
 
 func (s *segment) acquire() {
 	if !s.tryAcquire() {
-		panic("log: acquire of a closed segment") // programming error: caller must hold a reference
+		panic("log: acquire of a released segment") // programming error: caller must hold a reference
 	}
 }
 
-// release drops a reference, closing the files with the last one.
+// release drops a reference. With the last one the segment's files leave
+// the cache (a pinned .log is unpinned), closing their descriptors once no
+// read uses them.
 func (s *segment) release() {
 	if s.refs.Add(-1) == 0 {
-		_ = s.f.Close()
-		_ = s.offIdx.close()
-		_ = s.timeIdx.close()
+		s.unpin()
+		s.logRef.forget()
+		s.offIdx.ref.forget()
+		s.timeIdx.ref.forget()
 	}
 }
 
-// removeFiles unlinks the segment's files (open descriptors stay usable until
-// the last reference is released). The .log goes first so a crash midway
-// leaves only orphan indexes, which Open deletes.
+// removeFiles unlinks the segment's files (descriptors in use stay valid
+// until released). The .log goes first so a crash midway leaves only orphan
+// indexes, which Open deletes.
 func (s *segment) removeFiles() error {
 	var first error
-	for _, ext := range []string{logExt, indexExt, timeIndexExt} {
-		if err := os.Remove(s.path(ext)); err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+	for _, r := range []fileRef{s.logRef, s.offIdx.ref, s.timeIdx.ref} {
+		r.forget()
+		if err := s.st.fs.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) && first == nil {
 			first = fmt.Errorf("remove segment file: %w", err)
 		}
 	}
@@ -217,7 +298,8 @@ func (s *segment) appendTimeEntry() {
 	}
 }
 
-// seal finishes the segment's indexes when it stops being active.
+// seal finishes the segment's indexes when it stops being active and lets
+// the cache close its files when idle.
 func (s *segment) seal() error {
 	s.appendTimeEntry()
 	if err := s.offIdx.seal(); err != nil {
@@ -226,6 +308,7 @@ func (s *segment) seal() error {
 	if err := s.timeIdx.seal(); err != nil {
 		return err
 	}
+	s.unpin()
 	return nil
 }
 
@@ -239,10 +322,12 @@ func (s *segment) flushIndexes() error {
 
 // syncData fsyncs the .log file.
 func (s *segment) syncData() error {
-	if err := datasync(s.f); err != nil {
-		return fmt.Errorf("sync segment %s: %w", s.f.Name(), err)
-	}
-	return nil
+	return s.withLog(func(f vfs.File) error {
+		if err := f.SyncData(); err != nil {
+			return fmt.Errorf("sync segment %s: %w", s.name(), err)
+		}
+		return nil
+	})
 }
 
 // syncAll fsyncs the .log and both index files.
@@ -283,7 +368,8 @@ func (s *segment) loadIndexState() error {
 // checkIndexes is the cheap sanity check of a segment trusted without a
 // scan: the last offset index entry must point at a batch header with the
 // offset it claims, and the last time index entry must be within the
-// segment. A failure means the segment is rescanned.
+// segment. A failure means the segment is rescanned. Entries are also
+// checked one by one when lookups use them (seekPosition).
 func (s *segment) checkIndexes() (bool, error) {
 	rel, pos, ok, err := s.offIdx.last()
 	if err != nil {
@@ -295,8 +381,8 @@ func (s *segment) checkIndexes() (bool, error) {
 			return false, nil
 		}
 		var hdr [batch.HeaderSize]byte
-		if _, err := s.f.ReadAt(hdr[:], pos); err != nil {
-			return false, fmt.Errorf("read segment %s: %w", s.f.Name(), err)
+		if err := s.readAt(hdr[:], pos); err != nil {
+			return false, err
 		}
 		h, err := batch.ParseHeader(hdr[:])
 		if err != nil || h.BaseOffset != s.base+rel || int64(h.Size()) > size-pos {
@@ -311,101 +397,11 @@ func (s *segment) checkIndexes() (bool, error) {
 	return true, nil
 }
 
-// scanResult describes a segment after scan.
-type scanResult struct {
-	validBytes   int64  // length of the valid prefix
-	next         int64  // offset after the last valid batch; base when empty
-	firstBatchTs int64  // MaxTimestamp of the first batch; -1 when empty
-	stopReason   string // why the scan stopped before the end of the file
-	epochChanged bool
-}
-
-// scan checksums the segment batch by batch from the start, rebuilding both
-// indexes and the running maxima, and recording leader epochs. It stops at the
-// first batch that is torn, fails its CRC, or breaks offset order; the caller
-// truncates there. I/O errors are returned as errors, corruption is not.
-// Caller has exclusive access (open, or under the append and truncate locks).
-func (s *segment) scan(indexInterval int, epochs *epochCache) (scanResult, error) {
-	res := scanResult{next: s.base, firstBatchTs: -1}
-	st, err := s.f.Stat()
-	if err != nil {
-		return res, fmt.Errorf("stat segment %s: %w", s.f.Name(), err)
-	}
-	fileSize := st.Size()
-	if err := s.offIdx.reset(nil, true); err != nil {
-		return res, err
-	}
-	if err := s.timeIdx.reset(nil, true); err != nil {
-		return res, err
-	}
-	s.maxTs.Store(-1)
-	s.maxTsOffset, s.lastTimeEntry, s.bytesSinceIndex = -1, -1, 0
-
-	br := bufio.NewReaderSize(io.NewSectionReader(s.f, 0, fileSize), scanBufferSize)
-	var hdr [batch.HeaderSize]byte
-	pos := int64(0)
-	for pos < fileSize {
-		if fileSize-pos < batch.HeaderSize {
-			res.stopReason = fmt.Sprintf("torn batch header: %d bytes", fileSize-pos)
-			break
-		}
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			return res, fmt.Errorf("read segment %s at %d: %w", s.f.Name(), pos, err)
-		}
-		h, err := batch.ParseHeader(hdr[:])
-		if err != nil {
-			res.stopReason = err.Error()
-			break
-		}
-		size := int64(batch.LengthFieldEnd) + int64(h.Length)
-		switch {
-		case h.Length < batch.HeaderSize-batch.LengthFieldEnd:
-			res.stopReason = fmt.Sprintf("batch length %d too small", h.Length)
-		case size > fileSize-pos:
-			res.stopReason = fmt.Sprintf("torn batch: %d bytes declared, %d present", size, fileSize-pos)
-		case h.LastOffsetDelta < 0 || h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1:
-			res.stopReason = fmt.Sprintf("bad counts: %d records, last offset delta %d", h.NumRecords, h.LastOffsetDelta)
-		case h.BaseOffset < res.next:
-			res.stopReason = fmt.Sprintf("base offset %d below expected %d", h.BaseOffset, res.next)
-		case h.LastOffset()-s.base > maxRelativeOffset:
-			res.stopReason = fmt.Sprintf("offset %d too far from segment base", h.LastOffset())
-		}
-		if res.stopReason != "" {
-			break
-		}
-		crc := batch.UpdateChecksum(0, hdr[batch.CRCStart:])
-		for rem := size - batch.HeaderSize; rem > 0; {
-			n := min(rem, int64(br.Size()))
-			p, err := br.Peek(int(n))
-			if err != nil {
-				return res, fmt.Errorf("read segment %s at %d: %w", s.f.Name(), pos, err)
-			}
-			crc = batch.UpdateChecksum(crc, p)
-			_, _ = br.Discard(int(n))
-			rem -= n
-		}
-		if crc != h.CRC {
-			res.stopReason = fmt.Sprintf("crc mismatch at offset %d", h.BaseOffset)
-			break
-		}
-		if res.firstBatchTs < 0 && pos == 0 {
-			res.firstBatchTs = h.MaxTimestamp
-		}
-		s.indexBatch(h, pos, indexInterval)
-		if epochs != nil && epochs.assign(h.PartitionLeaderEpoch, h.BaseOffset) {
-			res.epochChanged = true
-		}
-		pos += size
-		res.next = h.NextOffset()
-	}
-	res.validBytes = pos
-	return res, nil
-}
-
 // truncateFile cuts the .log to n bytes.
 func (s *segment) truncateFile(n int64) error {
-	if err := s.f.Truncate(n); err != nil {
-		return fmt.Errorf("truncate segment %s to %d: %w", s.f.Name(), n, err)
+	err := s.withLog(func(f vfs.File) error { return f.Truncate(n) })
+	if err != nil {
+		return fmt.Errorf("truncate segment %s to %d: %w", s.name(), n, err)
 	}
 	s.size.Store(n)
 	return nil
@@ -414,9 +410,46 @@ func (s *segment) truncateFile(n int64) error {
 // modTime is the .log's modification time, the age of a segment without
 // timestamps.
 func (s *segment) modTime() (time.Time, error) {
-	st, err := s.f.Stat()
+	info, err := s.st.fs.Stat(s.logRef.path)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("stat segment %s: %w", s.f.Name(), err)
+		return time.Time{}, fmt.Errorf("stat segment %s: %w", s.name(), err)
 	}
-	return st.ModTime(), nil
+	return info.ModTime, nil
+}
+
+// badRanges returns the damaged stretches known in this segment.
+func (s *segment) badRanges() []badRange {
+	if p := s.bad.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// badAt returns the damaged stretch starting at pos, if there is one.
+func (s *segment) badAt(pos int64) (badRange, bool) {
+	for _, b := range s.badRanges() {
+		if b.fromPos == pos {
+			return b, true
+		}
+	}
+	return badRange{}, false
+}
+
+// addBad records a damaged stretch (once) and reports it. It reports
+// whether the range is new.
+func (s *segment) addBad(b badRange) bool {
+	s.badMu.Lock()
+	cur := s.badRanges()
+	for _, x := range cur {
+		if x.fromPos == b.fromPos {
+			s.badMu.Unlock()
+			return false
+		}
+	}
+	next := append(append([]badRange(nil), cur...), b)
+	sort.Slice(next, func(i, j int) bool { return next[i].fromPos < next[j].fromPos })
+	s.bad.Store(&next)
+	s.badMu.Unlock()
+	s.st.health.corruptionFound(s, b)
+	return true
 }

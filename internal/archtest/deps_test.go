@@ -1,7 +1,9 @@
 // Package archtest keeps the dependency rules of DESIGN.md true: engine
-// imports nothing from net, cluster, mql or tui; net/client never imports
-// engine; mql and tui reach brokers only through net/client, so neither
-// imports franz-go itself (their tests may, to run franz-go's fake cluster).
+// imports nothing from net, cluster, mql or tui; the storage leaves
+// (engine/vfs, engine/batch, engine/topicconfig, engine/log) import no other
+// MoonMQ package but each other as listed; net/client never imports engine;
+// mql and tui reach brokers only through net/client, so neither imports
+// franz-go itself (their tests may, to run franz-go's fake cluster).
 package archtest
 
 import (
@@ -26,23 +28,53 @@ func TestDependencyDirection(t *testing.T) {
 		{"./cluster/...", []string{"net/", "mql", "tui"}},
 	}
 	for _, r := range rules {
-		out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+strings.TrimPrefix(r.pkgs, "./")).CombinedOutput()
-		if strings.Contains(string(out), "matched no packages") {
-			continue // the package does not exist yet
-		}
-		require.NoError(t, err, "go list %s: %s", r.pkgs, out)
-		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			pkg, deps, _ := strings.Cut(line, ":")
-			for _, d := range strings.Fields(deps) {
-				rel, ok := strings.CutPrefix(d, module+"/")
-				if !ok {
-					continue
+		checkDeps(t, r.pkgs, func(rel string) bool {
+			for _, f := range r.forbidden {
+				if strings.HasPrefix(rel, f) {
+					return false
 				}
-				for _, f := range r.forbidden {
-					if strings.HasPrefix(rel, f) {
-						t.Errorf("%s imports %s, which DESIGN.md forbids", pkg, d)
-					}
+			}
+			return true
+		})
+	}
+}
+
+// TestStorageLeaves: the storage packages stay small and self-contained, so
+// they can be read, tested and fuzzed alone.
+func TestStorageLeaves(t *testing.T) {
+	leaves := map[string][]string{ // package: the MoonMQ packages it may import
+		"./engine/vfs":         nil,
+		"./engine/batch":       nil,
+		"./engine/topicconfig": nil,
+		"./engine/log":         {"engine/batch", "engine/vfs"},
+	}
+	for pkg, allowed := range leaves {
+		checkDeps(t, pkg, func(rel string) bool {
+			for _, a := range allowed {
+				if rel == a {
+					return true
 				}
+			}
+			return false
+		})
+	}
+}
+
+// checkDeps fails for every MoonMQ package that pkgs depend on (directly or
+// not) and ok refuses.
+func checkDeps(t *testing.T, pkgs string, ok func(rel string) bool) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+strings.TrimPrefix(pkgs, "./")).CombinedOutput()
+	if strings.Contains(string(out), "matched no packages") {
+		return // the package does not exist yet
+	}
+	require.NoError(t, err, "go list %s: %s", pkgs, out)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, ":")
+		for _, d := range strings.Fields(deps) {
+			rel, inModule := strings.CutPrefix(d, module+"/")
+			if inModule && !ok(rel) {
+				t.Errorf("%s imports %s, which DESIGN.md forbids", pkg, d)
 			}
 		}
 	}

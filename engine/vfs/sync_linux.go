@@ -1,16 +1,16 @@
 //go:build linux
 
-package log
+package vfs
 
 import (
 	"os"
 	"syscall"
 )
 
-// datasync makes f's data (and the metadata needed to read it back, such as
-// its size) durable. fdatasync skips the mtime update fsync would also force,
-// which halves the journal traffic of a group commit on ext4/xfs.
-func datasync(f *os.File) error {
+// fdatasync makes f's data (and the metadata needed to read it back, such as
+// its size) durable. It skips the mtime update fsync would also force, which
+// halves the journal traffic of a group commit on ext4/xfs.
+func fdatasync(f *os.File) error {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return err

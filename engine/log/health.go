@@ -1,0 +1,68 @@
+package log
+
+import (
+	"log/slog"
+	"sort"
+	"sync/atomic"
+)
+
+// health is where a log's segments report damage, so that it is logged
+// once at the level an operator watches and counted for metrics.
+type health struct {
+	logger        *slog.Logger
+	corruptFound  atomic.Uint64
+	indexFailures atomic.Uint64
+}
+
+func (h *health) corruptionFound(s *segment, b badRange) {
+	h.corruptFound.Add(1)
+	to := any(b.toOffset)
+	if b.toOffset < 0 {
+		to = "end of segment"
+	}
+	h.logger.Error("damaged data in the log: these offsets are not served (reads answer a corruption error) and nothing is deleted",
+		"segment", s.name(), "from_offset", b.fromOffset, "to_offset", to,
+		"from_byte", b.fromPos, "to_byte", b.toPos, "reason", b.reason)
+}
+
+func (h *health) indexFailed(s *segment, reason string) {
+	h.indexFailures.Add(1)
+	h.logger.Warn("segment index does not match its data; scanning the segment and rebuilding the index",
+		"segment", s.name(), "reason", reason)
+}
+
+// CorruptRange is a stretch of the log whose stored bytes are damaged: the
+// offsets in [FromOffset, ToOffset) cannot be read (ToOffset is -1 when the
+// damage runs to the end of its segment, whose successor starts at the
+// next segment's base). Recovery and reads find them; nothing in them is
+// served and nothing around them is deleted. An operator clears one by
+// moving the log start past it (DeleteRecords) once its data is written
+// off, or, in a cluster, by letting the replica be rebuilt from another.
+type CorruptRange struct {
+	Segment    int64 // base offset of the segment holding it
+	FromOffset int64
+	ToOffset   int64
+	FromByte   int64 // position in the segment file
+	ToByte     int64
+	Reason     string
+}
+
+// CorruptRanges lists the damaged stretches found so far, oldest first.
+// Ranges below the log start are gone with their segments.
+func (l *Log) CorruptRanges() []CorruptRange {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	var out []CorruptRange
+	for i, s := range l.segments {
+		for _, b := range s.badRanges() {
+			to := b.toOffset
+			if to < 0 && i+1 < len(l.segments) {
+				to = l.segments[i+1].base
+			}
+			out = append(out, CorruptRange{Segment: s.base, FromOffset: b.fromOffset, ToOffset: to,
+				FromByte: b.fromPos, ToByte: b.toPos, Reason: b.reason})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].FromOffset < out[j].FromOffset })
+	return out
+}
