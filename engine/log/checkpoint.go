@@ -301,6 +301,13 @@ func (c *epochCache) truncateFromStart(start int64) bool {
 	return changed
 }
 
+// replace sets the entries (a healed log takes those it recovered).
+func (c *epochCache) replace(entries []EpochEntry) {
+	c.mu.Lock()
+	c.entries = entries
+	c.mu.Unlock()
+}
+
 func (c *epochCache) clear() {
 	c.mu.Lock()
 	c.entries = nil

@@ -61,7 +61,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	start := time.Now()
 	clean, err := l.recover()
 	if err != nil {
-		l.dropSegments()
+		l.dropSegments(false)
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
 	l.logger.Debug("log opened", "clean", clean, "segments", len(l.segments),
@@ -70,10 +70,14 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
-// dropSegments releases every segment after a failed recovery.
-func (l *Log) dropSegments() {
+// dropSegments releases every segment after a failed recovery; keepFiles
+// leaves their files in the cache (another state uses them).
+func (l *Log) dropSegments(keepFiles bool) {
 	l.segMu.Lock()
-	releaseAll(l.segments)
+	for _, s := range l.segments {
+		s.keepFiles.Store(keepFiles)
+		s.release()
+	}
 	l.segments = nil
 	l.segMu.Unlock()
 	l.active = nil

@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -318,4 +319,54 @@ func TestCorruptCheckpointsRecover(t *testing.T) {
 	require.Zero(t, l2.scannedAtOpen, "a bad derived file costs no rescan")
 	require.Equal(t, []EpochEntry{{1, 0}}, l2.LeaderEpochs(), "epochs rebuilt from batches")
 	requireSameBatches(t, want, readAll(t, l2, 0, 1<<20))
+}
+
+// An offset index entry moved by 100 bytes (the reported case: fetches at
+// fixed offsets failed for good, silently) is caught when used: the lookup
+// scans instead, the index is rebuilt as it was, and it is reported.
+func TestMovedIndexEntryIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	opts := testOptions(nil)
+	opts.IndexIntervalBytes = 300
+	l := openLog(t, dir, opts)
+	want := fillLog(t, l, 80, 0)
+	require.NoError(t, l.Close())
+	p := segmentFiles(t, dir, indexExt)[1]
+	orig, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(orig), 2*offsetEntrySize)
+	moved := append([]byte(nil), orig...)
+	binary.BigEndian.PutUint32(moved[offsetEntrySize+4:], binary.BigEndian.Uint32(moved[offsetEntrySize+4:])+100)
+	require.NoError(t, os.WriteFile(p, moved, 0o644))
+
+	l2 := openLog(t, dir, opts)
+	require.Empty(t, readEach(t, l2, want))
+	require.EqualValues(t, 1, l2.Stats().IndexFailures)
+	rebuilt, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.Equal(t, orig, rebuilt)
+	require.Empty(t, readEach(t, l2, want))
+	require.EqualValues(t, 1, l2.Stats().IndexFailures, "trusted again once rebuilt")
+}
+
+// A missing leader-epoch checkpoint is rebuilt from every segment's batches,
+// not only the ones recovery scanned (it once said epoch 0 started at the
+// active segment's base).
+func TestMissingEpochCheckpointIsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, testOptions(nil))
+	var want []stored
+	for i := 0; i < 90; i++ {
+		want = append(want, appendBatch(t, l, makeBatch(1, 100, int64(i), i), int32(i/30)))
+	}
+	require.NoError(t, l.WaitDurable(context.Background(), want[len(want)-1].last))
+	epochs := l.LeaderEpochs()
+	require.Equal(t, []EpochEntry{{0, 0}, {1, want[30].base}, {2, want[60].base}}, epochs)
+	for _, stop := range []func(){func() { require.NoError(t, l.Close()) }, func() { l.crash() }} {
+		stop()
+		require.NoError(t, os.Remove(filepath.Join(dir, epochFile)))
+		l = openLog(t, dir, testOptions(nil))
+		require.Equal(t, epochs, l.LeaderEpochs())
+		require.Empty(t, readEach(t, l, want))
+	}
 }

@@ -108,7 +108,8 @@ type segment struct {
 	indexBad  atomic.Bool                // an index entry did not match: scan until rebuilt
 	rebuildMu sync.Mutex
 
-	refs atomic.Int32
+	refs      atomic.Int32
+	keepFiles atomic.Bool // released for a copy of itself (Heal): leave its files in the cache
 }
 
 // badRange is a stretch of a segment that holds no valid batch: bytes
@@ -250,9 +251,11 @@ func (s *segment) acquire() {
 func (s *segment) release() {
 	if s.refs.Add(-1) == 0 {
 		s.unpin()
-		s.logRef.forget()
-		s.offIdx.ref.forget()
-		s.timeIdx.ref.forget()
+		if !s.keepFiles.Load() {
+			s.logRef.forget()
+			s.offIdx.ref.forget()
+			s.timeIdx.ref.forget()
+		}
 	}
 }
 

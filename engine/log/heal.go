@@ -1,0 +1,83 @@
+package log
+
+import (
+	"fmt"
+	"time"
+)
+
+// Failure returns the I/O error that took the log offline (it wraps
+// ErrFailed), or nil while the log accepts appends.
+func (l *Log) Failure() error { return l.failure() }
+
+// Heal brings a failed log back online, for when the cause (a full disk,
+// too many open files, a transient EIO) has passed. It recovers the
+// directory as Open would, on the side, and only if that succeeds swaps the
+// result in; otherwise the log stays failed, keeps serving reads, and Heal
+// returns what still stops it, so callers retry with a backoff.
+//
+// What was appended after the last successful fsync is dropped: after a
+// failed write or fsync the kernel may have discarded those pages while
+// still showing them, so they cannot be trusted to be on disk. Under
+// FlushAlways nothing in them was acknowledged; under an interval policy
+// they were as exposed as they are to a crash. Readers are excluded while
+// the state is swapped. Heal on a log that has not failed does nothing.
+func (l *Log) Heal() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.appendMu.Lock()
+	defer l.appendMu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	cause := l.failure()
+	if cause == nil {
+		return nil
+	}
+	l.truncMu.Lock()
+	defer l.truncMu.Unlock()
+
+	start := time.Now()
+	durable := l.durable.Load()
+	fresh := &Log{dir: l.dir, st: l.st, logger: l.logger}
+	fresh.opts.Store(l.opts.Load())
+	if _, err := fresh.recover(); err != nil {
+		fresh.dropSegments(true)
+		return fmt.Errorf("heal log %s: %w", l.dir, err)
+	}
+
+	// Swap the recovered state in. The old segments' files are the same
+	// files, so they stay in the cache for the new ones.
+	releaseAll(l.pendingSync)
+	l.pendingSync = nil
+	l.segMu.Lock()
+	old := l.segments
+	l.segments = fresh.segments
+	l.segMu.Unlock()
+	for _, s := range old {
+		s.keepFiles.Store(true)
+		s.release()
+	}
+	l.active = fresh.active
+	l.dirDirty = false
+	l.epochs.replace(fresh.epochs.snapshot())
+	l.recoveryPoint, l.rpWritten = fresh.recoveryPoint, fresh.rpWritten
+	l.logStart.Store(fresh.logStart.Load())
+	l.leo.Store(fresh.leo.Load())
+	l.hw.Store(fresh.hw.Load())
+	l.durable.Store(fresh.durable.Load())
+
+	dropped := int64(0)
+	if leo := l.leo.Load(); leo > durable && durable >= l.logStart.Load() {
+		if err := l.truncateLocked(durable); err != nil {
+			return fmt.Errorf("heal log %s: drop what was not fsynced: %w", l.dir, err)
+		}
+		dropped = leo - l.leo.Load()
+	}
+	l.failMu.Lock()
+	l.failErr = nil
+	l.failMu.Unlock()
+	l.changed.fire()
+	l.logger.Info("log back online", "after", cause, "log_end", l.leo.Load(),
+		"dropped_unsynced_offsets", dropped, "took", time.Since(start))
+	return nil
+}

@@ -1,0 +1,115 @@
+package log
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/vfs"
+)
+
+// faultyLog is a log on a MemFS behind a fault injector that fails the
+// chosen operation while armed.
+type faultyLog struct {
+	*Log
+	faults *vfs.Faults
+	armed  atomic.Bool
+}
+
+func newFaultyLog(t *testing.T, op vfs.Op, errno syscall.Errno) *faultyLog {
+	t.Helper()
+	mem := vfs.NewMem()
+	f := &faultyLog{faults: vfs.NewFaults(mem)}
+	f.faults.SetInjector(func(o vfs.Op, _ string) error {
+		if f.armed.Load() && o == op {
+			return errno
+		}
+		return nil
+	})
+	opts := memOptions(f.faults)
+	l, err := Open("/data/t-0", opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = l.Close() })
+	f.Log = l
+	return f
+}
+
+func TestHealAfterDiskFull(t *testing.T) {
+	l := newFaultyLog(t, vfs.OpWrite, syscall.ENOSPC)
+	want := fillLog(t, l.Log, 40, 0)
+	segments := l.SegmentCount()
+	require.Greater(t, segments, 3)
+
+	l.armed.Store(true)
+	_, err := l.Append([][]byte{makeBatch(1, 100, 1, 1)}, 1)
+	require.ErrorIs(t, err, ErrFailed)
+	require.True(t, vfs.IsNoSpace(err), "the cause is kept: %v", err)
+	require.True(t, l.Stats().Failed)
+	_, err = l.Append([][]byte{makeBatch(1, 100, 1, 1)}, 1)
+	require.ErrorIs(t, err, ErrFailed, "offline until healed")
+
+	// Reads go on; so does freeing space, which needs no write.
+	require.Empty(t, readEach(t, l.Log, want))
+	newStart, err := l.DeleteRecordsBefore(want[10].base)
+	require.Error(t, err, "the log start checkpoint cannot be written on a full disk")
+	require.Zero(t, newStart)
+	require.Less(t, l.SegmentCount(), segments, "but the segments below were deleted first")
+
+	require.Error(t, l.Heal(), "the disk is still full")
+	require.True(t, l.Stats().Failed)
+	require.Empty(t, readEach(t, l.Log, want[10:]), "a failed heal changes nothing")
+
+	l.armed.Store(false)
+	require.NoError(t, l.Heal())
+	require.False(t, l.Stats().Failed)
+	require.Empty(t, readEach(t, l.Log, want[10:]))
+	next := appendBatch(t, l.Log, makeBatch(1, 10, 5, 5), 1)
+	require.Equal(t, want[len(want)-1].last+1, next.base)
+	require.NoError(t, l.WaitDurable(context.Background(), next.last))
+	_, err = l.DeleteRecordsBefore(want[12].base)
+	require.NoError(t, err)
+	require.Equal(t, want[12].base, l.LogStartOffset())
+}
+
+// After a failed fsync nothing since the last good one is trusted: Heal
+// drops it, and its offsets are given again.
+func TestHealDropsWhatWasNotFsynced(t *testing.T) {
+	l := newFaultyLog(t, vfs.OpSync, syscall.EIO)
+	want := fillLog(t, l.Log, 10, 0)
+	l.armed.Store(true)
+	lost := appendBatch(t, l.Log, makeBatch(2, 100, 1, 1), 1)
+	err := l.WaitDurable(context.Background(), lost.last)
+	require.ErrorIs(t, err, ErrFailed)
+	require.True(t, errors.Is(err, syscall.EIO), "%v", err)
+	require.Equal(t, want[len(want)-1].last+1, l.HighWatermark(), "never readable")
+
+	l.armed.Store(false)
+	require.NoError(t, l.Heal())
+	require.Equal(t, lost.base, l.LogEndOffset())
+	again := appendBatch(t, l.Log, makeBatch(1, 10, 5, 5), 1)
+	require.Equal(t, lost.base, again.base)
+	require.NoError(t, l.WaitDurable(context.Background(), again.last))
+	require.Empty(t, readEach(t, l.Log, append(want, again)))
+}
+
+func TestHealAfterDescriptorsRunOut(t *testing.T) {
+	l := newFaultyLog(t, vfs.OpOpen, syscall.EMFILE)
+	want := fillLog(t, l.Log, 5, 0)
+	l.armed.Store(true)
+	var err error
+	for i := 0; i < 100 && err == nil; i++ { // until a roll needs a new file
+		_, err = l.Append([][]byte{makeBatch(2, 300, 1, 100+i)}, 1)
+	}
+	require.ErrorIs(t, err, ErrFailed)
+	require.True(t, vfs.IsTooManyFiles(err), "%v", err)
+	require.Error(t, l.Heal())
+	l.armed.Store(false)
+	require.NoError(t, l.Heal())
+	require.Empty(t, readEach(t, l.Log, want))
+	next := appendBatch(t, l.Log, makeBatch(1, 10, 5, 5), 1)
+	require.NoError(t, l.WaitDurable(context.Background(), next.last))
+}
