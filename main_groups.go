@@ -84,6 +84,9 @@ func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, l
 			return epochs
 		},
 		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
+			if err := b.CheckCapacity(int(n)); err != nil {
+				return fmt.Errorf("create %s: %w", group.OffsetsTopic, err)
+			}
 			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)
 			if errors.Is(err, controller.ErrTopicExists) {
 				return nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
 )
@@ -205,8 +206,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 
+	fds := planDescriptors(cfg.maxConnections)
 	b, err := broker.Open(broker.Options{DataDir: cfg.data, Logger: logger,
-		RetentionCheckInterval: cfg.retentionCheck, GroupCommitWindow: cfg.groupCommitWindow, OnFsync: storage.ObserveFsync})
+		RetentionCheckInterval: cfg.retentionCheck, GroupCommitWindow: cfg.groupCommitWindow, OnFsync: storage.ObserveFsync,
+		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
 	if err != nil {
 		return err
 	}
@@ -259,21 +262,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	stats.Store(&statsFn)
 	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
+	var shuttingDown atomic.Bool
 	if hs != nil {
-		// Ready once the group coordinator has replayed __consumer_offsets
-		// (partitions and metadata are already open at this point).
-		go func() {
-			t := time.NewTicker(20 * time.Millisecond)
-			defer t.Stop()
-			for groups.Ready() != nil {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-			hs.SetReady(true)
-		}()
+		hs.SetReadiness(func() (bool, string) {
+			return readiness(shuttingDown.Load(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
+		})
 	}
 	logger.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
 		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "version", version,
@@ -300,9 +293,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}()
 
 	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
-	if hs != nil {
-		hs.SetReady(false)
-	}
+	shuttingDown.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	// Parked JoinGroup/SyncGroup requests can wait minutes for a rebalance;
@@ -315,25 +306,77 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil // deferred closes flush, fsync and checkpoint every partition
 }
 
+// readiness decides /readyz: the node is ready when it serves everything
+// it should — not while the group coordinator is still replaying
+// __consumer_offsets, while shutting down, while any partition it hosts is
+// offline (it could not be opened, or its log failed an I/O operation; the
+// broker retries it), or while accepting connections fails (out of file
+// descriptors). Damaged ranges inside a partition do not make the node
+// unready: everything else in it is served (they show in /stats and
+// /metrics).
+func readiness(shuttingDown bool, groupsErr error, parts []broker.PartitionState, acceptErr error) (bool, string) {
+	switch {
+	case shuttingDown:
+		return false, "shutting down"
+	case groupsErr != nil:
+		return false, "storage recovery or metadata load in progress: " + groupsErr.Error()
+	case acceptErr != nil:
+		return false, "cannot accept connections: " + acceptErr.Error()
+	}
+	var offline []string
+	for _, p := range parts {
+		if !p.Online {
+			offline = append(offline, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
+		}
+	}
+	if len(offline) > 0 {
+		shown := offline[:min(len(offline), 10)]
+		more := ""
+		if len(offline) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(offline)-len(shown))
+		}
+		return false, fmt.Sprintf("%d partitions offline (%s%s); see /stats", len(offline), strings.Join(shown, ", "), more)
+	}
+	return true, ""
+}
+
+// descriptorPlan divides the process's file descriptor limit: a share for
+// client connections (up to --max-connections, at most half the limit), a
+// cache of idle segment files, a fixed reserve for the metadata store,
+// listeners and transient files, and the rest for partitions (one each).
+type descriptorPlan struct {
+	limit, reserve, fileCache int
+}
+
+func planDescriptors(maxConnections int) descriptorPlan {
+	var r syscall.Rlimit
+	limit := 1 << 20
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err == nil && r.Cur < 1<<30 {
+		limit = int(r.Cur) // Go has raised the soft limit to the hard one
+	}
+	conns := maxConnections
+	if conns <= 0 || conns > limit/2 {
+		conns = limit / 2
+	}
+	return descriptorPlan{limit: limit, reserve: 256 + conns, fileCache: min(max(limit/8, 32), 4096)}
+}
+
 // wireMetadata keeps the hosted partitions in step with the metadata: the
 // controller calls back synchronously on every change, so a CreateTopics
 // answer is sent only after the partitions exist on disk. Registering
-// replays every existing topic first; a partition that fails to open then
-// fails the start rather than leaving a hole clients would see as an
-// unknown partition.
+// replays every existing topic first. A partition that fails to open does
+// not fail the start: the broker keeps it offline (reported in /readyz,
+// /stats and /metrics) and retries it while the rest of the node serves.
 func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metrics, logger *slog.Logger) error {
-	var (
-		replaying  atomic.Bool // true while OnChange replays existing topics
-		startupErr error
-	)
-	replaying.Store(true)
 	ctrl.OnChange(func(ev controller.Event) {
 		var err error
 		switch ev.Kind {
 		case controller.TopicCreated, controller.PartitionsAdded:
 			for _, p := range ev.Topic.Partitions {
 				_, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
-				err = errors.Join(err, perr)
+				if !errors.Is(perr, broker.ErrPartitionOffline) { // offline ones are reported by the broker
+					err = errors.Join(err, perr)
+				}
 			}
 		case controller.ConfigsChanged:
 			err = b.UpdateConfigs(ev.Topic.Name, ev.Topic.Configs)
@@ -341,16 +384,10 @@ func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metric
 			err = b.DeleteTopic(ev.Topic.Name)
 			m.DeleteTopic(ev.Topic.Name)
 		}
-		if err != nil && replaying.Load() {
-			startupErr = errors.Join(startupErr, err)
-		} else if err != nil {
+		if err != nil {
 			logger.Error("applying metadata change", "topic", ev.Topic.Name, "event", ev.Kind, "err", err)
 		}
 	})
-	replaying.Store(false)
-	if startupErr != nil {
-		return fmt.Errorf("opening partitions: %w", startupErr)
-	}
 	known := map[broker.TopicPartition]bool{}
 	for _, t := range ctrl.Topics() {
 		for _, p := range t.Partitions {

@@ -8,14 +8,24 @@
 // guards its producer state, so sequence checks see the log in write order;
 // a Partition value stays valid after its topic is deleted (operations then
 // fail with ErrUnknownPartition), so callers never race with deletion.
+//
+// Partitions that cannot serve are kept, not dropped: one that failed to
+// open is offline (ErrPartitionOffline) and one whose log failed an I/O
+// operation takes no appends; a healer goroutine retries both with a
+// backoff (1s doubling to 30s) and brings them back when the cause (a full
+// disk, descriptors, a transient I/O error) has passed, while the rest of
+// the node serves. Each open partition holds one file descriptor (its
+// active segment); Capacity says how many fit in the descriptor limit, and
+// creates beyond it are refused before they are applied (CheckCapacity).
 package broker
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -36,6 +46,13 @@ var (
 	// ErrTransactionsUnsupported rejects transactional batches until
 	// transactions are implemented.
 	ErrTransactionsUnsupported = errors.New("transactions are not supported yet")
+	// ErrPartitionOffline: the partition is hosted here but cannot be opened
+	// (or cannot take appends) until its storage problem passes (Kafka
+	// KAFKA_STORAGE_ERROR). The healer retries it.
+	ErrPartitionOffline = errors.New("partition offline")
+	// ErrOverCapacity: hosting more partitions would exceed the file
+	// descriptor budget.
+	ErrOverCapacity = errors.New("not enough file descriptors for more partitions")
 )
 
 // Options configures a Broker.
@@ -59,6 +76,21 @@ type Options struct {
 	// Files is the cache of open segment files every partition shares,
 	// bounding their descriptors (default: DefaultFileCacheCapacity).
 	Files *log.FileCache
+	// FileCacheCapacity is the capacity Files was made with (counted in
+	// the descriptor budget).
+	FileCacheCapacity int
+	// FDLimit is the process's file descriptor limit (default: the soft
+	// RLIMIT_NOFILE, which Go raises to the hard limit at start).
+	FDLimit int
+	// FDReserve is how many descriptors are kept for everything but
+	// partitions: client connections, the metadata store, listeners
+	// (default 256; the node adds its connection limit).
+	FDReserve int
+	// HealInterval is how often the healer looks for partitions to retry
+	// (default 1s); MaxHealBackoff caps the wait between retries of one
+	// partition (default 30s).
+	HealInterval   time.Duration
+	MaxHealBackoff time.Duration
 }
 
 // DefaultFileCacheCapacity is the idle segment files a broker keeps open
@@ -83,7 +115,20 @@ func (o *Options) EnsureDefaults() {
 		o.FS = vfs.OS
 	}
 	if o.Files == nil {
-		o.Files = log.NewFileCache(DefaultFileCacheCapacity)
+		o.FileCacheCapacity = DefaultFileCacheCapacity
+		o.Files = log.NewFileCache(o.FileCacheCapacity)
+	}
+	if o.FDLimit <= 0 {
+		o.FDLimit = fdLimit()
+	}
+	if o.FDReserve <= 0 {
+		o.FDReserve = 256
+	}
+	if o.HealInterval <= 0 {
+		o.HealInterval = time.Second
+	}
+	if o.MaxHealBackoff <= 0 {
+		o.MaxHealBackoff = 30 * time.Second
 	}
 }
 
@@ -105,14 +150,37 @@ type TopicPartition struct {
 type Broker struct {
 	opts Options
 
-	mu     sync.RWMutex
-	parts  map[TopicPartition]*Partition
-	closed bool
+	mu      sync.RWMutex
+	parts   map[TopicPartition]*Partition
+	offline map[TopicPartition]*offlinePartition
+	closed  bool
 
-	lock *os.File // flock on <data>/.lock, held until Close
+	lock   io.Closer  // flock on <data>/.lock, held until Close
+	healMu sync.Mutex // one heal pass at a time (the healer, HealNow)
 
 	stop chan struct{}
 	wg   sync.WaitGroup
+}
+
+// offlinePartition is a partition the metadata assigns here that could not
+// be opened; the healer retries it.
+type offlinePartition struct {
+	overrides map[string]string
+	err       error
+	heal      backoff
+}
+
+// backoff spaces out retries: 1 HealInterval, doubling up to MaxHealBackoff.
+type backoff struct {
+	next  time.Time
+	delay time.Duration
+}
+
+func (b *backoff) due(now time.Time) bool { return !now.Before(b.next) }
+
+func (b *backoff) failed(now time.Time, first, limit time.Duration) {
+	b.delay = min(max(2*b.delay, first), limit)
+	b.next = now.Add(b.delay)
 }
 
 // Open prepares the data directory. Partitions are opened by EnsurePartition,
@@ -123,16 +191,26 @@ func Open(opts Options) (*Broker, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+	_, statErr := opts.FS.Stat(opts.DataDir)
+	if err := opts.FS.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: create data dir: %w", err)
 	}
-	lock, err := lockDataDir(opts.DataDir)
+	if errors.Is(statErr, fs.ErrNotExist) {
+		// A new data directory survives a power cut only once its parent's
+		// entry is durable.
+		if err := log.SyncDir(opts.FS, filepath.Dir(filepath.Clean(opts.DataDir))); err != nil {
+			return nil, fmt.Errorf("broker: %w", err)
+		}
+	}
+	lock, err := lockDataDir(opts.FS, opts.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, parts: make(map[TopicPartition]*Partition), lock: lock, stop: make(chan struct{})}
-	b.wg.Add(1)
+	b := &Broker{opts: opts, parts: make(map[TopicPartition]*Partition), offline: map[TopicPartition]*offlinePartition{},
+		lock: lock, stop: make(chan struct{})}
+	b.wg.Add(2)
 	go b.housekeeping()
+	go b.healer()
 	return b, nil
 }
 
@@ -146,7 +224,9 @@ func (b *Broker) Dir(tp TopicPartition) string {
 
 // EnsurePartition opens (creating if needed) a partition's log with the
 // topic's config overrides. It is idempotent; an already open partition gets
-// the configs applied.
+// the configs applied. A partition that cannot be opened (or would not fit
+// in the descriptor budget) is registered offline, reported, and retried by
+// the healer; the error wraps ErrPartitionOffline.
 func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string) (*Partition, error) {
 	cfg, err := topicconfig.Resolve(overrides)
 	if err != nil {
@@ -160,21 +240,79 @@ func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string)
 	if p, ok := b.parts[tp]; ok {
 		return p, p.setConfig(cfg)
 	}
-	_, statErr := os.Stat(b.Dir(tp))
-	p, err := openPartition(tp, b.Dir(tp), cfg, b.opts)
-	if err != nil {
-		return nil, fmt.Errorf("broker: open %s-%d: %w", tp.Topic, tp.Partition, err)
+	if o, ok := b.offline[tp]; ok {
+		o.overrides = overrides
+		return nil, b.offlineErr(tp, o)
 	}
-	if os.IsNotExist(statErr) {
+	if n := len(b.parts); n >= b.capacity() {
+		err := fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, n, b.capacity())
+		return nil, b.markOffline(tp, overrides, err)
+	}
+	p, err := b.openLocked(tp, cfg)
+	if err != nil {
+		return nil, b.markOffline(tp, overrides, err)
+	}
+	return p, nil
+}
+
+// openLocked opens a partition and adds it. Caller holds b.mu.
+func (b *Broker) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
+	dir := b.Dir(tp)
+	_, statErr := b.opts.FS.Stat(dir)
+	p, err := openPartition(tp, dir, cfg, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
 		// A new partition directory is durable only once its parent's
 		// entry is: fsync the data directory.
 		if err := log.SyncDir(b.opts.FS, b.opts.DataDir); err != nil {
 			_ = p.log.Close()
-			return nil, fmt.Errorf("broker: sync data dir: %w", err)
+			return nil, fmt.Errorf("sync data dir: %w", err)
 		}
 	}
 	b.parts[tp] = p
 	return p, nil
+}
+
+// markOffline records a partition that could not be opened. Caller holds b.mu.
+func (b *Broker) markOffline(tp TopicPartition, overrides map[string]string, cause error) error {
+	o := &offlinePartition{overrides: overrides, err: cause}
+	o.heal.failed(b.opts.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
+	b.offline[tp] = o
+	b.opts.Logger.Error("partition offline: cannot open it; retrying, the rest of the node serves",
+		"topic", tp.Topic, "partition", tp.Partition, "err", cause)
+	return b.offlineErr(tp, o)
+}
+
+func (b *Broker) offlineErr(tp TopicPartition, o *offlinePartition) error {
+	return fmt.Errorf("%w: %s-%d: %w", ErrPartitionOffline, tp.Topic, tp.Partition, o.err)
+}
+
+// Capacity is how many partitions this node can hold open within its file
+// descriptor limit: each pins one descriptor (its active segment's .log);
+// FDReserve and the segment file cache take the rest.
+func (b *Broker) Capacity() int { return b.capacity() }
+
+func (b *Broker) capacity() int {
+	return max(b.opts.FDLimit-b.opts.FDReserve-b.opts.FileCacheCapacity, 0)
+}
+
+// CheckCapacity refuses (ErrOverCapacity, with what to do) hosting n more
+// partitions when they would not fit in the descriptor budget. Creates call
+// it before they are applied, so a create is never half done.
+func (b *Broker) CheckCapacity(n int) error {
+	b.mu.RLock()
+	have := len(b.parts) + len(b.offline)
+	b.mu.RUnlock()
+	limit := b.capacity()
+	if have+n <= limit {
+		return nil
+	}
+	return fmt.Errorf("%w: this node holds %d partitions and can hold %d with its file descriptor limit of %d "+
+		"(%d kept for connections and the metadata store, %d for the segment file cache); "+
+		"raise the limit (ulimit -n, systemd LimitNOFILE) or lower --max-connections",
+		ErrOverCapacity, have, limit, b.opts.FDLimit, b.opts.FDReserve, b.opts.FileCacheCapacity)
 }
 
 // UpdateConfigs applies new config overrides to every open partition of a topic.
@@ -183,12 +321,17 @@ func (b *Broker) UpdateConfigs(topic string, overrides map[string]string) error 
 	if err != nil {
 		return err
 	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var errs []error
 	for tp, p := range b.parts {
 		if tp.Topic == topic {
 			errs = append(errs, p.setConfig(cfg))
+		}
+	}
+	for tp, o := range b.offline {
+		if tp.Topic == topic {
+			o.overrides = overrides
 		}
 	}
 	return errors.Join(errs...)
@@ -202,6 +345,11 @@ func (b *Broker) DeleteTopic(topic string) error {
 		if tp.Topic == topic {
 			victims = append(victims, p)
 			delete(b.parts, tp)
+		}
+	}
+	for tp := range b.offline {
+		if tp.Topic == topic {
+			delete(b.offline, tp)
 		}
 	}
 	b.mu.Unlock()
@@ -223,23 +371,24 @@ func (b *Broker) RemoveOrphans(keep func(TopicPartition) bool) error {
 	defer b.mu.RUnlock()
 	return b.removeDirs(func(tp TopicPartition) bool {
 		_, open := b.parts[tp]
-		return !open && !keep(tp)
+		_, offline := b.offline[tp]
+		return !open && !offline && !keep(tp)
 	})
 }
 
 func (b *Broker) removeDirs(match func(TopicPartition) bool) error {
-	entries, err := os.ReadDir(b.opts.DataDir)
+	entries, err := b.opts.FS.ReadDir(b.opts.DataDir)
 	if err != nil {
 		return fmt.Errorf("broker: list data dir: %w", err)
 	}
 	var errs []error
 	for _, e := range entries {
-		tp, ok := parseDirName(e.Name())
-		if !e.IsDir() || !ok || !match(tp) {
+		tp, ok := parseDirName(e.Name)
+		if !e.IsDir || !ok || !match(tp) {
 			continue
 		}
-		b.opts.Logger.Info("removing partition directory", "dir", e.Name())
-		errs = append(errs, os.RemoveAll(filepath.Join(b.opts.DataDir, e.Name())))
+		b.opts.Logger.Info("removing partition directory", "dir", e.Name)
+		errs = append(errs, b.opts.FS.RemoveAll(filepath.Join(b.opts.DataDir, e.Name)))
 	}
 	return errors.Join(errs...)
 }
@@ -257,12 +406,16 @@ func parseDirName(name string) (TopicPartition, bool) {
 	return TopicPartition{Topic: name[:i], Partition: int32(n)}, true
 }
 
-// Partition returns an open partition.
+// Partition returns an open partition; one that is offline answers
+// ErrPartitionOffline.
 func (b *Broker) Partition(tp TopicPartition) (*Partition, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	p, ok := b.parts[tp]
 	if !ok {
+		if o, off := b.offline[tp]; off {
+			return nil, b.offlineErr(tp, o)
+		}
 		return nil, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, tp.Topic, tp.Partition)
 	}
 	return p, nil
@@ -285,6 +438,49 @@ func (b *Broker) Partitions() []*Partition {
 	return out
 }
 
+// FileCacheStats describes the segment file cache shared by the partitions.
+func (b *Broker) FileCacheStats() log.FileCacheStats { return b.opts.Files.Stats() }
+
+// PartitionState is what an operator needs to know about one partition the
+// metadata assigns to this node.
+type PartitionState struct {
+	TopicPartition
+	// Online: the partition takes appends and serves reads. When it does
+	// not, Error says why (it could not be opened, or its log failed an
+	// I/O operation) and the healer is retrying it.
+	Online bool
+	Error  string
+	// CorruptRanges are damaged stretches of an online partition's log:
+	// their offsets answer a corruption error, everything else is served.
+	CorruptRanges []log.CorruptRange
+	Stats         log.Stats // zero for a partition that could not be opened
+}
+
+// PartitionStates describes every partition hosted here, online or not,
+// sorted by topic and partition.
+func (b *Broker) PartitionStates() []PartitionState {
+	var out []PartitionState
+	for _, p := range b.Partitions() {
+		st := PartitionState{TopicPartition: p.tp, Online: true, Stats: p.log.Stats(), CorruptRanges: p.log.CorruptRanges()}
+		if err := p.log.Failure(); err != nil {
+			st.Online, st.Error = false, err.Error()
+		}
+		out = append(out, st)
+	}
+	b.mu.RLock()
+	for tp, o := range b.offline {
+		out = append(out, PartitionState{TopicPartition: tp, Error: o.err.Error()})
+	}
+	b.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
 // housekeeping enforces retention and time-based segment rolls.
 func (b *Broker) housekeeping() {
 	defer b.wg.Done()
@@ -301,6 +497,74 @@ func (b *Broker) housekeeping() {
 	}
 }
 
+// healer retries offline partitions and failed logs, each on its own
+// backoff, until Close.
+func (b *Broker) healer() {
+	defer b.wg.Done()
+	t := time.NewTicker(b.opts.HealInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-b.stop:
+			return
+		case <-t.C:
+			b.heal(false)
+		}
+	}
+}
+
+// HealNow retries every offline partition and failed log at once, ignoring
+// their backoff (tests; an operator's nudge). It returns how many are still
+// not serving.
+func (b *Broker) HealNow() int { return b.heal(true) }
+
+func (b *Broker) heal(force bool) (stillDown int) {
+	b.healMu.Lock()
+	defer b.healMu.Unlock()
+	now := b.opts.Now()
+	b.mu.Lock()
+	for tp, o := range b.offline {
+		if b.closed || (!force && !o.heal.due(now)) {
+			stillDown++
+			continue
+		}
+		cfg, err := topicconfig.Resolve(o.overrides)
+		if err == nil && len(b.parts) >= b.capacity() {
+			err = fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, len(b.parts), b.capacity())
+		}
+		if err == nil {
+			_, err = b.openLocked(tp, cfg)
+		}
+		if err != nil {
+			o.err = err
+			o.heal.failed(now, b.opts.HealInterval, b.opts.MaxHealBackoff)
+			stillDown++
+			continue
+		}
+		delete(b.offline, tp)
+		b.opts.Logger.Info("partition online again", "topic", tp.Topic, "partition", tp.Partition)
+	}
+	b.mu.Unlock()
+	for _, p := range b.Partitions() {
+		if p.log.Failure() == nil {
+			continue
+		}
+		if !force && !p.heal.due(now) {
+			stillDown++
+			continue
+		}
+		if err := p.healLog(); err != nil {
+			p.heal.failed(now, b.opts.HealInterval, b.opts.MaxHealBackoff)
+			b.opts.Logger.Warn("partition still offline", "topic", p.tp.Topic, "partition", p.tp.Partition,
+				"err", err, "retry_in", p.heal.delay)
+			stillDown++
+			continue
+		}
+		p.heal = backoff{}
+	}
+	return stillDown
+}
+
 // EnforceRetention runs retention on every partition now. It is called
 // periodically; tests call it directly.
 func (b *Broker) EnforceRetention() {
@@ -311,6 +575,7 @@ func (b *Broker) EnforceRetention() {
 		} else if n > 0 {
 			b.opts.Logger.Debug("retention deleted segments", "topic", p.tp.Topic, "partition", p.tp.Partition, "segments", n)
 		}
+		p.snapshotIfRolled()
 	}
 }
 
@@ -352,7 +617,9 @@ func (b *Broker) Close() error {
 	for err := range errs {
 		all = append(all, err)
 	}
-	all = append(all, b.lock.Close()) // releases the flock
+	if b.lock != nil {
+		all = append(all, b.lock.Close()) // releases the flock
+	}
 	return errors.Join(all...)
 }
 

@@ -139,10 +139,11 @@ func TestDeleteTopicAndOrphans(t *testing.T) {
 	require.False(t, ok)
 }
 
-// TestProducerStateWithoutSnapshot: after an unclean stop there is no
-// snapshot (or a stale one), and the state is rebuilt from the log tail.
+// TestProducerStateWithoutSnapshot: a missing or unusable snapshot (stale
+// offset, damaged bytes) costs only a longer replay: the state is rebuilt
+// from the log.
 func TestProducerStateWithoutSnapshot(t *testing.T) {
-	for _, stale := range []bool{false, true} {
+	for _, damage := range []string{"missing", "stale", "damaged"} {
 		dir := t.TempDir()
 		b := open(t, dir)
 		tp := TopicPartition{Topic: "orders", Partition: 0}
@@ -151,11 +152,17 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 		_, err = p.Append(producerBatch(9, 1, 0, "a"), 0)
 		require.NoError(t, err)
 		require.NoError(t, b.Close())
-		snap := filepath.Join(dir, "orders-0", producerSnapshotFile)
-		if stale {
-			require.NoError(t, os.WriteFile(snap, []byte(`{"version":1,"offset":77,"producers":{}}`), 0o644))
-		} else {
+		snap := filepath.Join(dir, "orders-0", snapshotName(1))
+		switch damage {
+		case "missing":
 			require.NoError(t, os.Remove(snap))
+		case "stale":
+			require.NoError(t, os.WriteFile(snap, []byte(`{"version":1,"offset":77,"producers":{}}`), 0o644))
+		case "damaged":
+			data, err := os.ReadFile(snap)
+			require.NoError(t, err)
+			data[len(data)-3] ^= 1
+			require.NoError(t, os.WriteFile(snap, data, 0o644))
 		}
 		b = open(t, dir)
 		p, err = b.EnsurePartition(tp, nil)
@@ -163,7 +170,7 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 		dup, err := p.Append(producerBatch(9, 1, 0, "a"), 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(0), dup.BaseOffset)
-		require.Equal(t, int64(1), p.Log().LogEndOffset(), "stale=%v: the retry was not stored again", stale)
+		require.Equal(t, int64(1), p.Log().LogEndOffset(), "%s: the retry was not stored again", damage)
 		_, err = p.Append(producerBatch(9, 0, 1, "old epoch"), 0)
 		require.ErrorIs(t, err, txn.ErrInvalidEpoch)
 		require.NoError(t, b.Close())

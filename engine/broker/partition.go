@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -22,10 +20,13 @@ type Partition struct {
 	opts Options
 	log  *log.Log
 
-	mu        sync.Mutex // serialises appends; guards producers, cfg, deleted
-	producers *txn.ProducerState
-	cfg       topicconfig.Config
-	deleted   bool
+	mu         sync.Mutex // serialises appends; guards producers, snapshotAt, cfg, deleted
+	producers  *txn.ProducerState
+	snapshotAt int64 // offset of the newest producer snapshot on disk; -1 if none
+	cfg        topicconfig.Config
+	deleted    bool
+
+	heal backoff // retries of Heal while the log is failed; owned by the healer
 }
 
 func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts Options) (*Partition, error) {
@@ -41,30 +42,7 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 	return p, nil
 }
 
-// producerSnapshotFile holds the idempotent-producer state written at a
-// clean close, valid only while the log end is where it was then.
-const producerSnapshotFile = "producer-state.json"
-
-// loadProducers restores producer state from the clean-shutdown snapshot
-// when it matches the log, and otherwise rebuilds it from the log tail. The
-// snapshot is removed once read, so a later crash can never reuse it.
-func (p *Partition) loadProducers() error {
-	path := filepath.Join(p.log.Dir(), producerSnapshotFile)
-	if b, err := os.ReadFile(path); err == nil {
-		_ = os.Remove(path)
-		st, offset, err := txn.LoadSnapshot(b)
-		if err == nil && offset == p.log.LogEndOffset() {
-			p.producers = st
-			return nil
-		}
-		p.opts.Logger.Warn("ignoring producer state snapshot", "topic", p.tp.Topic, "partition", p.tp.Partition,
-			"snapshot_offset", offset, "log_end", p.log.LogEndOffset(), "err", err)
-	}
-	p.producers = txn.NewProducerState()
-	return p.rebuildProducers()
-}
-
-// close flushes the log and writes the producer state snapshot. Appends
+// close flushes the log and writes a producer snapshot at its end. Appends
 // are excluded while it runs, so the snapshot matches the log end.
 func (p *Partition) close() error {
 	p.mu.Lock()
@@ -72,9 +50,15 @@ func (p *Partition) close() error {
 	if p.deleted {
 		return nil
 	}
-	snap, err := p.producers.Snapshot(p.log.LogEndOffset())
-	if err == nil {
-		err = log.WriteFileAtomic(p.opts.FS, p.log.Dir(), producerSnapshotFile, snap)
+	var err error
+	if p.log.Failure() == nil && p.snapshotAt != p.log.LogEndOffset() {
+		var (
+			off  int64
+			snap []byte
+		)
+		if off, snap, err = p.snapshotLocked(); err == nil {
+			err = p.writeSnapshot(off, snap)
+		}
 	}
 	return errors.Join(err, p.log.Close())
 }
@@ -116,26 +100,19 @@ func nonZero[T int | int64 | time.Duration](v T) T {
 	return v
 }
 
-// rebuildProducers replays batch headers so retries that straddle a restart
-// are still recognised as duplicates. Only the last two segments are read:
-// a producer retries within seconds, so its last batches are there, and
-// opening stays proportional to a segment, not to the whole log. A
-// producer whose batches all lie further back is unknown after a restart
-// and, as in Kafka since KIP-360, may continue at any sequence.
-func (p *Partition) rebuildProducers() error {
-	from := p.log.LogStartOffset()
-	if bases := p.log.SegmentBases(); len(bases) > 2 {
-		from = max(from, bases[len(bases)-2])
+// healLog retries a failed log and, once it is back, rebuilds the
+// producer state: healing drops what was not fsynced, which the state may
+// have recorded.
+func (p *Partition) healLog() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleted {
+		return nil
 	}
-	return p.log.Batches(from, func(h batch.Header) bool {
-		if h.ProducerID >= 0 && !h.IsControl() {
-			p.producers.Record(h.ProducerID, h.ProducerEpoch, txn.BatchInfo{
-				FirstSeq: h.BaseSequence, LastSeq: txn.LastSeq(h.BaseSequence, h.NumRecords),
-				BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: h.MaxTimestamp,
-			})
-		}
-		return true
-	})
+	if err := p.log.Heal(); err != nil {
+		return err
+	}
+	return p.loadProducers()
 }
 
 func (p *Partition) setConfig(cfg topicconfig.Config) error {
@@ -231,6 +208,11 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 	if err != nil {
 		return ProduceResult{}, err
 	}
+	if res.Rolled {
+		// A new segment: snapshot the producer state as of its base (this
+		// append is not recorded yet), so recovery replays at most a segment.
+		p.snapshotAtRoll(res.BaseOffset)
+	}
 	if first.ProducerID >= 0 {
 		ts := first.MaxTimestamp
 		if appendTime >= 0 {
@@ -248,6 +230,37 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 		out.Bytes += len(batches[i])
 	}
 	return out, nil
+}
+
+// snapshotAtRoll writes the producer snapshot at offset, the log end before
+// the append that rolled. Caller holds p.mu. A failure costs only a longer
+// replay after a crash, so it is logged, not returned.
+func (p *Partition) snapshotAtRoll(offset int64) {
+	snap, err := p.producers.Snapshot(offset)
+	if err == nil {
+		err = p.writeSnapshot(offset, snap)
+	}
+	if err != nil {
+		p.opts.Logger.Warn("producer snapshot not written; a crash replays more of the log", "topic", p.tp.Topic,
+			"partition", p.tp.Partition, "offset", offset, "err", err)
+		return
+	}
+	p.snapshotAt = offset
+}
+
+// snapshotIfRolled writes a producer snapshot at the log end when the log
+// rolled on its own (segment.ms) since the last one.
+func (p *Partition) snapshotIfRolled() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.deleted || p.log.Failure() != nil {
+		return
+	}
+	bases := p.log.SegmentBases()
+	if active := bases[len(bases)-1]; p.snapshotAt >= active || p.log.LogEndOffset() == p.snapshotAt {
+		return
+	}
+	p.snapshotAtRoll(p.log.LogEndOffset())
 }
 
 // WaitDurable blocks until the appended result is on disk (per the topic's

@@ -74,11 +74,12 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 	first, last := hs[0].BaseOffset, next-1
 
 	act := l.active
+	rolled := false
 	if l.shouldRoll(act, opts, total, first, last) {
 		if err := l.roll(first); err != nil {
 			return AppendResult{}, l.fail(err)
 		}
-		act = l.active
+		act, rolled = l.active, true
 	}
 	if act.size.Load() == 0 {
 		act.rollStart = opts.Now()
@@ -142,7 +143,7 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 	} else {
 		l.raiseHW(next)
 	}
-	return AppendResult{BaseOffset: first, LastOffset: last, LogStartOffset: l.logStart.Load()}, nil
+	return AppendResult{BaseOffset: first, LastOffset: last, LogStartOffset: l.logStart.Load(), Rolled: rolled}, nil
 }
 
 // shouldRoll reports whether an append of total bytes covering offsets

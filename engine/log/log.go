@@ -230,6 +230,9 @@ type AppendResult struct {
 	BaseOffset     int64 // offset of the first record appended
 	LastOffset     int64 // offset of the last record appended
 	LogStartOffset int64 // log start at the time of the append
+	// Rolled: this append started a new segment, based at BaseOffset
+	// (owners of per-segment state, like producer snapshots, act on it).
+	Rolled bool
 }
 
 // Stats are cumulative counters and current gauges, for metrics.

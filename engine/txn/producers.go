@@ -9,9 +9,12 @@
 package txn
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"strconv"
 )
 
 // Errors returned by Check, mapped by net/kafka to the Kafka codes of the
@@ -130,7 +133,10 @@ func addSeq(seq, n int32) int32 {
 // LastSeq returns the last sequence of a batch of count records starting at firstSeq.
 func LastSeq(firstSeq, count int32) int32 { return addSeq(firstSeq, count-1) }
 
-// snapshot is the persisted form of ProducerState.
+// snapshot is the persisted form of ProducerState: a line with the CRC-32C
+// (Castagnoli) of the JSON body in hex, then the body, so a damaged snapshot
+// is refused instead of restoring wrong sequences. Version 1 (written by
+// older releases at a clean shutdown) had no checksum line.
 type snapshot struct {
 	Version   int                    `json:"version"`
 	Offset    int64                  `json:"offset"` // log end offset the state is valid at
@@ -142,24 +148,47 @@ type snapProducer struct {
 	Batches []BatchInfo `json:"batches"`
 }
 
-// Snapshot encodes the state as of log end offset `offset`, for a clean
-// shutdown; LoadSnapshot restores it.
+const snapshotVersion = 2
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Snapshot encodes the state as of log end offset `offset` (the state
+// covers exactly the batches below it); LoadSnapshot restores it.
 func (s *ProducerState) Snapshot(offset int64) ([]byte, error) {
-	snap := snapshot{Version: 1, Offset: offset, Producers: make(map[int64]snapProducer, len(s.producers))}
+	snap := snapshot{Version: snapshotVersion, Offset: offset, Producers: make(map[int64]snapProducer, len(s.producers))}
 	for id, p := range s.producers {
 		snap.Producers[id] = snapProducer{Epoch: p.epoch, Batches: p.batches}
 	}
-	return json.Marshal(snap)
+	body, err := json.Marshal(snap)
+	if err != nil {
+		return nil, err
+	}
+	out := fmt.Appendf(nil, "%08x\n", crc32.Checksum(body, castagnoli))
+	return append(out, body...), nil
 }
 
 // LoadSnapshot decodes a snapshot and returns the state and the offset it
 // is valid at. Garbage is an error, never a panic.
 func LoadSnapshot(b []byte) (*ProducerState, int64, error) {
+	body := b
+	if line, rest, ok := bytes.Cut(b, []byte("\n")); ok && len(line) == 8 {
+		want, err := strconv.ParseUint(string(line), 16, 32)
+		if err != nil {
+			return nil, 0, fmt.Errorf("producer state snapshot: bad checksum line %q", line)
+		}
+		if got := crc32.Checksum(rest, castagnoli); uint32(want) != got {
+			return nil, 0, fmt.Errorf("producer state snapshot: checksum %08x, want %08x", got, want)
+		}
+		body = rest
+	}
 	var snap snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
+	if err := json.Unmarshal(body, &snap); err != nil {
 		return nil, 0, fmt.Errorf("producer state snapshot: %w", err)
 	}
-	if snap.Version != 1 {
+	switch {
+	case snap.Version == 1 && len(body) == len(b): // no checksum line, as version 1 wrote it
+	case snap.Version == snapshotVersion && len(body) < len(b):
+	default:
 		return nil, 0, fmt.Errorf("producer state snapshot: unknown version %d", snap.Version)
 	}
 	s := NewProducerState()

@@ -1,7 +1,8 @@
 // Package httpapi serves the operator's HTTP endpoints: /healthz (the
-// process is alive), /readyz (storage recovered and metadata loaded; 503
-// before), /metrics (Prometheus text), /stats (JSON) and, when enabled,
-// /debug/pprof. It also owns the storage-side Prometheus collectors.
+// process is alive), /readyz (200 only while the node serves everything it
+// should: see SetReadiness), /metrics (Prometheus text), /stats (JSON) and,
+// when enabled, /debug/pprof. It also owns the storage-side Prometheus
+// collectors.
 //
 // Invariant: handlers never block on the broker's locks for long; they read
 // snapshots supplied by the caller.
@@ -36,10 +37,10 @@ type Options struct {
 
 // Server is the running HTTP endpoint.
 type Server struct {
-	ln    net.Listener
-	srv   *http.Server
-	ready atomic.Bool
-	log   *slog.Logger
+	ln        net.Listener
+	srv       *http.Server
+	readiness atomic.Pointer[func() (bool, string)]
+	log       *slog.Logger
 }
 
 // Listen binds the address; Serve must be called to answer.
@@ -61,9 +62,10 @@ func Listen(opts Options) (*Server, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	s.SetReady(false)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "not ready: storage recovery or metadata load in progress", http.StatusServiceUnavailable)
+		if ready, why := (*s.readiness.Load())(); !ready {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
@@ -93,8 +95,17 @@ func Listen(opts Options) (*Server, error) {
 // Addr is the bound address.
 func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 
-// SetReady flips /readyz to 200.
-func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+// SetReady sets /readyz to a fixed answer: 200, or 503 saying that start
+// up (storage recovery, metadata load) is in progress.
+func (s *Server) SetReady(ready bool) {
+	s.SetReadiness(func() (bool, string) {
+		return ready, "storage recovery or metadata load in progress"
+	})
+}
+
+// SetReadiness makes /readyz ask f on every request: 200 when it says
+// ready, 503 with its reason otherwise.
+func (s *Server) SetReadiness(f func() (ready bool, why string)) { s.readiness.Store(&f) }
 
 // Serve answers until Close.
 func (s *Server) Serve() error {

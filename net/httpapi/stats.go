@@ -42,6 +42,20 @@ type PartitionStats struct {
 	HighWatermark  int64 `json:"high_watermark"`
 	SizeBytes      int64 `json:"size_bytes"`
 	Segments       int   `json:"segments"`
+	// State is "online" or "offline" (it cannot be opened or its log failed
+	// an I/O operation; Error says which, and the broker is retrying it).
+	State         string             `json:"state"`
+	Error         string             `json:"error,omitempty"`
+	CorruptRanges []CorruptRangeStat `json:"corrupt_ranges,omitempty"`
+}
+
+// CorruptRangeStat is a damaged stretch of a partition's log: its offsets
+// are not served (reads answer CORRUPT_MESSAGE) and nothing is deleted.
+type CorruptRangeStat struct {
+	FromOffset int64  `json:"from_offset"`
+	ToOffset   int64  `json:"to_offset"` // exclusive; -1: to the end of its segment
+	Segment    int64  `json:"segment"`
+	Reason     string `json:"reason"`
 }
 
 // GroupStats is one consumer group's lag.
@@ -62,20 +76,28 @@ type GroupPartitionStat struct {
 	Lag       int64  `json:"lag"`
 }
 
-// TopicStatsOf summarises the partitions hosted by b.
+// TopicStatsOf summarises the partitions hosted by b, online or not.
 func TopicStatsOf(b *broker.Broker) []TopicStats {
 	var out []TopicStats
-	for _, p := range b.Partitions() { // sorted by topic, partition
-		tp := p.TopicPartition()
-		st := p.Log().Stats()
-		if len(out) == 0 || out[len(out)-1].Name != tp.Topic {
-			out = append(out, TopicStats{Name: tp.Topic, Partitions: []PartitionStats{}})
+	for _, ps := range b.PartitionStates() { // sorted by topic, partition
+		if len(out) == 0 || out[len(out)-1].Name != ps.Topic {
+			out = append(out, TopicStats{Name: ps.Topic, Partitions: []PartitionStats{}})
 		}
 		t := &out[len(out)-1]
-		t.Partitions = append(t.Partitions, PartitionStats{
-			Partition: tp.Partition, LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset,
+		st := ps.Stats
+		p := PartitionStats{
+			Partition: ps.Partition, LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset,
 			HighWatermark: st.HighWatermark, SizeBytes: st.Size, Segments: st.Segments,
-		})
+			State: "online", Error: ps.Error,
+		}
+		if !ps.Online {
+			p.State = "offline"
+		}
+		for _, cr := range ps.CorruptRanges {
+			p.CorruptRanges = append(p.CorruptRanges, CorruptRangeStat{FromOffset: cr.FromOffset, ToOffset: cr.ToOffset,
+				Segment: cr.Segment, Reason: cr.Reason})
+		}
+		t.Partitions = append(t.Partitions, p)
 		t.Records += st.HighWatermark - st.LogStartOffset
 		t.SizeBytes += st.Size
 	}

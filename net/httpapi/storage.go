@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/log"
 )
 
 // StorageMetrics observes fsync rounds; pass ObserveFsync as the broker's
@@ -43,14 +44,18 @@ func (m *StorageMetrics) ObserveFsync(d time.Duration, appends uint64) {
 type partitionCollector struct {
 	b                                            *broker.Broker
 	logStart, logEnd, hw, size, segments, fsyncs *prometheus.Desc
+	online, corrupt, offline                     *prometheus.Desc
+	filesOpen, filesEvicted, capacity            *prometheus.Desc
 }
 
-// NewPartitionCollector exposes per-partition log gauges for b.
+// NewPartitionCollector exposes per-partition log gauges for b, its
+// offline partitions and its file descriptor use.
 func NewPartitionCollector(b *broker.Broker) prometheus.Collector {
 	labels := []string{"topic", "partition"}
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
+	node := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &partitionCollector{
 		b:        b,
 		logStart: d("moonmq_partition_log_start_offset", "First offset still stored."),
@@ -59,27 +64,50 @@ func NewPartitionCollector(b *broker.Broker) prometheus.Collector {
 		size:     d("moonmq_partition_size_bytes", "Bytes of segment files on disk."),
 		segments: d("moonmq_partition_segments", "Number of segments."),
 		fsyncs:   d("moonmq_partition_fsyncs_total", "Fsync rounds of this partition's log."),
+		online:   d("moonmq_partition_online", "1 while the partition takes appends and serves reads, 0 while it is offline (storage error; retried)."),
+		corrupt:  d("moonmq_partition_corrupt_ranges", "Damaged stretches found in the partition's log (their offsets are not served)."),
+		offline:  node("moonmq_partitions_offline", "Partitions hosted here that cannot serve (failed to open, or their log failed an I/O operation)."),
+		filesOpen: node("moonmq_segment_files_open",
+			"File descriptors held by segment files (active segments and the cache of sealed ones)."),
+		filesEvicted: node("moonmq_segment_files_evicted_total", "Idle segment files closed to keep the file cache within its capacity."),
+		capacity:     node("moonmq_partitions_capacity", "Partitions this node can hold within its file descriptor limit."),
 	}
 }
 
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.logStart, c.logEnd, c.hw, c.size, c.segments, c.fsyncs} {
+	for _, d := range []*prometheus.Desc{c.logStart, c.logEnd, c.hw, c.size, c.segments, c.fsyncs, c.online, c.corrupt,
+		c.offline, c.filesOpen, c.filesEvicted, c.capacity} {
 		ch <- d
 	}
 }
 
 func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.b.Partitions() {
-		tp := p.TopicPartition()
-		st := p.Log().Stats()
-		lv := []string{tp.Topic, strconv.Itoa(int(tp.Partition))}
+	offline := 0
+	for _, ps := range c.b.PartitionStates() {
+		lv := []string{ps.Topic, strconv.Itoa(int(ps.Partition))}
+		online := 1.0
+		if !ps.Online {
+			online = 0
+			offline++
+		}
+		ch <- prometheus.MustNewConstMetric(c.online, prometheus.GaugeValue, online, lv...)
+		if ps.Stats == (log.Stats{}) {
+			continue // never opened: no log to describe
+		}
+		st := ps.Stats
 		ch <- prometheus.MustNewConstMetric(c.logStart, prometheus.GaugeValue, float64(st.LogStartOffset), lv...)
 		ch <- prometheus.MustNewConstMetric(c.logEnd, prometheus.GaugeValue, float64(st.LogEndOffset), lv...)
 		ch <- prometheus.MustNewConstMetric(c.hw, prometheus.GaugeValue, float64(st.HighWatermark), lv...)
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Size), lv...)
 		ch <- prometheus.MustNewConstMetric(c.segments, prometheus.GaugeValue, float64(st.Segments), lv...)
 		ch <- prometheus.MustNewConstMetric(c.fsyncs, prometheus.CounterValue, float64(st.Fsyncs), lv...)
+		ch <- prometheus.MustNewConstMetric(c.corrupt, prometheus.GaugeValue, float64(len(ps.CorruptRanges)), lv...)
 	}
+	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
+	fc := c.b.FileCacheStats()
+	ch <- prometheus.MustNewConstMetric(c.filesOpen, prometheus.GaugeValue, float64(fc.Open))
+	ch <- prometheus.MustNewConstMetric(c.filesEvicted, prometheus.CounterValue, float64(fc.Evicted))
+	ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(c.b.Capacity()))
 }
 
 // groupCollector reports consumer-group positions and lag at scrape time.

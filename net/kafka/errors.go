@@ -22,6 +22,8 @@ var errorMap = []struct {
 	kerr *kerr.Error
 }{
 	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{broker.ErrPartitionOffline, kerr.KafkaStorageError},
+	{broker.ErrOverCapacity, kerr.PolicyViolation},
 	{broker.ErrTransactionsUnsupported, kerr.InvalidTxnState},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
@@ -42,7 +44,8 @@ var errorMap = []struct {
 	{txn.ErrInvalidSequence, kerr.InvalidRecord},
 	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{log.ErrClosed, kerr.NotLeaderForPartition},
-	{log.ErrCorrupt, kerr.KafkaStorageError},
+	{log.ErrCorrupt, kerr.CorruptMessage}, // damaged stored data, as Kafka answers it
+
 	{log.ErrFailed, kerr.KafkaStorageError},
 	{group.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
 	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},

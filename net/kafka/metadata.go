@@ -70,6 +70,9 @@ func (c *conn) mayAutoCreate(name string) bool {
 // autoCreate creates a topic with the broker defaults. Two clients racing
 // to create the same topic both get it: losing the race is not an error.
 func (c *conn) autoCreate(name string) (controller.Topic, bool, error) {
+	if err := c.checkCapacity(c.s.opts.DefaultPartitions); err != nil {
+		return controller.Topic{}, false, err
+	}
 	t, err := c.s.meta.CreateTopic(c.ctx, name, c.s.opts.DefaultPartitions, -1, nil, false)
 	if errors.Is(err, controller.ErrTopicExists) {
 		t, ok := c.s.meta.Topic(name)
@@ -92,6 +95,12 @@ func (c *conn) metadataTopic(version int16, t controller.Topic) kmsg.MetadataRes
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
 		mp.OfflineReplicas = []int32{}
+		if c.s.offline(t.Name, p.ID) {
+			// As Kafka answers for a replica on a failed log directory with
+			// no other replica to lead: no leader, this broker offline.
+			mp.ErrorCode, mp.Leader = kerr.LeaderNotAvailable.Code, -1
+			mp.OfflineReplicas = []int32{c.s.opts.NodeID}
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "moonmq_connections", Help: "Open Kafka client connections.",
 		}),
 		connRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "moonmq_connection_rejects_total", Help: "Connections refused, by reason (max_connections, max_connections_per_ip).",
+			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, out_of_file_descriptors, accept_error).",
 		}, []string{"reason"}),
 	}
 	if reg != nil {

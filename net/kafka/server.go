@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -142,6 +143,7 @@ type Server struct {
 	parked    sync.WaitGroup // parked request continuations; waited for by Close
 	parkedN   atomic.Int64   // how many are parked now
 	budget    *semaphore.Weighted
+	acceptErr atomic.Pointer[error] // the last accept failure, until one succeeds
 	mu        sync.Mutex
 	conns     map[*conn]struct{}
 	perIP     map[string]int
@@ -212,11 +214,24 @@ func (s *Server) Serve() error {
 				return nil
 			}
 			// Anything else (EMFILE, ENFILE, ENOBUFS, timeouts) is a
-			// resource problem that may pass: back off and keep serving.
+			// resource problem that may pass: back off and keep serving,
+			// and say so in /readyz until an accept works again.
+			s.acceptErr.Store(&err)
+			s.metrics.connRejects.WithLabelValues(acceptFailureReason(err)).Inc()
+			if backoff == 0 {
+				s.log.Error("cannot accept connections; retrying", "err", err)
+			}
 			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("accept failed; backing off", "err", err, "backoff", backoff)
-			time.Sleep(backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+			case <-s.draining:
+			}
 			continue
+		}
+		if backoff != 0 {
+			s.log.Info("accepting connections again")
+			s.acceptErr.Store(nil)
 		}
 		backoff = 0
 		ip := remoteIP(nc)
@@ -278,6 +293,35 @@ func remoteIP(nc net.Conn) string {
 		return a.IP.String()
 	}
 	return nc.RemoteAddr().String()
+}
+
+// AcceptError is why accepting connections fails right now (out of file
+// descriptors, typically), or nil.
+func (s *Server) AcceptError() error {
+	if p := s.acceptErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// acceptFailureReason labels an accept failure for moonmq_connection_rejects_total.
+func acceptFailureReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return "out_of_file_descriptors"
+	default:
+		return "accept_error"
+	}
+}
+
+// offline reports whether this node's replica of a partition cannot serve
+// (it failed to open, or its log failed an I/O operation).
+func (s *Server) offline(topic string, partition int32) bool {
+	p, err := s.broker.Partition(broker.TopicPartition{Topic: topic, Partition: partition})
+	if err != nil {
+		return errors.Is(err, broker.ErrPartitionOffline)
+	}
+	return p.Log().Failure() != nil
 }
 
 // Connections is the number of open client connections.

@@ -61,12 +61,22 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 	if partitions == -1 {
 		partitions = c.s.opts.DefaultPartitions
 	}
+	if controller.IsInternalTopic(t.Topic) {
+		// Kafka refuses its own metadata topic this way; MoonMQ refuses
+		// every internal topic, so nobody can create one with settings that
+		// lose data (retention on committed offsets) before its owner does.
+		return fail(kerr.InvalidRequest.Code, fmt.Sprintf("creation of internal topic %s is prohibited: "+
+			"the broker creates it itself, with the settings it needs", t.Topic))
+	}
 	configs := make(map[string]string, len(t.Configs))
 	for _, kv := range t.Configs {
 		if kv.Value == nil {
 			return fail(kerr.InvalidConfig.Code, fmt.Sprintf("config %q has a null value", kv.Name))
 		}
 		configs[kv.Name] = *kv.Value
+	}
+	if err := c.checkCapacity(partitions); err != nil {
+		return fail(c.errCode(err), err.Error())
 	}
 	topic, err := c.s.meta.CreateTopic(ctx, t.Topic, partitions, rf, configs, validateOnly)
 	if err != nil {
@@ -79,6 +89,16 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 	}
 	rt.Configs = createTopicConfigs(topic.Configs)
 	return rt
+}
+
+// checkCapacity refuses partitions this node has no file descriptors for,
+// before anything is applied. Counts the controller will refuse anyway
+// (not positive, over its limit) are left to it.
+func (c *conn) checkCapacity(partitions int32) error {
+	if partitions <= 0 || partitions > controller.MaxPartitions {
+		return nil
+	}
+	return c.s.broker.CheckCapacity(int(partitions))
 }
 
 func (c *conn) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) string {
@@ -173,6 +193,13 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 			// found; growing the topic would move groups.
 			rt.ErrorCode = kerr.InvalidTopicException.Code
 			rt.ErrorMessage = errMessage(fmt.Errorf("internal topic %s cannot get more partitions", t.Topic))
+		}
+		if rt.ErrorCode == 0 {
+			if topic, ok := c.s.meta.Topic(t.Topic); ok {
+				if err := c.checkCapacity(t.Count - int32(len(topic.Partitions))); err != nil {
+					rt.ErrorCode, rt.ErrorMessage = c.errCode(err), errMessage(err)
+				}
+			}
 		}
 		if rt.ErrorCode == 0 {
 			if _, err := c.s.meta.CreatePartitions(ctx, t.Topic, t.Count, req.ValidateOnly); err != nil {

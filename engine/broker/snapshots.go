@@ -1,0 +1,151 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/txn"
+	"github.com/moonmq/moonmq/engine/vfs"
+)
+
+// Producer state snapshots, as Kafka keeps them: <offset>.snapshot in the
+// partition directory holds the idempotent-producer state covering exactly
+// the batches below offset. One is written whenever the log starts a new
+// segment and at a clean close; at open the newest one at or below the log
+// end is loaded and the batches after it are replayed, so after any crash
+// the last batches of every producer are known again, whatever the segment
+// size, and replay costs at most about a segment.
+const (
+	snapshotExt = ".snapshot"
+	// keepSnapshots is how many snapshots are kept: the newest is enough,
+	// older ones are a fallback when it is damaged or a truncation (healing)
+	// went below it.
+	keepSnapshots = 3
+	// maxSnapshotBytes bounds what is read from a snapshot file.
+	maxSnapshotBytes = 64 << 20
+	// legacySnapshotFile is the clean-shutdown snapshot of older releases.
+	legacySnapshotFile = "producer-state.json"
+)
+
+func snapshotName(offset int64) string { return fmt.Sprintf("%020d%s", offset, snapshotExt) }
+
+// listSnapshots returns the offsets of the snapshot files in dir, oldest first.
+func listSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
+	es, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var out []int64
+	for _, e := range es {
+		base, ok := strings.CutSuffix(e.Name, snapshotExt)
+		if !ok || e.IsDir || len(base) != 20 {
+			continue
+		}
+		if off, err := strconv.ParseInt(base, 10, 64); err == nil && off >= 0 {
+			out = append(out, off)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out, nil
+}
+
+// writeSnapshot persists data as the snapshot at offset and prunes the
+// oldest beyond keepSnapshots.
+func (p *Partition) writeSnapshot(offset int64, data []byte) error {
+	dir := p.log.Dir()
+	if err := log.WriteFileAtomic(p.opts.FS, dir, snapshotName(offset), data); err != nil {
+		return fmt.Errorf("write producer snapshot: %w", err)
+	}
+	offs, err := listSnapshots(p.opts.FS, dir)
+	if err != nil {
+		return err
+	}
+	for len(offs) > keepSnapshots {
+		if err := p.opts.FS.Remove(filepath.Join(dir, snapshotName(offs[0]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove old producer snapshot: %w", err)
+		}
+		offs = offs[1:]
+	}
+	return nil
+}
+
+// snapshotLocked takes a snapshot of the producer state as of the log end.
+// Caller holds p.mu, so no append moves the log end meanwhile.
+func (p *Partition) snapshotLocked() (offset int64, data []byte, err error) {
+	offset = p.log.LogEndOffset()
+	data, err = p.producers.Snapshot(offset)
+	return offset, data, err
+}
+
+// loadProducers restores producer state: the newest valid snapshot at or
+// below the log end, then the batches after it. Snapshots past the log end
+// (left by a truncation) and damaged ones are deleted. Without any, the
+// whole log is replayed.
+func (p *Partition) loadProducers() error {
+	fsys, dir := p.opts.FS, p.log.Dir()
+	leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
+	p.producers, p.snapshotAt = txn.NewProducerState(), -1
+	from := start
+
+	// Older releases wrote one JSON snapshot at a clean shutdown.
+	legacy := filepath.Join(dir, legacySnapshotFile)
+	if b, err := vfs.ReadFile(fsys, legacy, maxSnapshotBytes); err == nil {
+		if st, off, err := txn.LoadSnapshot(b); err == nil && off == leo {
+			p.producers, p.snapshotAt, from = st, off, leo
+		}
+		if err := fsys.Remove(legacy); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", legacy, err)
+		}
+	}
+
+	offs, err := listSnapshots(fsys, dir)
+	if err != nil {
+		return err
+	}
+	for i := len(offs) - 1; i >= 0 && p.snapshotAt < 0; i-- {
+		off := offs[i]
+		path := filepath.Join(dir, snapshotName(off))
+		reason := ""
+		if off > leo {
+			reason = "beyond the log end"
+		} else if b, err := vfs.ReadFile(fsys, path, maxSnapshotBytes); err != nil {
+			reason = err.Error()
+		} else if st, soff, err := txn.LoadSnapshot(b); err != nil {
+			reason = err.Error()
+		} else if soff != off {
+			reason = fmt.Sprintf("it says offset %d", soff)
+		} else {
+			p.producers, p.snapshotAt, from = st, off, max(off, start)
+			break
+		}
+		p.opts.Logger.Warn("deleting unusable producer snapshot", "topic", p.tp.Topic, "partition", p.tp.Partition,
+			"snapshot", snapshotName(off), "reason", reason)
+		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove producer snapshot: %w", err)
+		}
+	}
+	if from >= leo {
+		return nil
+	}
+	return p.log.Batches(from, func(h batch.Header) bool {
+		p.recordHeader(h)
+		return true
+	})
+}
+
+// recordHeader replays a stored batch into the producer state.
+func (p *Partition) recordHeader(h batch.Header) {
+	if h.ProducerID >= 0 && !h.IsControl() {
+		p.producers.Record(h.ProducerID, h.ProducerEpoch, txn.BatchInfo{
+			FirstSeq: h.BaseSequence, LastSeq: txn.LastSeq(h.BaseSequence, h.NumRecords),
+			BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: h.MaxTimestamp,
+		})
+	}
+}
