@@ -45,6 +45,8 @@ type serveConfig struct {
 	retentionCheck                time.Duration
 	groupCommitWindow             time.Duration
 	shutdownTimeout               time.Duration
+	connectionsMaxIdle            time.Duration
+	requestReadTimeout            time.Duration
 	groups                        *groupFlags // main_groups.go
 }
 
@@ -71,6 +73,10 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&cfg.groupCommitWindow, "group-commit-window", time.Millisecond,
 		"shortest time between two fsyncs of one partition; acks=all produces arriving sooner share the next (0 = fsync back to back)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.DurationVar(&cfg.connectionsMaxIdle, "connections-max-idle", 10*time.Minute,
+		"close client connections idle this long: no request, no reply owed (Kafka's connections.max.idle.ms; 0 = never)")
+	fs.DurationVar(&cfg.requestReadTimeout, "request-read-timeout", 30*time.Second,
+		"close a connection whose request stops arriving for this long (a stalled or hostile client)")
 	cfg.groups = addGroupFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
@@ -99,6 +105,10 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("group-commit-window %v: must be between 0 and 1s", c.groupCommitWindow)
 	case c.shutdownTimeout <= 0:
 		return fmt.Errorf("shutdown-timeout %v: must be positive", c.shutdownTimeout)
+	case c.connectionsMaxIdle < 0:
+		return fmt.Errorf("connections-max-idle %v: must not be negative (0 keeps idle connections)", c.connectionsMaxIdle)
+	case c.requestReadTimeout <= 0:
+		return fmt.Errorf("request-read-timeout %v: must be positive", c.requestReadTimeout)
 	case c.data == "":
 		return errors.New("data: must not be empty")
 	}
@@ -241,7 +251,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxRequestSize: int32(cfg.maxRequestSize), AutoCreateTopics: cfg.autoCreate,
 		DefaultPartitions: int32(cfg.defaultPartitions), MaxConnections: cfg.maxConnections,
 		MaxConnectionsPerIP: cfg.maxConnectionsPerIP, Metrics: kmetrics, Logger: logger, Version: version,
-		Groups: groups,
+		Groups: groups, ConnectionsMaxIdle: cfg.connectionsMaxIdle, RequestReadTimeout: cfg.requestReadTimeout,
 	}, ctrl, b)
 	if err != nil {
 		return err

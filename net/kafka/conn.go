@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -25,9 +27,10 @@ type request struct {
 	clientID     string
 	kreq         kmsg.Request // nil when the key or version is unsupported
 	received     time.Time
-	size         int64  // frame bytes held against the server's request budget
-	entry        *entry // its place in the connection's reply order
-	later        bool   // the handler arranged to answer from a callback (answerLater)
+	size         int64       // frame bytes held against the server's request budget
+	entry        *entry      // its place in the connection's reply order
+	later        bool        // the handler arranged to answer from a callback (answerLater)
+	charge       fetchCharge // fetched data the reply holds until written
 }
 
 // reply is what the write loop sends for one request, in order. A reply
@@ -47,12 +50,20 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	out    *outbox
+
+	// respBudget bounds the fetched record bytes of this connection's
+	// replies not yet written; the server's respBudget bounds them over
+	// all connections.
+	respBudget *memBudget
+	lastActive atomic.Int64 // unix nanos of the last request read or reply written
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	return &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
-		out: newOutbox(s.opts.MaxInFlight)}
+	c := &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
+		out: newOutbox(s.opts.MaxInFlight), respBudget: newMemBudget(s.opts.ConnResponseBytes)}
+	c.touch()
+	return c
 }
 
 func (c *conn) serve() {
@@ -79,6 +90,8 @@ func (c *conn) serve() {
 	switch {
 	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), c.s.ctx.Err() != nil, c.draining():
 		c.s.log.Debug("connection closed", "peer", c.peer)
+	case errors.Is(err, errIdle):
+		c.s.log.Debug("closing idle connection", "peer", c.peer, "reason", err)
 	default:
 		c.s.log.Warn("closing connection", "peer", c.peer, "reason", err)
 	}
@@ -106,56 +119,191 @@ func (c *conn) closeGently() {
 // in the order they were sent (idempotent producers pipeline up to five
 // produce requests and rely on it); anything that waits is parked by the
 // handler into its own goroutine.
+//
+// The loop stops reading, as Kafka mutes a channel, while the connection's
+// unwritten replies hold more than ConnResponseBytes (its client is not
+// reading them), and closes the connection when it has been idle for
+// ConnectionsMaxIdle or a started request stops arriving for
+// RequestReadTimeout.
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
-			if c.draining() {
+		if err := c.awaitRequest(br); err != nil {
+			if errors.Is(err, errDraining) {
 				return nil // graceful shutdown: stop taking requests
 			}
 			return err
 		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || size > c.s.opts.MaxRequestSize {
-			return fmt.Errorf("request frame of %d bytes is outside [8, %d]", size, c.s.opts.MaxRequestSize)
-		}
-		// Only produce requests carry bulk data. Other requests are small,
-		// and decoding expands arrays by the in-memory size of their
-		// elements, so a tighter bound keeps a hostile frame from turning
-		// into gigabytes of allocations.
-		key, err := br.Peek(2)
+		body, charged, err := c.readFrame(br)
 		if err != nil {
-			return fmt.Errorf("reading request header: %w", err)
-		}
-		if k := int16(binary.BigEndian.Uint16(key)); k != kmsg.Produce.Int16() && size > maxControlRequestSize {
-			return fmt.Errorf("%s request of %d bytes exceeds %d", kmsg.NameForKey(k), size, maxControlRequestSize)
-		}
-		// Requests being decoded or handled share one memory budget, so
-		// many large frames at once wait instead of exhausting memory.
-		if err := c.s.budget.Acquire(c.ctx, int64(size)); err != nil {
+			if c.draining() && errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil
+			}
 			return err
 		}
-		body := make([]byte, size)
-		if _, err := io.ReadFull(br, body); err != nil {
-			c.s.budget.Release(int64(size))
-			return fmt.Errorf("reading %d-byte request: %w", size, err)
-		}
+		c.touch()
 		req, err := decodeRequest(body)
 		if err != nil {
-			c.s.budget.Release(int64(size))
+			c.s.budget.release(charged)
 			return err
 		}
-		req.size = int64(size)
+		req.size = charged
 		if req.entry, err = c.out.reserve(c.ctx); err != nil {
-			c.s.budget.Release(req.size)
+			c.s.budget.release(req.size)
 			return err
 		}
 		c.dispatch(req)
 		if c.ctx.Err() != nil || c.draining() {
 			return nil
 		}
+		if err := c.waitForReader(); err != nil {
+			return err
+		}
 	}
+}
+
+// waitForReader holds the read loop while the connection's fetched data
+// waiting to be written exceeds ConnResponseBytes: a client that sends
+// requests but does not read the replies gets no more work done for it.
+func (c *conn) waitForReader() error {
+	for {
+		freed := c.respBudget.released() // before the check, so no release is missed
+		if c.respBudget.inUse() < c.s.opts.ConnResponseBytes {
+			return nil
+		}
+		select {
+		case <-freed:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+var (
+	errDraining = errors.New("draining")
+	errIdle     = errors.New("idle")
+)
+
+// touch records activity on the connection (a request read, a reply
+// written), which keeps it from being closed as idle.
+func (c *conn) touch() { c.lastActive.Store(time.Now().UnixNano()) }
+
+// awaitRequest waits for the first byte of the next request. A connection
+// with no request, no reply owed and nothing written for ConnectionsMaxIdle
+// is closed (Kafka's connections.max.idle.ms), so idle sockets cannot hold
+// the per-IP connection slots for good.
+func (c *conn) awaitRequest(br *bufio.Reader) error {
+	idle := c.s.opts.ConnectionsMaxIdle
+	for {
+		deadline := time.Time{}
+		if idle > 0 {
+			deadline = time.Unix(0, c.lastActive.Load()).Add(idle)
+		}
+		// Set the deadline, then check draining: Shutdown closes draining
+		// before it cuts the deadline short, so one of the two is seen.
+		if err := c.nc.SetReadDeadline(deadline); err != nil {
+			return err
+		}
+		if c.draining() {
+			return errDraining
+		}
+		if br.Buffered() > 0 {
+			return nil
+		}
+		_, err := br.Peek(1)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		if c.draining() {
+			return errDraining
+		}
+		if idle > 0 && time.Since(time.Unix(0, c.lastActive.Load())) >= idle && c.out.empty() {
+			return fmt.Errorf("%w for %v (connections-max-idle): closing", errIdle, idle)
+		}
+		// Busy (replies owed) or active meanwhile: wait again.
+	}
+}
+
+// readFrame reads one request frame. The body is received into a buffer
+// that grows as bytes arrive, charged to the request budget as it grows,
+// so a frame that announces 100 MiB and sends nothing holds 64 KiB, not
+// 100 MiB; and each read must make progress within RequestReadTimeout, so
+// a client that stops mid-request loses its connection instead of holding
+// memory. It returns the body and the bytes charged for it.
+func (c *conn) readFrame(br *bufio.Reader) (body []byte, charged int64, err error) {
+	timeout := c.s.opts.RequestReadTimeout
+	progress := func() error { return c.nc.SetReadDeadline(time.Now().Add(timeout)) }
+	if err := progress(); err != nil {
+		return nil, 0, err
+	}
+	var sizeBuf [4]byte
+	if _, err := io.ReadFull(br, sizeBuf[:]); err != nil {
+		return nil, 0, fmt.Errorf("reading request size: %w", err)
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 8 || size > c.s.opts.MaxRequestSize {
+		return nil, 0, fmt.Errorf("request frame of %d bytes is outside [8, %d]%s", size, c.s.opts.MaxRequestSize, sniffProtocol(sizeBuf))
+	}
+	if err := progress(); err != nil {
+		return nil, 0, err
+	}
+	// Only produce requests carry bulk data. Other requests are small,
+	// and decoding expands arrays by the in-memory size of their
+	// elements, so a tighter bound keeps a hostile frame from turning
+	// into gigabytes of allocations.
+	key, err := br.Peek(2)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading request header: %w", err)
+	}
+	if k := int16(binary.BigEndian.Uint16(key)); k != kmsg.Produce.Int16() && size > maxControlRequestSize {
+		return nil, 0, fmt.Errorf("%s request of %d bytes exceeds %d", kmsg.NameForKey(k), size, maxControlRequestSize)
+	}
+	defer func() {
+		if err != nil {
+			c.s.budget.release(charged)
+			charged = 0
+		}
+	}()
+	for len(body) < int(size) {
+		if len(body) == cap(body) {
+			grown := min(max(2*cap(body), firstBodyChunk), int(size))
+			if err := c.s.budget.acquire(c.ctx, int64(grown-cap(body))); err != nil {
+				return nil, charged, err
+			}
+			charged += int64(grown - cap(body))
+			nb := make([]byte, len(body), grown)
+			copy(nb, body)
+			body = nb
+		}
+		if err := progress(); err != nil {
+			return nil, charged, err
+		}
+		n, err := io.ReadAtLeast(br, body[len(body):cap(body)], 1)
+		body = body[:len(body)+n]
+		if err != nil {
+			return nil, charged, fmt.Errorf("reading %d-byte request after %d bytes: %w", size, len(body), err)
+		}
+	}
+	return body, charged, nil
+}
+
+// firstBodyChunk is the first buffer a request body is received into; it
+// doubles as more arrives.
+const firstBodyChunk = 64 << 10
+
+// sniffProtocol names what the first bytes of a bad frame look like, so a
+// TLS client or an HTTP request on the Kafka port is logged as such.
+func sniffProtocol(b [4]byte) string {
+	switch {
+	case b[0] == 0x16 && b[1] == 0x03:
+		return " (looks like a TLS handshake on a plaintext listener)"
+	case string(b[:]) == "GET " || string(b[:]) == "POST" || string(b[:]) == "HEAD" || string(b[:]) == "PUT ":
+		return " (looks like an HTTP request on the Kafka port)"
+	}
+	return ""
 }
 
 func (c *conn) draining() bool {
@@ -210,8 +358,17 @@ func readFrom(kreq kmsg.Request, src []byte) (err error) {
 			err = fmt.Errorf("decoder panic: %v", r)
 		}
 	}()
-	return kreq.ReadFrom(src)
+	err = kreq.ReadFrom(src)
+	if err != nil && err.Error() == kmsgShortInput {
+		// kmsg's decoder is shared with clients and words this for them.
+		err = errors.New("request ends before its fields do (truncated or malformed)")
+	}
+	return err
 }
+
+// kmsgShortInput is the text of kmsg's error for input that ends too soon
+// (its kbin package is internal, so the value cannot be compared).
+const kmsgShortInput = "response did not contain enough data to be valid"
 
 // writeLoop writes replies in request order. It takes every reply that is
 // ready at the front of the outbox, writes them in one go and flushes before
@@ -234,20 +391,24 @@ func (c *conn) writeLoop() {
 		replies, finished = c.out.take(replies[:0])
 		for _, rp := range replies {
 			if broken {
+				c.dropReply(rp)
 				continue // drain so the read loop can finish
 			}
 			if rp.fatal != nil {
 				c.s.log.Warn("closing connection", "peer", c.peer, "api", kmsg.NameForKey(rp.req.key), "reason", rp.fatal)
 				_ = bw.Flush()
 				fail()
+				c.dropReply(rp)
 				continue
 			}
 			buf = c.writeReply(bw, buf, rp)
+			c.releaseCharge(rp.req.charge)
 		}
 		if !broken && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
 				fail()
 			}
+			c.touch()
 		}
 		c.out.done(len(replies))
 		clear(replies) // do not pin answered responses while waiting
@@ -268,6 +429,14 @@ func (c *conn) writeLoop() {
 	}
 }
 
+// dropReply gives back what a reply that will not be written holds.
+func (c *conn) dropReply(rp reply) {
+	if f, ok := rp.resp.(*kmsg.FetchResponse); ok {
+		recycleFetch(f)
+	}
+	c.releaseCharge(rp.req.charge)
+}
+
 // writeReply encodes rp into bw (reusing buf) and returns the buffer to keep
 // for the next reply.
 func (c *conn) writeReply(bw *bufio.Writer, buf []byte, rp reply) []byte {
@@ -285,7 +454,8 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, rp reply) []byte {
 	}
 	_, _ = bw.Write(buf) // a write error sticks in bw; the flush reports it
 	if cap(buf) > 1<<20 {
-		// Do not pin a large fetch buffer on an idle connection; share it.
+		// Do not pin a large buffer on an idle connection; share it (or,
+		// past maxPooledBuffer, give it back to the garbage collector).
 		putWriteBuf(buf)
 		return nil
 	}
@@ -321,6 +491,9 @@ func getWriteBuf(n int) []byte {
 }
 
 func putWriteBuf(b []byte) {
+	if cap(b) > maxPooledBuffer {
+		return
+	}
 	b = b[:0]
 	writeBufs.Put(&b)
 }

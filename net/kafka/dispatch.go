@@ -84,7 +84,7 @@ var apiVersionKeys = sync.OnceValue(func() []kmsg.ApiVersionsResponseApiKey {
 // it came on: it is logged with its stack and the connection is closed.
 func (c *conn) dispatch(r *request) {
 	if r.kreq == nil {
-		c.s.budget.Release(r.size)
+		c.s.budget.release(r.size)
 		c.out.fill(r.entry, c.unsupported(r))
 		return
 	}
@@ -97,7 +97,7 @@ func (c *conn) dispatch(r *request) {
 		if r.later {
 			return // the answer function fills the entry and releases the budget
 		}
-		c.s.budget.Release(r.size)
+		c.s.budget.release(r.size)
 		if ok {
 			c.out.fill(r.entry, reply{req: r, resp: resp})
 		}
@@ -108,7 +108,7 @@ func (c *conn) dispatch(r *request) {
 	go func() {
 		defer c.s.parked.Done()
 		defer c.s.parkedN.Add(-1)
-		defer c.s.budget.Release(r.size) // the decoded request lives until park returns
+		defer c.s.budget.release(r.size) // the decoded request lives until park returns
 		c.guard(r, func() { c.out.fill(r.entry, reply{req: r, resp: park()}) })
 	}()
 }
@@ -126,7 +126,7 @@ func (c *conn) answerLater(r *request) func(kmsg.Response) {
 	c.s.parkedN.Add(1)
 	return func(resp kmsg.Response) {
 		c.out.fill(r.entry, reply{req: r, resp: resp})
-		c.s.budget.Release(r.size)
+		c.s.budget.release(r.size)
 		c.s.parkedN.Add(-1)
 		c.s.parked.Done()
 	}

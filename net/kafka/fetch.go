@@ -22,13 +22,15 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
-	resp, bytes, _ := c.fetchOnce(req)
+	resp, bytes, _, charge := c.fetchOnce(req)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	// Like Kafka, a partition error (out of range, unknown partition)
 	// answers at once: the client has to act on it, waiting helps nobody.
 	if bytes >= int(req.MinBytes) || maxWait <= 0 || fetchHasError(resp) {
+		r.charge = charge
 		return resp, nil
 	}
+	c.discardFetch(resp, charge)
 	return nil, func() kmsg.Response {
 		deadline := time.Now().Add(maxWait)
 		ctx, cancel := context.WithDeadline(c.ctx, deadline)
@@ -36,29 +38,79 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 		for {
 			// Take the notification channels before reading, so an append
 			// between the read and the wait still wakes us.
-			resp, bytes, changed := c.fetchOnce(req)
+			resp, bytes, changed, charge := c.fetchOnce(req)
 			if bytes >= int(req.MinBytes) || ctx.Err() != nil || len(changed) == 0 || c.draining() {
+				r.charge = charge
 				return resp
 			}
+			c.discardFetch(resp, charge)
 			broker.WaitAny(ctx, append(changed, c.s.draining))
 		}
 	}
 }
 
+// fetchCharge is the fetched record data a reply holds against the
+// connection's and the server's response budgets until it is written.
+type fetchCharge struct{ conn, server int64 }
+
+// grantFetch takes room for up to n bytes of records from both budgets,
+// without waiting: a fetch answers with what fits.
+func (c *conn) grantFetch(n int64) fetchCharge {
+	g := c.respBudget.tryUpTo(n)
+	s := c.s.respBudget.tryUpTo(g)
+	c.respBudget.release(g - s)
+	return fetchCharge{conn: s, server: s}
+}
+
+// settle adjusts a grant to the bytes really used: the unused part goes
+// back; a first batch larger than the grant is charged in full (it is
+// always returned).
+func (c *conn) settle(ch fetchCharge, used int64) fetchCharge {
+	switch {
+	case used < ch.conn:
+		c.respBudget.release(ch.conn - used)
+		c.s.respBudget.release(ch.server - used)
+	case used > ch.conn:
+		c.respBudget.force(used - ch.conn)
+		c.s.respBudget.force(used - ch.server)
+	}
+	return fetchCharge{conn: used, server: used}
+}
+
+// releaseCharge gives a written (or dropped) reply's room back.
+func (c *conn) releaseCharge(ch fetchCharge) {
+	c.respBudget.release(ch.conn)
+	c.s.respBudget.release(ch.server)
+}
+
+// discardFetch drops a fetch response that will not be sent.
+func (c *conn) discardFetch(resp *kmsg.FetchResponse, ch fetchCharge) {
+	recycleFetch(resp)
+	c.releaseCharge(ch)
+}
+
 // fetchOnce reads every requested partition once. It returns the response,
-// the record bytes it holds, and the change channels of the partitions read
-// (captured before reading).
-func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+// the record bytes it holds, the change channels of the partitions read
+// (captured before reading; with them the response budgets' release, so a
+// fetch that found data but no room wakes when room is made), and the
+// budget charge of the records.
+func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, fetchCharge) {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	// The client's sizes are capped by the broker's, so one consumer cannot
-	// make the broker buffer gigabytes (Kafka's fetch.max.bytes).
+	// make the broker buffer gigabytes (Kafka's fetch.max.bytes), and by
+	// what the response budgets have room for.
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 || maxBytes > c.s.opts.FetchMaxBytes {
 		maxBytes = c.s.opts.FetchMaxBytes
 	}
-	remaining := maxBytes
+	changed := []<-chan struct{}{c.respBudget.released(), c.s.respBudget.released()}
+	// A connection with no fetched data outstanding always gets a first
+	// batch, even past the server budget: every consumer progresses, and
+	// each connection overshoots by one batch at most.
+	mayForce := c.respBudget.inUse() == 0
+	grant := c.grantFetch(int64(maxBytes))
+	remaining := int(grant.conn)
 	total := 0
-	var changed []<-chan struct{}
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -76,7 +128,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 			changed = append(changed, l.Changed())
 			hw := l.HighWatermark()
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
-			if remaining > 0 {
+			if remaining > 0 || (mayForce && total == 0 && p.FetchOffset < hw) {
 				limit := min(max(int(p.PartitionMaxBytes), 0), remaining)
 				data, err := l.ReadAppend(getFetchBuf(), p.FetchOffset, limit, hw)
 				if err != nil {
@@ -91,8 +143,11 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, total, changed
+	return resp, total, changed, c.settle(grant, int64(total))
 }
+
+// maxPooledBuffer is the largest buffer kept in a pool for reuse.
+const maxPooledBuffer = 8 << 20
 
 // fetchBufs recycles the buffers partitions are read into. A consumer
 // streaming a log reads megabytes per request; allocating them fresh makes
@@ -144,7 +199,9 @@ func recycleFetch(resp *kmsg.FetchResponse) {
 	for ti := range resp.Topics {
 		for pi := range resp.Topics[ti].Partitions {
 			b := resp.Topics[ti].Partitions[pi].RecordBatches
-			if cap(b) >= 64<<10 {
+			// Keep mid-sized buffers for reuse; huge ones go back to the
+			// garbage collector rather than pinning memory after a spike.
+			if cap(b) >= 64<<10 && cap(b) <= maxPooledBuffer {
 				b = b[:0]
 				fetchBufs.Put(&b)
 			}

@@ -109,6 +109,13 @@ func (o *outbox) done(n int) {
 	}
 }
 
+// empty reports whether no reply is owed.
+func (o *outbox) empty() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.queue) == 0
+}
+
 // isClosed reports whether the read loop has stopped reserving.
 func (o *outbox) isClosed() bool {
 	o.mu.Lock()

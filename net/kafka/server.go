@@ -24,8 +24,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
@@ -49,10 +47,25 @@ type Options struct {
 	// MaxInFlight bounds the pipelined requests per connection that are read
 	// but not yet answered.
 	MaxInFlight int
-	// MaxQueuedRequestBytes bounds the request frames being decoded or
-	// handled at once, across connections (Kafka's queued.max.request.bytes);
-	// readers wait when it is used up. It is at least MaxRequestSize.
+	// MaxQueuedRequestBytes bounds the request frames being received,
+	// decoded or handled at once, across connections (Kafka's
+	// queued.max.request.bytes); a frame is charged as its bytes arrive, and
+	// readers wait when it is used up.
 	MaxQueuedRequestBytes int64
+	// MaxQueuedResponseBytes bounds the fetched record bytes held for
+	// replies not yet written, across connections; ConnResponseBytes bounds
+	// them per connection, which also stops reading a connection's
+	// requests while it is over (its client is not reading replies).
+	// Fetches answer with what fits, always at least one batch.
+	MaxQueuedResponseBytes int64
+	ConnResponseBytes      int64
+	// ConnectionsMaxIdle closes connections idle that long: no request
+	// read, no reply owed or written (Kafka's connections.max.idle.ms).
+	// Zero keeps idle connections open.
+	ConnectionsMaxIdle time.Duration
+	// RequestReadTimeout closes a connection whose started request stops
+	// arriving for that long.
+	RequestReadTimeout time.Duration
 	// FetchMaxBytes caps the record bytes of one fetch response, whatever
 	// the client asks for (Kafka's fetch.max.bytes).
 	FetchMaxBytes int
@@ -90,7 +103,18 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxQueuedRequestBytes <= 0 {
 		o.MaxQueuedRequestBytes = 512 << 20
 	}
-	o.MaxQueuedRequestBytes = max(o.MaxQueuedRequestBytes, int64(o.MaxRequestSize))
+	if o.MaxQueuedResponseBytes <= 0 {
+		o.MaxQueuedResponseBytes = 1 << 30
+	}
+	if o.ConnResponseBytes <= 0 {
+		o.ConnResponseBytes = int64(o.FetchMaxBytes) + 8<<20
+	}
+	if o.ConnectionsMaxIdle < 0 {
+		o.ConnectionsMaxIdle = 0
+	}
+	if o.RequestReadTimeout <= 0 {
+		o.RequestReadTimeout = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -131,24 +155,26 @@ type Server struct {
 	broker *broker.Broker
 	log    *slog.Logger
 
-	ln        net.Listener
-	advHost   string
-	advPort   int32
-	pids      pidAllocator
-	ctx       context.Context
-	cancel    context.CancelFunc
-	draining  chan struct{} // closed by Shutdown: stop reading, cut long polls short
-	drainOnce sync.Once
-	metrics   *Metrics
-	parked    sync.WaitGroup // parked request continuations; waited for by Close
-	parkedN   atomic.Int64   // how many are parked now
-	budget    *semaphore.Weighted
-	acceptErr atomic.Pointer[error] // the last accept failure, until one succeeds
-	mu        sync.Mutex
-	conns     map[*conn]struct{}
-	perIP     map[string]int
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	ln         net.Listener
+	advHost    string
+	advPort    int32
+	pids       pidAllocator
+	ctx        context.Context
+	cancel     context.CancelFunc
+	draining   chan struct{} // closed by Shutdown: stop reading, cut long polls short
+	drainOnce  sync.Once
+	metrics    *Metrics
+	parked     sync.WaitGroup        // parked request continuations; waited for by Close
+	parkedN    atomic.Int64          // how many are parked now
+	budget     *memBudget            // request frames (Options.MaxQueuedRequestBytes)
+	respBudget *memBudget            // fetched data not yet written (Options.MaxQueuedResponseBytes)
+	acceptErr  atomic.Pointer[error] // the last accept failure, until one succeeds
+	mu         sync.Mutex
+	conns      map[*conn]struct{}
+	perIP      map[string]int
+	wg         sync.WaitGroup // connection goroutines; Shutdown waits for them
+	bg         sync.WaitGroup // background work that stops on Close
+	closeOnce  sync.Once
 }
 
 // Listen binds the listener; Serve then accepts on it.
@@ -190,7 +216,8 @@ func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
 		ln: ln, advHost: host, advPort: int32(port),
 		ctx: ctx, cancel: cancel, draining: make(chan struct{}),
 		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
-		metrics: opts.Metrics, budget: semaphore.NewWeighted(opts.MaxQueuedRequestBytes),
+		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
+		respBudget: newMemBudget(opts.MaxQueuedResponseBytes),
 	}
 	s.pids.meta = meta
 	return s, nil
@@ -206,6 +233,11 @@ func (s *Server) Advertised() string {
 
 // Serve accepts connections until Close. It returns nil after Close.
 func (s *Server) Serve() error {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		reclaimAfterSpikes(s.ctx.Done(), reclaimInterval, returnMemory, s.budget, s.respBudget)
+	}()
 	var backoff time.Duration
 	for {
 		nc, err := s.ln.Accept()
@@ -384,6 +416,7 @@ func (s *Server) Close() error {
 	})
 	s.wg.Wait()
 	s.parked.Wait()
+	s.bg.Wait()
 	return nil
 }
 

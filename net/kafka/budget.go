@@ -1,0 +1,146 @@
+package kafka
+
+import (
+	"context"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// memBudget bounds bytes held at once: request frames being received or
+// handled, or fetched record data waiting to be written. Unlike a FIFO
+// semaphore, a waiter that fits goes ahead of a larger one that does not,
+// so one big reservation never holds back small requests behind it (a
+// large waiter can be passed over while small ones keep fitting; each
+// connection has a bounded number of requests in flight, so it is not
+// starved for long). A single reservation larger than the whole budget is
+// granted when nothing else is held, so no valid request can wait forever.
+type memBudget struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64
+	peak  int64         // most held since the last takePeak
+	freed chan struct{} // closed and replaced whenever bytes are released
+}
+
+func newMemBudget(limit int64) *memBudget {
+	return &memBudget{limit: limit, freed: make(chan struct{})}
+}
+
+// acquire takes n bytes, waiting until they fit or ctx ends.
+func (b *memBudget) acquire(ctx context.Context, n int64) error {
+	for {
+		b.mu.Lock()
+		if b.used+n <= b.limit || b.used == 0 {
+			b.used += n
+			b.peak = max(b.peak, b.used)
+			b.mu.Unlock()
+			return nil
+		}
+		ch := b.freed
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// tryUpTo takes as much of n as is free now, without waiting, and returns
+// how much it took.
+func (b *memBudget) tryUpTo(n int64) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := min(n, max(b.limit-b.used, 0))
+	b.used += g
+	b.peak = max(b.peak, b.used)
+	return g
+}
+
+// force takes n bytes whether they fit or not (the first batch of a fetch
+// is always returned, as in Kafka, even past every limit).
+func (b *memBudget) force(n int64) {
+	b.mu.Lock()
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	b.mu.Unlock()
+}
+
+// release gives back n bytes and wakes every waiter.
+func (b *memBudget) release(n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	close(b.freed)
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
+}
+
+// inUse is how many bytes are held.
+func (b *memBudget) inUse() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// released returns a channel closed at the next release, for waiting on
+// room alongside other events.
+func (b *memBudget) released() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.freed
+}
+
+// takePeak returns the most bytes held since the last call, and the bytes
+// held now, and starts a new peak.
+func (b *memBudget) takePeak() (peak, now int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	peak, now = b.peak, b.used
+	b.peak = b.used
+	return peak, now
+}
+
+// Reclaiming memory after a spike. A burst of large requests or replies
+// leaves the heap grown, and Go returns it to the system only gradually;
+// buffer pools keep big buffers alive until two garbage collections, which
+// an idle broker may not run for minutes. Once a spike is over, the server
+// collects twice and hands the free memory back at once.
+const (
+	reclaimInterval  = 5 * time.Second
+	reclaimAfterPeak = 128 << 20 // spikes smaller than this are left to the runtime
+	reclaimWhenBelow = 16 << 20  // and memory is reclaimed only once the spike has passed
+)
+
+func reclaimAfterSpikes(stop <-chan struct{}, interval time.Duration, reclaim func(), budgets ...*memBudget) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var spike int64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		var now int64
+		for _, b := range budgets {
+			p, n := b.takePeak()
+			spike = max(spike, p)
+			now += n
+		}
+		if spike >= reclaimAfterPeak && now < reclaimWhenBelow {
+			reclaim()
+			spike = 0
+		}
+	}
+}
+
+// returnMemory collects garbage and gives free heap back to the system.
+func returnMemory() {
+	runtime.GC() // moves pooled buffers to the victim cache
+	debug.FreeOSMemory()
+}
