@@ -22,8 +22,10 @@ import (
 // flag's own parser, so a bad value is rejected with the key named, in
 // whichever source it came from.
 
-// metaFlags configure the loading itself and are not settings.
-var metaFlags = map[string]bool{"config": true, "print-config": true}
+// metaFlags configure the loading itself, or are one-off actions, and are
+// not settings: they come only from the command line (a reset left in a
+// config file would repeat at every start).
+var metaFlags = map[string]bool{"config": true, "print-config": true, "reset-offsets-topic": true}
 
 func fileKey(flagName string) string { return strings.ReplaceAll(flagName, "-", "_") }
 

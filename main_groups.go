@@ -28,6 +28,7 @@ type groupFlags struct {
 	offsetsRetentionCheck  time.Duration
 	offsetsTopicPartitions int
 	offsetMetadataMaxBytes int
+	resetOffsetsTopic      bool
 }
 
 func addGroupFlags(fs *flag.FlagSet) *groupFlags {
@@ -42,6 +43,8 @@ func addGroupFlags(fs *flag.FlagSet) *groupFlags {
 	fs.DurationVar(&g.offsetsRetentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed (offsets.retention.check.interval.ms)")
 	fs.IntVar(&g.offsetsTopicPartitions, "offsets-topic-partitions", 50, "partitions of __consumer_offsets when it is created (offsets.topic.num.partitions)")
 	fs.IntVar(&g.offsetMetadataMaxBytes, "offset-metadata-max-bytes", 4096, "largest metadata string of an offset commit (offset.metadata.max.bytes)")
+	fs.BoolVar(&g.resetOffsetsTopic, "reset-offsets-topic", false,
+		"delete __consumer_offsets at start so it is created anew: every committed offset and group is lost (the way out of an offsets topic created badly by an older release)")
 	return g
 }
 
@@ -61,6 +64,7 @@ func (g *groupFlags) config(logger *slog.Logger) group.Config {
 // offsets of deleted topics) through a metadata listener, and starts it.
 // Call after wireMetadata, so the offsets partitions are open.
 func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, error) {
+	reset := g.resetOffsetsTopic
 	cfg := g.config(logger)
 	// group.Config treats 0 as "Kafka's default"; on the command line 0
 	// means none.
@@ -94,6 +98,14 @@ func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, l
 			return err
 		},
 	}
+	if reset {
+		if err := resetOffsetsTopic(ctrl, logger); err != nil {
+			return nil, err
+		}
+	}
+	if err := repairOffsetsTopic(ctrl, logger); err != nil {
+		return nil, err
+	}
 	coord, err := group.New(cfg, store)
 	if err != nil {
 		return nil, fmt.Errorf("group coordinator: %w", err)
@@ -113,6 +125,39 @@ func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, l
 	coord.SetTopics(topicInfos(ctrl.Topics()))
 	coord.Start()
 	return coord, nil
+}
+
+// repairOffsetsTopic puts back the settings the coordinator creates
+// __consumer_offsets with, if an older release let a client create or
+// alter it otherwise (retention that deleted committed offsets), logging
+// each change.
+func repairOffsetsTopic(ctrl *controller.Controller, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	repairs, err := ctrl.RepairTopicConfigs(ctx, group.OffsetsTopic, group.OffsetsTopicConfigs)
+	for _, r := range repairs {
+		logger.Warn("repaired a setting of the offsets topic", "topic", r.Topic, "config", r.Key, "was", r.Was, "now", r.Now)
+	}
+	return err
+}
+
+// resetOffsetsTopic deletes __consumer_offsets so the coordinator creates
+// it anew (--reset-offsets-topic): every committed offset and group is
+// lost. It is the way out of an offsets topic an older release let a
+// client create badly (its partition count cannot be changed).
+func resetOffsetsTopic(ctrl *controller.Controller, logger *slog.Logger) error {
+	if _, ok := ctrl.Topic(group.OffsetsTopic); !ok {
+		logger.Info("--reset-offsets-topic: there is no offsets topic to reset")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := ctrl.DeleteTopic(ctx, group.OffsetsTopic); err != nil {
+		return fmt.Errorf("reset %s: %w", group.OffsetsTopic, err)
+	}
+	logger.Warn("deleted the offsets topic as --reset-offsets-topic asked; committed offsets and groups are gone",
+		"topic", group.OffsetsTopic)
+	return nil
 }
 
 func topicInfos(ts []controller.Topic) []group.TopicInfo {

@@ -448,14 +448,54 @@ func (c *Controller) CreateTopic(ctx context.Context, name string, partitions in
 	if replicationFactor < 1 || int(replicationFactor) > len(brokers) {
 		return Topic{}, fmt.Errorf("%w: %d, but there are %d brokers", ErrInvalidReplicationFactor, replicationFactor, len(brokers))
 	}
+	configs = maps.Clone(configs)
+	if IsInternalTopic(name) {
+		if configs == nil {
+			configs = map[string]string{}
+		}
+		maps.Copy(configs, InternalTopicConfigs) // created the way it must stay
+	}
 	return c.change(ctx, &command{
 		Op:         opCreateTopic,
 		Topic:      name,
 		TopicID:    uuid.New().String(),
 		Internal:   IsInternalTopic(name),
 		Partitions: assign(0, partitions, int(replicationFactor), brokers),
-		Configs:    maps.Clone(configs),
+		Configs:    configs,
 	}, validateOnly)
+}
+
+// Repair is one setting RepairTopicConfigs changed.
+type Repair struct {
+	Topic, Key, Was, Now string
+}
+
+// RepairTopicConfigs makes a topic's config overrides exactly want, if they
+// are not, and returns what it changed. Owners of internal topics call it
+// when they load: clients cannot change those settings, so a difference
+// was left by an older release that let them (retention on committed
+// offsets, say).
+func (c *Controller) RepairTopicConfigs(ctx context.Context, name string, want map[string]string) ([]Repair, error) {
+	t, ok := c.Topic(name)
+	if !ok || maps.Equal(t.Configs, want) {
+		return nil, nil
+	}
+	var repairs []Repair
+	for k, v := range want {
+		if t.Configs[k] != v {
+			repairs = append(repairs, Repair{Topic: name, Key: k, Was: t.Configs[k], Now: v})
+		}
+	}
+	for k, v := range t.Configs {
+		if _, keep := want[k]; !keep {
+			repairs = append(repairs, Repair{Topic: name, Key: k, Was: v, Now: "(default)"})
+		}
+	}
+	sort.Slice(repairs, func(i, j int) bool { return repairs[i].Key < repairs[j].Key })
+	if _, err := c.ReplaceConfigs(ctx, name, want, false); err != nil {
+		return nil, fmt.Errorf("repair configs of %s: %w", name, err)
+	}
+	return repairs, nil
 }
 
 // DeleteTopic deletes a topic and returns it as it was.
@@ -527,6 +567,13 @@ func (c *Controller) change(ctx context.Context, cmd *command, validateOnly bool
 	e, err := c.check(cmd)
 	if err != nil {
 		return Topic{}, err
+	}
+	if t := e.result.topic; t != nil {
+		// A proposer-side rule, not an FSM one: entries already in the log
+		// replay as they were; new changes cannot make them unsafe.
+		if err := checkInternalTopic(t); err != nil {
+			return Topic{}, err
+		}
 	}
 	if validateOnly {
 		return e.result.topic.Clone(), nil

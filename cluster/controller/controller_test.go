@@ -623,3 +623,42 @@ func BenchmarkCreateTopic(b *testing.B) {
 		}
 	}
 }
+
+// Internal topics keep the settings that protect their data: a change that
+// would let retention delete committed offsets is refused, and a topic that
+// lost them (an older release allowed it) is repaired.
+func TestInternalTopicsKeepCompaction(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := context.Background()
+	top, err := c.CreateTopic(ctx, ConsumerOffsetsTopic, 2, 1, map[string]string{"segment.bytes": "1048576"}, false)
+	require.NoError(t, err)
+	require.Equal(t, "compact", top.Configs["cleanup.policy"], "created the way it must stay")
+
+	for _, policy := range []string{"delete", "compact,delete"} {
+		_, err = c.AlterConfigs(ctx, ConsumerOffsetsTopic, []ConfigOp{{Key: "cleanup.policy", Op: OpSet, Value: policy}}, false)
+		require.ErrorIs(t, err, ErrInvalidConfig, policy)
+		require.Contains(t, err.Error(), "must stay")
+	}
+	_, err = c.ReplaceConfigs(ctx, ConsumerOffsetsTopic, map[string]string{"retention.ms": "1000"}, false)
+	require.ErrorIs(t, err, ErrInvalidConfig, "dropping cleanup.policy falls back to delete")
+	_, err = c.AlterConfigs(ctx, ConsumerOffsetsTopic, []ConfigOp{{Key: "segment.bytes", Op: OpSet, Value: "2097152"}}, false)
+	require.NoError(t, err, "other settings may change")
+
+	// The state an older release could leave: retention on the offsets.
+	_, err = c.propose(ctx, &command{Op: opReplaceConfigs, Topic: ConsumerOffsetsTopic,
+		Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": "1000"}})
+	require.NoError(t, err)
+	want := map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
+	repairs, err := c.RepairTopicConfigs(ctx, ConsumerOffsetsTopic, want)
+	require.NoError(t, err)
+	require.Equal(t, []Repair{
+		{Topic: ConsumerOffsetsTopic, Key: "cleanup.policy", Was: "delete", Now: "compact"},
+		{Topic: ConsumerOffsetsTopic, Key: "retention.ms", Was: "1000", Now: "(default)"},
+		{Topic: ConsumerOffsetsTopic, Key: "segment.bytes", Was: "", Now: "104857600"},
+	}, repairs)
+	top, _ = c.Topic(ConsumerOffsetsTopic)
+	require.Equal(t, want, top.Configs)
+	repairs, err = c.RepairTopicConfigs(ctx, ConsumerOffsetsTopic, want)
+	require.NoError(t, err)
+	require.Empty(t, repairs, "nothing left to repair")
+}

@@ -32,6 +32,28 @@ func IsInternalTopic(name string) bool {
 	return name == ConsumerOffsetsTopic || name == TransactionStateTopic
 }
 
+// InternalTopicConfigs are the settings an internal topic must keep: its
+// records are state (committed offsets, transactions) that retention must
+// never delete, so cleanup.policy stays compact. The group coordinator
+// repairs a topic that lost them (an older release let clients create and
+// alter these topics) when it loads.
+var InternalTopicConfigs = map[string]string{"cleanup.policy": "compact"}
+
+// checkInternalTopic refuses changes that would make an internal topic
+// lose data.
+func checkInternalTopic(t *Topic) error {
+	if !t.Internal && !IsInternalTopic(t.Name) {
+		return nil
+	}
+	for k, want := range InternalTopicConfigs {
+		if got := t.Configs[k]; got != want {
+			return fmt.Errorf("%w: %s of internal topic %s must stay %q, not %q: retention would delete the state it holds",
+				ErrInvalidConfig, k, t.Name, want, got)
+		}
+	}
+	return nil
+}
+
 // ValidateTopicName applies Kafka's rules: 1..249 characters of
 // [a-zA-Z0-9._-], and not "." or "..".
 func ValidateTopicName(name string) error {

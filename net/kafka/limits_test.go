@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -214,4 +215,44 @@ func TestMemoryIsReturnedAfterASpike(t *testing.T) {
 		t.Fatal("reclaimed after a small burst")
 	case <-time.After(20 * time.Millisecond):
 	}
+}
+
+// Finding 2 of issue 10: a client could create __consumer_offsets first,
+// with retention that deleted committed offsets. Internal topics belong to
+// the broker: creating one is refused, and so is any change that would let
+// retention delete its records.
+func TestClientsCannotCreateOrBreakInternalTopics(t *testing.T) {
+	s := startServer(t, Options{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	for _, name := range []string{"__consumer_offsets", "__transaction_state"} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		for k, v := range map[string]string{"cleanup.policy": "delete", "retention.ms": "1000", "segment.bytes": "1024"} {
+			rt.Configs = append(rt.Configs, kmsg.CreateTopicsRequestTopicConfig{Name: k, Value: kmsg.StringPtr(v)})
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		require.Equal(t, kerr.InvalidRequest.Code, resp.Topics[0].ErrorCode, name)
+		require.Contains(t, *resp.Topics[0].ErrorMessage, "prohibited")
+	}
+	_, ok := s.meta.Topic("__consumer_offsets")
+	require.False(t, ok, "nothing was created")
+
+	// Made by its owner, its settings are the owner's.
+	_, err = s.meta.CreateTopic(ctx, "__consumer_offsets", 1, 1, nil, false)
+	require.NoError(t, err)
+	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
+	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "__consumer_offsets"
+	ar.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: "cleanup.policy", Op: kmsg.IncrementalAlterConfigOpSet, Value: kmsg.StringPtr("delete")}}
+	alter.Resources = append(alter.Resources, ar)
+	aresp, err := alter.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Equal(t, kerr.InvalidTopicException.Code, aresp.Resources[0].ErrorCode)
+	require.Contains(t, *aresp.Resources[0].ErrorMessage, "fixed configs")
 }
