@@ -141,19 +141,36 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 	}
 	parts := &Table{
 		Title:   fmt.Sprintf("topic %s: %s", quoteRes(d.Name), plural(int64(len(d.Partitions)), "partition")),
-		Columns: []string{"partition", "leader", "replicas", "isr", "log_start", "high_watermark", "records", "bytes"},
+		Columns: []string{"partition", "leader", "replicas", "isr", "state", "log_start", "high_watermark", "records", "bytes"},
 	}
+	// Storage problems get their own table, only when there are any: an
+	// offline partition with the reason, each damaged range of a partition
+	// that otherwise serves.
+	problems := &Table{Title: "storage problems", Columns: []string{"partition", "state", "from_offset", "to_offset", "detail"}}
 	for _, p := range d.Partitions {
 		records := any(nil)
 		if p.LogStart >= 0 && p.HighWatermark >= p.LogStart {
 			records = p.HighWatermark - p.LogStart
 		}
 		parts.Rows = append(parts.Rows, []any{
-			int64(p.Partition), int64(p.Leader), p.Replicas, p.ISR,
+			int64(p.Partition), int64(p.Leader), p.Replicas, p.ISR, p.State,
 			orNull(p.LogStart), orNull(p.HighWatermark), records, orNull(p.Bytes),
 		})
+		if p.State == "offline" {
+			detail := p.Storage
+			if detail == "" && p.Err != nil {
+				detail = p.Err.Error()
+			}
+			problems.Rows = append(problems.Rows, []any{int64(p.Partition), p.State, nil, nil, detail})
+		}
+		for _, cr := range p.Corrupt {
+			problems.Rows = append(problems.Rows, []any{int64(p.Partition), "damaged", cr.FromOffset, orNull(cr.ToOffset), cr.Reason})
+		}
 	}
 	s.out.Table(parts)
+	if len(problems.Rows) > 0 {
+		s.out.Table(problems)
+	}
 	if d.Configs != nil {
 		cfg := &Table{Title: "configs", Columns: []string{"config", "value", "source"}}
 		for _, c := range d.Configs {

@@ -67,9 +67,10 @@ func demoSource() *fakeSource {
 	f.descs["orders"] = client.TopicDescription{
 		Name: "orders", ID: "3f2a9c1e",
 		Partitions: []client.PartitionInfo{
-			{Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, LogStart: 0, HighWatermark: 40_000, Bytes: 17_476_266},
-			{Partition: 1, Leader: 2, Replicas: []int32{2, 3, 1}, ISR: []int32{1, 2}, Offline: []int32{3}, LogStart: 0, HighWatermark: 40_000, Bytes: 17_476_267},
-			{Partition: 2, Leader: 3, Replicas: []int32{3, 1, 2}, ISR: []int32{1, 2, 3}, LogStart: 1_000, HighWatermark: 40_000, Bytes: 17_476_267},
+			{Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, State: "online", LogStart: 0, HighWatermark: 40_000, Bytes: 17_476_266},
+			{Partition: 1, Leader: 2, Replicas: []int32{2, 3, 1}, ISR: []int32{1, 2}, Offline: []int32{3}, State: "online", LogStart: 0, HighWatermark: 40_000, Bytes: 17_476_267},
+			{Partition: 2, Leader: 3, Replicas: []int32{3, 1, 2}, ISR: []int32{1, 2, 3}, State: "damaged", LogStart: 1_000, HighWatermark: 40_000, Bytes: 17_476_267,
+				Corrupt: []client.CorruptRange{{FromOffset: 12_000, ToOffset: 12_050, Reason: "crc mismatch"}}},
 		},
 		Configs: []client.ConfigEntry{
 			{Name: "cleanup.policy", Value: "delete", Source: "default", Default: true},

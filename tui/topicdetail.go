@@ -19,7 +19,8 @@ type topicDetailMsg struct {
 	err    error
 }
 
-// topicDetailModel shows one topic: partitions (leader, replicas, ISR, log
+// topicDetailModel shows one topic: partitions (leader, replicas, ISR,
+// state — online, offline, damaged with its number of damaged ranges — log
 // start, high watermark, last stable offset, size, rate) and configs.
 type topicDetailModel struct {
 	d       *shared
@@ -39,6 +40,7 @@ func newTopicDetail(d *shared) *topicDetailModel {
 		{title: "LEADER", min: 6, right: true},
 		{title: "REPLICAS", min: 8, flex: 1},
 		{title: "ISR", min: 8, flex: 1},
+		{title: "STATE", min: 11},
 		{title: "START", min: 9, right: true},
 		{title: "HW", min: 9, right: true},
 		{title: "LSO", min: 9, right: true},
@@ -162,11 +164,15 @@ func (m *topicDetailModel) dataChanged() {
 			lso = fmtOffset(o)
 		}
 		rate, ok := m.d.tr.partitionIn(m.topic, p.Partition)
+		state := p.State
+		if n := len(p.Corrupt); n > 0 {
+			state = fmt.Sprintf("damaged (%d)", n) // offsets in the ranges are not served
+		}
 		rows = append(rows, tableRow{
 			key: strconv.Itoa(int(p.Partition)),
 			dim: p.Err != nil || p.Leader < 0,
 			cells: []string{
-				strconv.Itoa(int(p.Partition)), leader, fmtIDs(p.Replicas), isr,
+				strconv.Itoa(int(p.Partition)), leader, fmtIDs(p.Replicas), isr, state,
 				fmtOffset(p.LogStart), fmtOffset(p.HighWatermark), lso, fmtBytes(p.Bytes), fmtRate(rate, ok),
 			},
 		})

@@ -57,6 +57,9 @@ type Broker struct {
 	t       testing.TB
 	DataDir string
 	Args    []string
+	// NoFile, when set, is the file descriptor limit the process runs
+	// under (through prlimit), from the next Restart.
+	NoFile int
 	// Addr is the Kafka listener, HTTPAddr the HTTP listener (host:port).
 	Addr, HTTPAddr string
 
@@ -69,7 +72,14 @@ type Broker struct {
 // Start runs a broker on a fresh temp data dir with extra flags.
 func Start(t testing.TB, extra ...string) *Broker {
 	t.Helper()
-	b := &Broker{t: t, DataDir: t.TempDir(), Args: extra}
+	return StartIn(t, t.TempDir(), 0, extra...)
+}
+
+// StartIn runs a broker on dir (a tmpfs, say) under a file descriptor
+// limit (0: inherited) with extra flags.
+func StartIn(t testing.TB, dir string, nofile int, extra ...string) *Broker {
+	t.Helper()
+	b := &Broker{t: t, DataDir: dir, Args: extra, NoFile: nofile}
 	b.Restart()
 	t.Cleanup(func() {
 		if err := b.Stop(); err != nil {
@@ -89,6 +99,10 @@ func (b *Broker) Restart() {
 	args := append([]string{"serve", "--data", b.DataDir, "--listen", "127.0.0.1:0",
 		"--http", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, b.Args...)
 	cmd := exec.Command(Binary(b.t), args...)
+	if b.NoFile > 0 {
+		lim := fmt.Sprintf("--nofile=%d:%d", b.NoFile, b.NoFile)
+		cmd = exec.Command("prlimit", append([]string{lim, "--", Binary(b.t)}, args...)...)
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.t.Fatal(err)
@@ -131,6 +145,9 @@ func (b *Broker) Restart() {
 		b.t.Fatalf("moonmq did not start within 30s:\n%s", b.Log())
 	}
 }
+
+// Pid is the process id of the running broker.
+func (b *Broker) Pid() int { return b.cmd.Process.Pid }
 
 // Log returns everything the process wrote to stderr so far.
 func (b *Broker) Log() string {

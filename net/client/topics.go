@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/net/protoext"
 )
 
 // metadataPoll is how often we re-read metadata while waiting for a topic
@@ -48,8 +51,38 @@ type PartitionInfo struct {
 	HighWatermark int64 `json:"high_watermark"`
 	// Bytes is the leader replica's size on disk, -1 if unknown.
 	Bytes int64 `json:"bytes"`
+	// State is "online"; "offline" when it has no leader or its leader's
+	// replica cannot serve (MoonMQ: it could not be opened, or its log
+	// failed an I/O operation, and the broker retries it; Storage says
+	// why); or "damaged" when it serves but parts of its log are damaged
+	// (Corrupt lists them: their offsets answer CORRUPT_MESSAGE).
+	State   string         `json:"state"`
+	Storage string         `json:"storage_error,omitempty"`
+	Corrupt []CorruptRange `json:"corrupt,omitempty"`
 	// Err is the partition's load error, if any (e.g. no leader).
 	Err error `json:"-"`
+}
+
+// CorruptRange is a damaged stretch of a partition's log on its leader:
+// offsets [FromOffset, ToOffset) are not served (ToOffset -1: to the end
+// of its segment).
+type CorruptRange struct {
+	FromOffset int64  `json:"from_offset"`
+	ToOffset   int64  `json:"to_offset"`
+	Reason     string `json:"reason"`
+}
+
+// partitionState derives PartitionInfo.State from the standard metadata
+// and, from a MoonMQ broker, its storage health.
+func partitionState(p PartitionInfo, h *protoext.PartitionHealth) string {
+	switch {
+	case p.Leader < 0 || slices.Contains(p.Offline, p.Leader) || (h != nil && h.Offline):
+		return "offline"
+	case h != nil && len(h.Corrupt) > 0:
+		return "damaged"
+	default:
+		return "online"
+	}
 }
 
 // ConfigEntry is one config of a topic.
@@ -222,7 +255,7 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 		return out, nil
 	}
 	starts, ends := c.listStartEnd(ctx, names...)
-	sizes := c.leaderSizes(ctx, tds)
+	dirs := c.leaderDirs(ctx, tds)
 	for _, name := range names {
 		td := tds[name]
 		if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
@@ -248,10 +281,10 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 			}
 			ti.Records += max(e.Offset-s.Offset, 0)
 		}
-		if ps, ok := sizes[name]; ok {
+		if ps, ok := dirs[name]; ok {
 			ti.Bytes = 0
-			for _, sz := range ps {
-				ti.Bytes += sz
+			for _, rd := range ps {
+				ti.Bytes += max(rd.size, 0)
 			}
 		}
 		out = append(out, ti)
@@ -277,7 +310,7 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 		desc.ID = td.ID.String()
 	}
 	starts, ends := c.listStartEnd(ctx, name)
-	sizes := c.leaderSizes(ctx, kadm.TopicDetails{name: td})
+	dirs := c.leaderDirs(ctx, kadm.TopicDetails{name: td})
 	for _, pd := range td.Partitions.Sorted() {
 		pi := PartitionInfo{
 			Partition:     pd.Partition,
@@ -297,9 +330,17 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 		if o, ok := ends.Lookup(name, pd.Partition); ok && o.Err == nil {
 			pi.HighWatermark = o.Offset
 		}
-		if sz, ok := sizes[name][pd.Partition]; ok {
-			pi.Bytes = sz
+		rd, ok := dirs[name][pd.Partition]
+		if ok {
+			pi.Bytes = rd.size
+			if rd.health != nil {
+				pi.Storage = rd.health.Error
+				for _, cr := range rd.health.Corrupt {
+					pi.Corrupt = append(pi.Corrupt, CorruptRange(cr))
+				}
+			}
 		}
+		pi.State = partitionState(pi, rd.health)
 		desc.Partitions = append(desc.Partitions, pi)
 	}
 	rcs, err := c.adm.DescribeTopicConfigs(ctx, name)
@@ -411,50 +452,92 @@ func (c *Client) listStartEnd(ctx context.Context, topics ...string) (starts, en
 	return starts, ends
 }
 
-// leaderSizes returns topic -> partition -> bytes of the leader replica,
-// from DescribeLogDirs. It returns nil if the broker does not support the
-// request or it fails: sizes are a nicety, never a reason to fail a listing.
-func (c *Client) leaderSizes(ctx context.Context, tds kadm.TopicDetails) map[string]map[int32]int64 {
-	set := make(kadm.TopicsSet)
-	for name, td := range tds {
-		for p := range td.Partitions {
-			set.Add(name, p)
+// replicaDir is what the leader replica's broker says of it in
+// DescribeLogDirs: its size, and MoonMQ's storage state when present.
+type replicaDir struct {
+	size   int64 // -1 unknown
+	health *protoext.PartitionHealth
+}
+
+// leaderDirs returns topic -> partition -> the leader replica's log dir
+// entry, from DescribeLogDirs sent to every broker. It returns nil if the
+// brokers do not support the request or it fails: sizes and health are a
+// nicety, never a reason to fail a listing. The request is sent raw so the
+// MoonMQ health tag (protoext.PartitionHealthTag) survives.
+func (c *Client) leaderDirs(ctx context.Context, tds kadm.TopicDetails) map[string]map[int32]replicaDir {
+	req := kmsg.NewPtrDescribeLogDirsRequest()
+	for _, name := range tds.Names() {
+		rt := kmsg.NewDescribeLogDirsRequestTopic()
+		rt.Topic = name
+		for p := range tds[name].Partitions {
+			rt.Partitions = append(rt.Partitions, p)
 		}
+		req.Topics = append(req.Topics, rt)
 	}
-	if len(set) == 0 {
+	if len(req.Topics) == 0 {
 		return nil
 	}
-	all, err := c.adm.DescribeAllLogDirs(ctx, set)
-	if err != nil {
-		if se, ok := errors.AsType[*kadm.ShardErrors](err); !ok || se.AllFailed {
-			return nil
+	byBroker := map[int32]*kmsg.DescribeLogDirsResponse{}
+	for _, sh := range c.cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			continue
+		}
+		if resp, ok := sh.Resp.(*kmsg.DescribeLogDirsResponse); ok && resp.ErrorCode == 0 {
+			byBroker[sh.Meta.NodeID] = resp
 		}
 	}
-	out := make(map[string]map[int32]int64)
+	if len(byBroker) == 0 {
+		return nil
+	}
+	out := make(map[string]map[int32]replicaDir)
 	for name, td := range tds {
 		for p, pd := range td.Partitions {
-			size, found := int64(-1), false
-			if dirs, ok := all[pd.Leader]; ok {
-				for _, d := range dirs {
-					if d.Err != nil {
-						continue
-					}
-					if dp, ok := d.Topics.Lookup(name, p); ok && !dp.IsFuture {
-						size, found = dp.Size, true
-						break
-					}
-				}
+			resp, ok := byBroker[pd.Leader]
+			if !ok && pd.Leader < 0 && len(td.Partitions[p].Replicas) > 0 {
+				resp, ok = byBroker[td.Partitions[p].Replicas[0]] // no leader: ask its replica
 			}
+			if !ok {
+				continue
+			}
+			rd, found := findReplica(resp, name, p)
 			if !found {
 				continue
 			}
 			if out[name] == nil {
-				out[name] = make(map[int32]int64)
+				out[name] = make(map[int32]replicaDir)
 			}
-			out[name][p] = size
+			out[name][p] = rd
 		}
 	}
 	return out
+}
+
+func findReplica(resp *kmsg.DescribeLogDirsResponse, topic string, partition int32) (replicaDir, bool) {
+	for _, d := range resp.Dirs {
+		if d.ErrorCode != 0 {
+			continue
+		}
+		for _, t := range d.Topics {
+			if t.Topic != topic {
+				continue
+			}
+			for _, dp := range t.Partitions {
+				if dp.Partition != partition || dp.IsFuture {
+					continue
+				}
+				rd := replicaDir{size: dp.Size}
+				dp.UnknownTags.Each(func(tag uint32, v []byte) {
+					if tag == protoext.PartitionHealthTag {
+						if h, err := protoext.ParsePartitionHealth(v); err == nil {
+							rd.health = &h
+						}
+					}
+				})
+				return rd, true
+			}
+		}
+	}
+	return replicaDir{}, false
 }
 
 func convertConfigs(cs []kadm.Config) []ConfigEntry {

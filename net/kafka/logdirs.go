@@ -5,10 +5,16 @@ import (
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/net/protoext"
 )
 
 // DescribeLogDirs reports the one data directory and the size of every
-// partition in it; tools use it for per-topic sizes.
+// partition in it; tools use it for per-topic sizes. From v2 (flexible)
+// each partition also carries MoonMQ's storage state in a tagged field
+// (protoext.PartitionHealthTag) that stock clients skip: offline, and
+// damaged ranges of an online partition. Offline partitions are listed
+// with size -1.
 func (c *conn) handleDescribeLogDirs(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
@@ -27,18 +33,27 @@ func (c *conn) handleDescribeLogDirs(r *request) (kmsg.Response, func() kmsg.Res
 		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)
 		dir.UsableBytes = int64(fs.Bavail) * int64(fs.Bsize)
 	}
-	for _, p := range c.s.broker.Partitions() { // sorted by topic, partition
-		tp := p.TopicPartition()
-		if req.Topics != nil && !want[tp.Topic][tp.Partition] {
+	for _, ps := range c.s.broker.PartitionStates() { // sorted by topic, partition
+		if req.Topics != nil && !want[ps.Topic][ps.Partition] {
 			continue
 		}
-		if n := len(dir.Topics); n == 0 || dir.Topics[n-1].Topic != tp.Topic {
+		if n := len(dir.Topics); n == 0 || dir.Topics[n-1].Topic != ps.Topic {
 			t := kmsg.NewDescribeLogDirsResponseDirTopic()
-			t.Topic = tp.Topic
+			t.Topic = ps.Topic
 			dir.Topics = append(dir.Topics, t)
 		}
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
-		dp.Partition, dp.Size = tp.Partition, p.Log().Size()
+		dp.Partition, dp.Size = ps.Partition, ps.Stats.Size
+		if ps.Stats.Segments == 0 {
+			dp.Size = -1 // never opened
+		}
+		if req.IsFlexible() {
+			h := protoext.PartitionHealth{Offline: !ps.Online, Error: ps.Error}
+			for _, cr := range ps.CorruptRanges {
+				h.Corrupt = append(h.Corrupt, protoext.CorruptRange{FromOffset: cr.FromOffset, ToOffset: cr.ToOffset, Reason: cr.Reason})
+			}
+			dp.UnknownTags.Set(protoext.PartitionHealthTag, h.Append(nil))
+		}
 		t := &dir.Topics[len(dir.Topics)-1]
 		t.Partitions = append(t.Partitions, dp)
 	}

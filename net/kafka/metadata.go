@@ -95,10 +95,16 @@ func (c *conn) metadataTopic(version int16, t controller.Topic) kmsg.MetadataRes
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
 		mp.OfflineReplicas = []int32{}
-		if c.s.offline(t.Name, p.ID) {
+		switch c.s.replicaState(t.Name, p.ID) {
+		case replicaUnopened:
 			// As Kafka answers for a replica on a failed log directory with
 			// no other replica to lead: no leader, this broker offline.
 			mp.ErrorCode, mp.Leader = kerr.LeaderNotAvailable.Code, -1
+			mp.OfflineReplicas = []int32{c.s.opts.NodeID}
+		case replicaFailed:
+			// Its log takes no appends (KAFKA_STORAGE_ERROR) but still
+			// serves reads, DeleteRecords and retention, so clients keep
+			// the leader to reach it; the replica is listed offline.
 			mp.OfflineReplicas = []int32{c.s.opts.NodeID}
 		}
 		mt.Partitions = append(mt.Partitions, mp)

@@ -346,14 +346,24 @@ func acceptFailureReason(err error) string {
 	}
 }
 
-// offline reports whether this node's replica of a partition cannot serve
-// (it failed to open, or its log failed an I/O operation).
-func (s *Server) offline(topic string, partition int32) bool {
+// replicaState is how this node's replica of a partition can serve.
+type replicaState int
+
+const (
+	replicaOK       replicaState = iota
+	replicaFailed                // its log failed an I/O operation: no appends until healed
+	replicaUnopened              // it could not be opened at all
+)
+
+func (s *Server) replicaState(topic string, partition int32) replicaState {
 	p, err := s.broker.Partition(broker.TopicPartition{Topic: topic, Partition: partition})
-	if err != nil {
-		return errors.Is(err, broker.ErrPartitionOffline)
+	switch {
+	case errors.Is(err, broker.ErrPartitionOffline):
+		return replicaUnopened
+	case err == nil && p.Log().Failure() != nil:
+		return replicaFailed
 	}
-	return p.Log().Failure() != nil
+	return replicaOK
 }
 
 // Connections is the number of open client connections.
