@@ -209,8 +209,10 @@ func Open(opts Options) (*Broker, error) {
 	b := &Broker{opts: opts, parts: make(map[TopicPartition]*Partition), offline: map[TopicPartition]*offlinePartition{},
 		lock: lock, stop: make(chan struct{})}
 	b.wg.Add(2)
-	go b.housekeeping()
-	go b.healer()
+	go b.every(opts.RetentionCheckInterval, b.housekeeping)
+	// The healer retries offline partitions and failed logs, each on its
+	// own backoff.
+	go b.every(opts.HealInterval, func() { b.heal(false) })
 	return b, nil
 }
 
@@ -481,36 +483,26 @@ func (b *Broker) PartitionStates() []PartitionState {
 	return out
 }
 
-// housekeeping enforces retention and time-based segment rolls.
-func (b *Broker) housekeeping() {
+// every runs fn every interval until Close (a background loop of the broker).
+func (b *Broker) every(interval time.Duration, fn func()) {
 	defer b.wg.Done()
-	t := time.NewTicker(b.opts.RetentionCheckInterval)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
 		case <-t.C:
-			b.EnforceRetention()
-			b.expireProducers()
+			fn()
 		}
 	}
 }
 
-// healer retries offline partitions and failed logs, each on its own
-// backoff, until Close.
-func (b *Broker) healer() {
-	defer b.wg.Done()
-	t := time.NewTicker(b.opts.HealInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-b.stop:
-			return
-		case <-t.C:
-			b.heal(false)
-		}
-	}
+// housekeeping enforces retention and time-based segment rolls, and
+// forgets idle producers.
+func (b *Broker) housekeeping() {
+	b.EnforceRetention()
+	b.expireProducers()
 }
 
 // HealNow retries every offline partition and failed log at once, ignoring

@@ -56,6 +56,7 @@ type conn struct {
 	// all connections.
 	respBudget *memBudget
 	lastActive atomic.Int64 // unix nanos of the last request read or reply written
+	pieces     []piece      // scratch for writeFetch; owned by the write loop
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -444,21 +445,49 @@ func (c *conn) writeReply(bw *bufio.Writer, buf []byte, rp reply) []byte {
 	if rp.resp == nil && rp.raw == nil {
 		return buf // acks=0 produce: no response
 	}
-	if hint := encodedSizeHint(rp.resp) + 16; cap(buf) < hint {
-		buf = getWriteBuf(hint)
+	if f, ok := rp.resp.(*kmsg.FetchResponse); ok && f.Version >= minFetchPieces && f.Version <= maxFetchPieces {
+		buf = c.writeFetch(bw, buf[:0], rp.req.corr, f)
+	} else {
+		buf = encodeReply(buf[:0], rp)
+		_, _ = bw.Write(buf) // a write error sticks in bw; the flush reports it
 	}
-	buf = encodeReply(buf[:0], rp)
 	if f, ok := rp.resp.(*kmsg.FetchResponse); ok {
 		c.s.metrics.countFetch(f)
 		recycleFetch(f)
 	}
-	_, _ = bw.Write(buf) // a write error sticks in bw; the flush reports it
 	if cap(buf) > 1<<20 {
 		// Do not pin a large buffer on an idle connection; share it (or,
 		// past maxPooledBuffer, give it back to the garbage collector).
 		putWriteBuf(buf)
 		return nil
 	}
+	return buf
+}
+
+// writeFetch writes a fetch response frame with its record sets taken from
+// where they were read into, not copied into buf (see fetchwire.go).
+func (c *conn) writeFetch(bw *bufio.Writer, buf []byte, corr int32, f *kmsg.FetchResponse) []byte {
+	buf = append(buf, 0, 0, 0, 0) // size, filled below
+	buf = binary.BigEndian.AppendUint32(buf, uint32(corr))
+	if f.IsFlexible() {
+		buf = append(buf, 0) // empty header tags
+	}
+	head := len(buf)
+	buf, c.pieces = encodeFetchPieces(buf, c.pieces[:0], f)
+	size := head - 4
+	for _, p := range c.pieces {
+		size += p.b - p.a + len(p.rec)
+	}
+	binary.BigEndian.PutUint32(buf, uint32(size))
+	_, _ = bw.Write(buf[:head]) // a write error sticks in bw; the flush reports it
+	for _, p := range c.pieces {
+		if p.rec != nil {
+			_, _ = bw.Write(p.rec)
+		} else {
+			_, _ = bw.Write(buf[p.a:p.b])
+		}
+	}
+	clear(c.pieces) // do not pin the record buffers
 	return buf
 }
 

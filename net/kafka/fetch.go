@@ -209,20 +209,3 @@ func recycleFetch(resp *kmsg.FetchResponse) {
 		}
 	}
 }
-
-// encodedSizeHint estimates a response's encoded size so the write buffer
-// grows once instead of doubling through every record set it copies.
-func encodedSizeHint(resp kmsg.Response) int {
-	f, ok := resp.(*kmsg.FetchResponse)
-	if !ok {
-		return 0
-	}
-	n := 64
-	for _, t := range f.Topics {
-		n += len(t.Topic) + 32
-		for _, p := range t.Partitions {
-			n += len(p.RecordBatches) + 64 + 16*len(p.AbortedTransactions)
-		}
-	}
-	return n
-}
