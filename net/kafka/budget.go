@@ -112,7 +112,7 @@ func (b *memBudget) takePeak() (peak, now int64) {
 // collects twice and hands the free memory back at once.
 const (
 	reclaimInterval  = 5 * time.Second
-	reclaimAfterPeak = 128 << 20 // spikes smaller than this are left to the runtime
+	reclaimAfterPeak = 32 << 20 // spikes smaller than this are left to the runtime
 	reclaimWhenBelow = 16 << 20  // and memory is reclaimed only once the spike has passed
 )
 
