@@ -46,7 +46,7 @@ type serveConfig struct {
 	groupCommitWindow             time.Duration
 	shutdownTimeout               time.Duration
 	connectionsMaxIdle            time.Duration
-	requestReadTimeout            time.Duration
+	requestTimeout            time.Duration
 	groups                        *groupFlags // main_groups.go
 }
 
@@ -75,8 +75,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight requests")
 	fs.DurationVar(&cfg.connectionsMaxIdle, "connections-max-idle", 10*time.Minute,
 		"close client connections idle this long: no request, no reply owed (Kafka's connections.max.idle.ms; 0 = never)")
-	fs.DurationVar(&cfg.requestReadTimeout, "request-read-timeout", 30*time.Second,
-		"close a connection whose request stops arriving for this long (a stalled or hostile client)")
+	fs.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second,
+		"close a connection whose request stops arriving, or whose replies stop being read, for this long")
 	cfg.groups = addGroupFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
@@ -107,8 +107,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("shutdown-timeout %v: must be positive", c.shutdownTimeout)
 	case c.connectionsMaxIdle < 0:
 		return fmt.Errorf("connections-max-idle %v: must not be negative (0 keeps idle connections)", c.connectionsMaxIdle)
-	case c.requestReadTimeout <= 0:
-		return fmt.Errorf("request-read-timeout %v: must be positive", c.requestReadTimeout)
+	case c.requestTimeout <= 0:
+		return fmt.Errorf("request-timeout %v: must be positive", c.requestTimeout)
 	case c.data == "":
 		return errors.New("data: must not be empty")
 	}
@@ -251,7 +251,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MaxRequestSize: int32(cfg.maxRequestSize), AutoCreateTopics: cfg.autoCreate,
 		DefaultPartitions: int32(cfg.defaultPartitions), MaxConnections: cfg.maxConnections,
 		MaxConnectionsPerIP: cfg.maxConnectionsPerIP, Metrics: kmetrics, Logger: logger, Version: version,
-		Groups: groups, ConnectionsMaxIdle: cfg.connectionsMaxIdle, RequestReadTimeout: cfg.requestReadTimeout,
+		Groups: groups, ConnectionsMaxIdle: cfg.connectionsMaxIdle, RequestTimeout: cfg.requestTimeout,
 	}, ctrl, b)
 	if err != nil {
 		return err

@@ -568,9 +568,10 @@ func (c *Controller) change(ctx context.Context, cmd *command, validateOnly bool
 	if err != nil {
 		return Topic{}, err
 	}
-	if t := e.result.topic; t != nil {
+	if t := e.result.topic; t != nil && cmd.Op != opDeleteTopic {
 		// A proposer-side rule, not an FSM one: entries already in the log
-		// replay as they were; new changes cannot make them unsafe.
+		// replay as they were; new changes cannot make them unsafe. (A
+		// delete is the way out of an unsafe one, so it is not checked.)
 		if err := checkInternalTopic(t); err != nil {
 			return Topic{}, err
 		}

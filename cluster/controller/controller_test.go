@@ -661,4 +661,11 @@ func TestInternalTopicsKeepCompaction(t *testing.T) {
 	repairs, err = c.RepairTopicConfigs(ctx, ConsumerOffsetsTopic, want)
 	require.NoError(t, err)
 	require.Empty(t, repairs, "nothing left to repair")
+
+	// An unsafe internal topic can always be deleted (--reset-offsets-topic).
+	_, err = c.propose(ctx, &command{Op: opReplaceConfigs, Topic: ConsumerOffsetsTopic,
+		Configs: map[string]string{"cleanup.policy": "delete"}})
+	require.NoError(t, err)
+	_, err = c.DeleteTopic(ctx, ConsumerOffsetsTopic)
+	require.NoError(t, err)
 }

@@ -99,3 +99,31 @@ func (s *BrokerStorage) Bounds(p int32) (start, end int64, err error) {
 	l := part.Log()
 	return l.LogStartOffset(), l.HighWatermark(), nil
 }
+
+// Damaged implements Storage: the end of the damaged range of the log that
+// holds offset.
+func (s *BrokerStorage) Damaged(p int32, offset int64) (int64, bool) {
+	part, err := s.partition(p)
+	if err != nil {
+		return 0, false
+	}
+	l := part.Log()
+	for _, cr := range l.CorruptRanges() {
+		if offset >= cr.FromOffset && (offset < cr.ToOffset || cr.ToOffset < 0) {
+			if cr.ToOffset < 0 {
+				return l.LogEndOffset(), true
+			}
+			return cr.ToOffset, true
+		}
+	}
+	return 0, false
+}
+
+// Writable implements Storage.
+func (s *BrokerStorage) Writable(p int32) error {
+	part, err := s.partition(p)
+	if err != nil {
+		return err
+	}
+	return part.Log().Failure()
+}

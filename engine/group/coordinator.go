@@ -38,6 +38,11 @@ type Storage interface {
 	Read(p int32, offset int64, maxBytes int) ([]byte, error)
 	// Bounds returns the log start and end offsets of partition p.
 	Bounds(p int32) (start, end int64, err error)
+	// Damaged says, for an offset Read refused as damaged, where the
+	// damaged range of partition p ends (ok false if offset is not in one).
+	Damaged(p int32, offset int64) (next int64, ok bool)
+	// Writable is nil when partition p takes appends.
+	Writable(p int32) error
 }
 
 type status int
@@ -46,9 +51,14 @@ const (
 	statusNoTopic status = iota // ready; the offsets topic is created on first need
 	statusLoading
 	statusReady
-	statusFailed // the replay failed; loadErr says why
 	statusClosed
 )
+
+// partitionRecheck is how often the driver looks at the offsets partitions:
+// to replay one that could not be replayed, and to reload one whose log
+// lost records the coordinator appended (healing drops what was never
+// fsynced) or that failed an append and takes appends again.
+const partitionRecheck = time.Second
 
 // Coordinator owns every group of this node. All state-machine calls are
 // serialised by one mutex; durable writes go to Storage; a driver
@@ -65,12 +75,12 @@ type Coordinator struct {
 
 	mu        sync.Mutex
 	status    status
-	loadErr   error
 	nparts    int32
 	groups    map[string]*Group
 	deadlines map[string]time.Time // groups with timeouts pending
 	last      []int64              // per partition: last offset appended by us (-1: none)
 	lastErr   []error              // per partition: failure of the last append, if it failed
+	down      []error              // per partition: why its groups are not served (not replayed); nil when served
 	nextSweep time.Time
 
 	startOnce sync.Once
@@ -127,6 +137,7 @@ func (c *Coordinator) setPartitionsLocked(n int32) {
 	c.nparts = n
 	c.last = slices.Repeat([]int64{-1}, int(n))
 	c.lastErr = make([]error, n)
+	c.down = make([]error, n)
 }
 
 func (c *Coordinator) run() {
@@ -137,31 +148,93 @@ func (c *Coordinator) run() {
 	if loading {
 		start := time.Now()
 		if err := c.load(); err != nil {
-			// Serving groups from a partial replay could hand out stale
-			// offsets: stay unavailable and say why.
-			c.log.Error("loading __consumer_offsets failed; group coordinator unavailable until restarted", "err", err)
-			c.mu.Lock()
-			if c.status == statusLoading {
-				c.status, c.loadErr = statusFailed, err
-			}
-			c.mu.Unlock()
-			return
+			return // closed during the load
 		}
 		c.mu.Lock()
-		groups := len(c.groups)
+		groups, down := len(c.groups), 0
+		for _, err := range c.down {
+			if err != nil {
+				down++
+			}
+		}
 		c.mu.Unlock()
-		c.log.Info("group coordinator loaded", "groups", groups, "partitions", c.nparts, "duration", time.Since(start).Round(time.Millisecond))
+		c.log.Info("group coordinator loaded", "groups", groups, "partitions", c.nparts,
+			"partitions_unavailable", down, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	t := time.NewTicker(c.cfg.TickInterval)
 	defer t.Stop()
+	recheck := time.Now()
 	for {
 		select {
 		case <-c.stop:
 			return
 		case <-t.C:
 			c.Tick(c.cfg.Now())
+			if time.Since(recheck) >= partitionRecheck {
+				c.recheckPartitions()
+				recheck = time.Now()
+			}
 		}
 	}
+}
+
+// recheckPartitions replays the offsets partitions that could not be
+// replayed, once their log can be read, and reloads those whose log no
+// longer matches what the coordinator appended: records dropped by healing
+// (they were never fsynced, so nobody was told they were committed), or an
+// append that failed on a log that takes appends again.
+func (c *Coordinator) recheckPartitions() {
+	c.mu.Lock()
+	n := c.nparts
+	c.mu.Unlock()
+	for p := int32(0); p < n; p++ {
+		c.mu.Lock()
+		down, last, lastErr := c.down[p], c.last[p], c.lastErr[p]
+		c.mu.Unlock()
+		if down == nil {
+			_, end, err := c.store.Bounds(p)
+			lost := err == nil && end <= last
+			healed := lastErr != nil && c.store.Writable(p) == nil
+			if !lost && !healed {
+				continue
+			}
+			c.mu.Lock()
+			c.unloadPartitionLocked(p, fmt.Errorf("its log changed under the coordinator (end %d, last appended %d)", end, last))
+			c.mu.Unlock()
+		}
+		if err := c.loadPartition(p); err != nil {
+			c.mu.Lock()
+			c.down[p] = err
+			c.mu.Unlock()
+			continue
+		}
+		c.mu.Lock()
+		c.down[p] = nil
+		for _, g := range c.groups {
+			if g.partition == p {
+				c.settleLocked(g)
+			}
+		}
+		c.mu.Unlock()
+		c.log.Info("offsets partition replayed; its groups are served again", "partition", p)
+	}
+}
+
+// unloadPartitionLocked forgets the groups of partition p (members are
+// told to find the coordinator again) until it is replayed.
+func (c *Coordinator) unloadPartitionLocked(p int32, why error) {
+	for id, g := range c.groups {
+		if g.partition != p {
+			continue
+		}
+		if g.classic != nil {
+			g.classic.failAll(ErrCoordinatorNotAvailable)
+		}
+		delete(c.groups, id)
+		delete(c.deadlines, id)
+	}
+	c.down[p], c.last[p], c.lastErr[p] = why, -1, nil
+	c.log.Warn("offsets partition unloaded to be replayed again", "partition", p, "reason", why)
 }
 
 // Close stops the driver and answers every parked request with
@@ -194,8 +267,6 @@ func (c *Coordinator) readyLocked() error {
 	switch c.status {
 	case statusLoading:
 		return ErrCoordinatorLoadInProgress
-	case statusFailed:
-		return fmt.Errorf("%w: replaying %s failed: %v", ErrCoordinatorNotAvailable, OffsetsTopic, c.loadErr)
 	case statusClosed:
 		return ErrCoordinatorNotAvailable
 	}
@@ -243,15 +314,42 @@ func (c *Coordinator) EnsureTopic(ctx context.Context) error {
 	return nil
 }
 
-// writableLocked is readyLocked plus the existence of the offsets topic.
-func (c *Coordinator) writableLocked() error {
+// writableLocked is readyLocked plus the existence of the offsets topic
+// and the availability of the group's partition of it.
+func (c *Coordinator) writableLocked(group string) error {
 	if err := c.readyLocked(); err != nil {
 		return err
 	}
 	if c.nparts == 0 {
 		return fmt.Errorf("%w: %s does not exist yet (FindCoordinator creates it)", ErrCoordinatorNotAvailable, OffsetsTopic)
 	}
+	return c.partitionDownLocked(group)
+}
+
+// partitionDownLocked says why a group's offsets partition is not served,
+// or nil: one that could not be replayed (offline, or its log failed) is
+// retried every partitionRecheck, while the other partitions' groups are
+// served.
+func (c *Coordinator) partitionDownLocked(group string) error {
+	if c.nparts == 0 || group == "" {
+		return nil
+	}
+	p := c.partitionOfLocked(group)
+	if err := c.down[p]; err != nil {
+		return fmt.Errorf("%w: %s-%d is unavailable (retrying): %v", ErrCoordinatorNotAvailable, OffsetsTopic, p, err)
+	}
 	return nil
+}
+
+// partitionOfLocked is the partition a group's records go to: after the
+// topic grew, a replayed group keeps the partition it was found in, which
+// need not be today's hash.
+func (c *Coordinator) partitionOfLocked(group string) int32 {
+	p := PartitionFor(group, c.nparts)
+	if g, ok := c.groups[group]; ok && int(g.partition) < len(c.last) {
+		p = g.partition
+	}
+	return p
 }
 
 // PartitionFor is the __consumer_offsets partition of a group: Kafka's
@@ -339,14 +437,11 @@ func (c *Coordinator) Barrier(ctx context.Context, group string) error {
 		c.mu.Unlock()
 		return nil
 	}
-	// The partition the group's records actually go to: after the topic
-	// grew, a replayed group keeps the partition it was found in, which
-	// need not be today's hash.
-	p := PartitionFor(group, c.nparts)
-	if g, ok := c.groups[group]; ok && int(g.partition) < len(c.last) {
-		p = g.partition
-	}
+	p := c.partitionOfLocked(group)
 	off, err := c.last[p], c.lastErr[p]
+	if c.down[p] != nil {
+		err = c.down[p]
+	}
 	c.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%w: %s-%d: %v", ErrCoordinatorNotAvailable, OffsetsTopic, p, err)
@@ -477,14 +572,21 @@ func (c *Coordinator) TopicDeleted(topic string) {
 	}
 }
 
-// load replays every partition of the offsets topic.
+// load replays every partition of the offsets topic. One that cannot be
+// replayed (offline, unreadable) is marked down, and its groups are not
+// served until recheckPartitions replays it; the others are. It fails only
+// if the coordinator closes meanwhile.
 func (c *Coordinator) load() error {
 	c.mu.Lock()
 	n := c.nparts
 	c.mu.Unlock()
 	for p := int32(0); p < n; p++ {
 		if err := c.loadPartition(p); err != nil {
-			return fmt.Errorf("replaying %s-%d: %w", OffsetsTopic, p, err)
+			c.log.Error("cannot replay an offsets partition; its groups are unavailable until it can be",
+				"partition", p, "err", err)
+			c.mu.Lock()
+			c.down[p] = err
+			c.mu.Unlock()
 		}
 		select {
 		case <-c.stop:
@@ -521,7 +623,15 @@ func (c *Coordinator) loadPartition(p int32) error {
 	for off < end {
 		data, err := c.store.Read(p, off, replayChunk)
 		if err != nil {
-			return err
+			if next, ok := c.store.Damaged(p, off); ok && next > off {
+				// The commits in a damaged range are lost; the rest of the
+				// partition still holds its groups' state.
+				c.log.Error("damaged records in the offsets topic: commits and group metadata in them are lost",
+					"partition", p, "from_offset", off, "to_offset", next, "err", err)
+				off = next
+				continue
+			}
+			return fmt.Errorf("replaying %s-%d: %w", OffsetsTopic, p, err)
 		}
 		if len(data) == 0 {
 			break
@@ -556,7 +666,7 @@ func (c *Coordinator) loadPartition(p int32) error {
 	c.mu.Lock()
 	// Replayed bytes may not be fsynced yet (SIGKILL keeps the page
 	// cache): answers that reveal them wait for them too.
-	c.last[p] = max(c.last[p], end-1)
+	c.last[p], c.lastErr[p] = max(c.last[p], end-1), nil
 	c.mu.Unlock()
 	if skipped > 0 {
 		c.log.Warn("skipped undecodable records in the offsets topic", "partition", p, "records", skipped)
@@ -652,7 +762,7 @@ func (c *Coordinator) JoinGroup(req JoinRequest) <-chan JoinResult {
 	cb := func(r JoinResult) { ch <- r }
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(req.Group); err != nil {
 		cb(JoinResult{Err: err, MemberID: req.MemberID, Generation: -1})
 		return ch
 	}
@@ -695,7 +805,7 @@ func (c *Coordinator) SyncGroup(req SyncRequest) <-chan SyncResult {
 // classicLocked finds a classic group for Sync/Heartbeat/Leave; a missing
 // group means the member is unknown.
 func (c *Coordinator) classicLocked(id string) (*Group, error) {
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(id); err != nil {
 		return nil, err
 	}
 	if id == "" {
@@ -726,7 +836,7 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) error {
 func (c *Coordinator) LeaveGroup(group string, members []LeaveMember) (errs []error, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(group); err != nil {
 		return nil, err
 	}
 	if group == "" {
@@ -754,7 +864,7 @@ func (c *Coordinator) LeaveGroup(group string, members []LeaveMember) (errs []er
 func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) (ConsumerHeartbeatResult, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(req.Group); err != nil {
 		return ConsumerHeartbeatResult{}, err
 	}
 	if req.Group == "" {
@@ -846,7 +956,7 @@ func (c *Coordinator) CommitOffsets(req CommitRequest) [][]error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(req.Group); err != nil {
 		return failAll(err)
 	}
 	if req.Group == "" {
@@ -973,6 +1083,9 @@ func (c *Coordinator) FetchOffsets(req FetchRequest) ([]FetchedTopic, error) {
 	if req.Group == "" {
 		return nil, ErrInvalidGroupID
 	}
+	if err := c.partitionDownLocked(req.Group); err != nil {
+		return nil, err
+	}
 	g := c.groups[req.Group]
 	if g != nil && g.consumer != nil {
 		if err := g.consumer.validateFetch(req.MemberID, req.MemberEpoch); err != nil {
@@ -1018,7 +1131,7 @@ func (c *Coordinator) FetchOffsets(req FetchRequest) ([]FetchedTopic, error) {
 func (c *Coordinator) DeleteOffsets(group string, topics []FetchTopic) ([][]error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(group); err != nil {
 		return nil, err
 	}
 	if group == "" {
@@ -1119,6 +1232,8 @@ func (c *Coordinator) DescribeGroups(ids []string) []GroupDescription {
 			d.Err = ready
 		case id == "":
 			d.Err = ErrInvalidGroupID
+		case c.partitionDownLocked(id) != nil:
+			d.Err = c.partitionDownLocked(id)
 		case g == nil:
 			d.Err = fmt.Errorf("%w: %q", ErrGroupIDNotFound, id)
 		case g.consumer != nil:
@@ -1157,6 +1272,8 @@ func (c *Coordinator) ConsumerGroupDescribe(ids []string) []ConsumerGroupDescrip
 			d.Err = ready
 		case id == "":
 			d.Err = invalid("GroupId can't be empty.")
+		case c.partitionDownLocked(id) != nil:
+			d.Err = c.partitionDownLocked(id)
 		case g == nil:
 			d.Err = fmt.Errorf("%w: %q", ErrGroupIDNotFound, id)
 		case g.consumer == nil:
@@ -1188,7 +1305,7 @@ func (c *Coordinator) DeleteGroups(ids []string) []error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]error, len(ids))
-	if err := c.writableLocked(); err != nil {
+	if err := c.writableLocked(""); err != nil {
 		for i := range out {
 			out[i] = err
 		}
@@ -1199,6 +1316,9 @@ func (c *Coordinator) DeleteGroups(ids []string) []error {
 		switch {
 		case id == "":
 			out[i] = ErrInvalidGroupID
+			continue
+		case c.partitionDownLocked(id) != nil:
+			out[i] = c.partitionDownLocked(id)
 			continue
 		case g == nil:
 			out[i] = fmt.Errorf("%w: %q", ErrGroupIDNotFound, id)

@@ -3,6 +3,7 @@ package group
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -16,18 +17,21 @@ import (
 // offsets assigned, and a durable mark moved explicitly (or on every
 // append when autoSync).
 type memStorage struct {
-	mu       sync.Mutex
-	parts    [][][]byte
-	ends     []int64
-	durable  []int64
-	autoSync bool
-	synced   chan struct{} // closed and replaced whenever durable moves
-	failWith error
-	readErr  error
-	readGate chan struct{} // when set, Read blocks until it is closed
+	mu          sync.Mutex
+	parts       [][][]byte
+	ends        []int64
+	durable     []int64
+	autoSync    bool
+	synced      chan struct{} // closed and replaced whenever durable moves
+	failWith    error
+	readErr     error
+	readErrPart int32         // readErr applies to this partition only when >= 0; -1: all
+	readGate    chan struct{} // when set, Read blocks until it is closed
 }
 
-func newMemStorage() *memStorage { return &memStorage{autoSync: true, synced: make(chan struct{})} }
+func newMemStorage() *memStorage {
+	return &memStorage{autoSync: true, synced: make(chan struct{}), readErrPart: -1}
+}
 
 func (s *memStorage) Partitions() int32 {
 	s.mu.Lock()
@@ -103,7 +107,7 @@ func (s *memStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.readErr != nil {
+	if s.readErr != nil && (s.readErrPart < 0 || s.readErrPart == p) {
 		return nil, s.readErr
 	}
 	var out []byte
@@ -118,6 +122,14 @@ func (s *memStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
 		out = append(out, b...)
 	}
 	return out, nil
+}
+
+func (s *memStorage) Damaged(int32, int64) (int64, bool) { return 0, false }
+
+func (s *memStorage) Writable(int32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failWith
 }
 
 func (s *memStorage) Bounds(p int32) (int64, int64, error) {
@@ -271,18 +283,83 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Ready() == nil }, 10*time.Second, time.Millisecond)
 }
 
-func TestCoordinatorFailedReplayIsUnavailable(t *testing.T) {
+// groupsOnTwoPartitions returns two group ids whose records go to
+// different partitions of an n-partition offsets topic.
+func groupsOnTwoPartitions(n int32) (string, string) {
+	a := "ga"
+	for i := 0; ; i++ {
+		if b := fmt.Sprintf("g%d", i); PartitionFor(b, n) != PartitionFor(a, n) {
+			return a, b
+		}
+	}
+}
+
+// A partition that cannot be replayed makes only its own groups
+// unavailable, and is replayed once it can be read (issue 10 finding 7: one
+// offline offsets partition used to disable every group until a restart).
+func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	store := newMemStorage()
-	_, _ = store.Create(context.Background(), 1)
-	_, err := store.Append(0, buildBatch(0, []batch.Record{{Key: encodeGroupKey("g")}}))
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	a, b := groupsOnTwoPartitions(4)
+	require.NoError(t, commit(c, a, -1, "", map[int32]int64{0: 7})[0][0])
+	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
+	require.NoError(t, c.Close())
+
+	store.mu.Lock()
+	store.readErr, store.readErrPart = errors.New("bad sector"), PartitionFor(b, 4)
+	store.mu.Unlock()
+	cfg := testConfig()
+	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
+	c2, err := New(cfg, store)
 	require.NoError(t, err)
-	store.readErr = errors.New("bad sector")
-	c, err := New(testConfig(), store)
+	c2.SetTopics(testTopics)
+	c2.Start()
+	defer c2.Close()
+	require.Eventually(t, func() bool { return c2.Ready() == nil }, 10*time.Second, time.Millisecond)
+	require.EqualValues(t, 7, fetched(t, c2, a)["t/0"].Offset, "the other partitions' groups are served")
+	_, err = c2.FetchOffsets(FetchRequest{Group: b, MemberEpoch: -1})
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
+	require.ErrorContains(t, err, "bad sector")
+	require.ErrorIs(t, commit(c2, b, -1, "", map[int32]int64{0: 10})[0][0], ErrCoordinatorNotAvailable, "nor written")
+
+	store.mu.Lock()
+	store.readErr = nil
+	store.mu.Unlock()
+	require.Eventually(t, func() bool {
+		ts, err := c2.FetchOffsets(FetchRequest{Group: b, MemberEpoch: -1})
+		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 9
+	}, 10*time.Second, 10*time.Millisecond, "replayed once readable")
+}
+
+// After an append failed (a full disk), the partition is reloaded from its
+// log once it takes appends again, so waits for durability work again
+// without a new append, and state the log lost is not served.
+func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	cfg := testConfig()
+	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
+	c, err := New(cfg, store)
 	require.NoError(t, err)
+	c.SetTopics(testTopics)
 	c.Start()
 	defer c.Close()
-	require.Eventually(t, func() bool { return errors.Is(c.Ready(), ErrCoordinatorNotAvailable) }, 10*time.Second, time.Millisecond)
-	require.ErrorContains(t, c.Ready(), "bad sector")
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
+
+	store.mu.Lock()
+	store.failWith = errors.New("no space left on device")
+	store.mu.Unlock()
+	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0], ErrCoordinatorNotAvailable)
+	require.Error(t, c.Barrier(context.Background(), "g"))
+
+	store.mu.Lock()
+	store.failWith = nil
+	store.mu.Unlock()
+	require.Eventually(t, func() bool { return c.Barrier(context.Background(), "g") == nil }, 10*time.Second, 10*time.Millisecond)
+	require.EqualValues(t, 5, fetched(t, c, "g")["t/0"].Offset)
 }
 
 func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {

@@ -14,8 +14,10 @@ import (
 // so one big reservation never holds back small requests behind it (a
 // large waiter can be passed over while small ones keep fitting; each
 // connection has a bounded number of requests in flight, so it is not
-// starved for long). A single reservation larger than the whole budget is
-// granted when nothing else is held, so no valid request can wait forever.
+// starved for long). A reservation larger than the whole budget is granted
+// when nothing else is held. Callers never wait while holding part of a
+// reservation (see conn.readFrame), so waiters cannot block each other for
+// good.
 type memBudget struct {
 	mu    sync.Mutex
 	limit int64
@@ -46,6 +48,18 @@ func (b *memBudget) acquire(ctx context.Context, n int64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// tryAcquire takes n bytes if they fit now.
+func (b *memBudget) tryAcquire(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit && b.used != 0 {
+		return false
+	}
+	b.used += n
+	b.peak = max(b.peak, b.used)
+	return true
 }
 
 // tryUpTo takes as much of n as is free now, without waiting, and returns
@@ -113,28 +127,31 @@ func (b *memBudget) takePeak() (peak, now int64) {
 const (
 	reclaimInterval  = 5 * time.Second
 	reclaimAfterPeak = 32 << 20 // spikes smaller than this are left to the runtime
-	reclaimWhenBelow = 16 << 20  // and memory is reclaimed only once the spike has passed
+	reclaimWhenBelow = 16 << 20 // and memory is reclaimed only once the spike has passed
 )
 
 func reclaimAfterSpikes(stop <-chan struct{}, interval time.Duration, reclaim func(), budgets ...*memBudget) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var spike int64
+	spiked := false
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		var now int64
+		var peak, now int64
 		for _, b := range budgets {
 			p, n := b.takePeak()
-			spike = max(spike, p)
-			now += n
+			peak, now = max(peak, p), now+n
 		}
-		if spike >= reclaimAfterPeak && now < reclaimWhenBelow {
+		switch {
+		case peak >= reclaimAfterPeak:
+			spiked = true // still busy: steady large traffic reuses the memory
+		case spiked && now < reclaimWhenBelow:
+			// A whole interval below the spike: it is over.
 			reclaim()
-			spike = 0
+			spiked = false
 		}
 	}
 }

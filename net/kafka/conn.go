@@ -84,6 +84,9 @@ func (c *conn) serve() {
 	c.out.close()
 	<-done
 	c.cancel()
+	// Replies still owed will never be written: whoever fills them from
+	// now on (a parked fetch waking on the cancel) gives back what they hold.
+	c.out.abandon(c.dropReply)
 	if c.draining() {
 		c.closeGently()
 	}
@@ -125,7 +128,7 @@ func (c *conn) closeGently() {
 // unwritten replies hold more than ConnResponseBytes (its client is not
 // reading them), and closes the connection when it has been idle for
 // ConnectionsMaxIdle or a started request stops arriving for
-// RequestReadTimeout.
+// RequestTimeout.
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
@@ -137,7 +140,7 @@ func (c *conn) readLoop() error {
 		}
 		body, charged, err := c.readFrame(br)
 		if err != nil {
-			if c.draining() && errors.Is(err, os.ErrDeadlineExceeded) {
+			if c.draining() && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errDraining)) {
 				return nil
 			}
 			return err
@@ -158,6 +161,9 @@ func (c *conn) readLoop() error {
 			return nil
 		}
 		if err := c.waitForReader(); err != nil {
+			if errors.Is(err, errDraining) {
+				return nil
+			}
 			return err
 		}
 	}
@@ -176,6 +182,8 @@ func (c *conn) waitForReader() error {
 		case <-freed:
 		case <-c.ctx.Done():
 			return c.ctx.Err()
+		case <-c.s.draining:
+			return errDraining
 		}
 	}
 }
@@ -199,6 +207,11 @@ func (c *conn) awaitRequest(br *bufio.Reader) error {
 		deadline := time.Time{}
 		if idle > 0 {
 			deadline = time.Unix(0, c.lastActive.Load()).Add(idle)
+			if !deadline.After(time.Now()) {
+				// Past the idle time but a reply is owed (a long poll): look
+				// again a full idle time from now, not in a tight loop.
+				deadline = time.Now().Add(idle)
+			}
 		}
 		// Set the deadline, then check draining: Shutdown closes draining
 		// before it cuts the deadline short, so one of the two is seen.
@@ -215,6 +228,7 @@ func (c *conn) awaitRequest(br *bufio.Reader) error {
 		if err == nil {
 			return nil
 		}
+		c.s.idleChecks.Add(1)
 		if !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
@@ -231,12 +245,17 @@ func (c *conn) awaitRequest(br *bufio.Reader) error {
 // readFrame reads one request frame. The body is received into a buffer
 // that grows as bytes arrive, charged to the request budget as it grows,
 // so a frame that announces 100 MiB and sends nothing holds 64 KiB, not
-// 100 MiB; and each read must make progress within RequestReadTimeout, so
+// 100 MiB; and each read must make progress within RequestTimeout, so
 // a client that stops mid-request loses its connection instead of holding
 // memory. It returns the body and the bytes charged for it.
 func (c *conn) readFrame(br *bufio.Reader) (body []byte, charged int64, err error) {
-	timeout := c.s.opts.RequestReadTimeout
-	progress := func() error { return c.nc.SetReadDeadline(time.Now().Add(timeout)) }
+	timeout := c.s.opts.RequestTimeout
+	progress := func() error {
+		if c.draining() {
+			return errDraining // Shutdown cut the read short; do not extend it
+		}
+		return c.nc.SetReadDeadline(time.Now().Add(timeout))
+	}
 	if err := progress(); err != nil {
 		return nil, 0, err
 	}
@@ -271,10 +290,20 @@ func (c *conn) readFrame(br *bufio.Reader) (body []byte, charged int64, err erro
 	for len(body) < int(size) {
 		if len(body) == cap(body) {
 			grown := min(max(2*cap(body), firstBodyChunk), int(size))
-			if err := c.s.budget.acquire(c.ctx, int64(grown-cap(body))); err != nil {
-				return nil, charged, err
+			if !c.s.budget.tryAcquire(int64(grown - cap(body))) {
+				// No room for the next part: give back what this frame holds
+				// and wait for room for all of it at once. Waiting while
+				// holding a part would let partly received frames hold the
+				// whole budget and wait on each other for good.
+				c.s.budget.release(charged)
+				charged = 0
+				if err := c.s.budget.acquire(c.ctx, int64(size)); err != nil {
+					return nil, 0, err
+				}
+				charged, grown = int64(size), int(size)
+			} else {
+				charged += int64(grown - cap(body))
 			}
-			charged += int64(grown - cap(body))
 			nb := make([]byte, len(body), grown)
 			copy(nb, body)
 			body = nb
@@ -402,14 +431,22 @@ func (c *conn) writeLoop() {
 				c.dropReply(rp)
 				continue
 			}
+			// A client that stops reading its replies loses the
+			// connection after RequestTimeout without progress, rather than
+			// holding the memory its replies take for good.
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.RequestTimeout))
 			buf = c.writeReply(bw, buf, rp)
 			c.releaseCharge(rp.req.charge)
 		}
-		if !broken && bw.Buffered() > 0 {
+		if !broken && len(replies) > 0 {
+			// Flush also reports a write that failed before (large record
+			// sets go straight to the socket, past the buffer).
+			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.RequestTimeout))
 			if err := bw.Flush(); err != nil {
 				fail()
+			} else {
+				c.touch()
 			}
-			c.touch()
 		}
 		c.out.done(len(replies))
 		clear(replies) // do not pin answered responses while waiting

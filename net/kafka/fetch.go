@@ -36,6 +36,9 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 		ctx, cancel := context.WithDeadline(c.ctx, deadline)
 		defer cancel()
 		for {
+			if c.ctx.Err() != nil {
+				return req.ResponseKind() // the connection is gone: nothing to read for it
+			}
 			// Take the notification channels before reading, so an append
 			// between the read and the wait still wakes us.
 			resp, bytes, changed, charge := c.fetchOnce(req)
@@ -90,27 +93,37 @@ func (c *conn) discardFetch(resp *kmsg.FetchResponse, ch fetchCharge) {
 }
 
 // fetchOnce reads every requested partition once. It returns the response,
-// the record bytes it holds, the change channels of the partitions read
-// (captured before reading; with them the response budgets' release, so a
-// fetch that found data but no room wakes when room is made), and the
-// budget charge of the records.
+// the record bytes it holds, the channels to wait on before reading again
+// (each partition's change channel, captured before reading, and — only
+// when the response budgets cut the read short — their release, so a fetch
+// that found data but no room wakes when room is made), and the budget
+// charge of the records.
+//
+// Room is taken from the budgets partition by partition, for what each
+// read may return, and what the read did not use is given back at once.
 func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, fetchCharge) {
+	c.s.fetchPasses.Add(1)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	// The client's sizes are capped by the broker's, so one consumer cannot
-	// make the broker buffer gigabytes (Kafka's fetch.max.bytes), and by
-	// what the response budgets have room for.
+	// make the broker buffer gigabytes (Kafka's fetch.max.bytes).
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 || maxBytes > c.s.opts.FetchMaxBytes {
 		maxBytes = c.s.opts.FetchMaxBytes
 	}
-	changed := []<-chan struct{}{c.respBudget.released(), c.s.respBudget.released()}
+	// Taken before reading, so a release between the read and the wait
+	// still wakes the fetch; kept only if the budgets cut a read short.
+	roomFreed := []<-chan struct{}{c.respBudget.released(), c.s.respBudget.released()}
 	// A connection with no fetched data outstanding always gets a first
 	// batch, even past the server budget: every consumer progresses, and
 	// each connection overshoots by one batch at most.
 	mayForce := c.respBudget.inUse() == 0
-	grant := c.grantFetch(int64(maxBytes))
-	remaining := int(grant.conn)
-	total := 0
+	var (
+		changed []<-chan struct{}
+		charge  fetchCharge
+		total   int
+		starved bool // a read was cut short for lack of room
+	)
+	remaining := maxBytes
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -128,9 +141,21 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 			changed = append(changed, l.Changed())
 			hw := l.HighWatermark()
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
-			if remaining > 0 || (mayForce && total == 0 && p.FetchOffset < hw) {
-				limit := min(max(int(p.PartitionMaxBytes), 0), remaining)
-				data, err := l.ReadAppend(getFetchBuf(), p.FetchOffset, limit, hw)
+			if p.FetchOffset >= hw || p.FetchOffset < rp.LogStartOffset {
+				// Nothing to read: take no room, just the answer for the
+				// offset (none at the end, OFFSET_OUT_OF_RANGE outside).
+				_, err := l.ReadAppend(nil, p.FetchOffset, 0, hw)
+				rp.ErrorCode = c.errCode(err)
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			want := min(max(int(p.PartitionMaxBytes), 0), remaining)
+			grant := c.grantFetch(int64(want))
+			if grant.conn < int64(want) {
+				starved = true
+			}
+			if grant.conn > 0 || (mayForce && total == 0) {
+				data, err := l.ReadAppend(getFetchBuf(), p.FetchOffset, int(grant.conn), hw)
 				if err != nil {
 					rp.ErrorCode = c.errCode(err)
 				} else if len(data) > 0 {
@@ -139,11 +164,17 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 					total += len(data)
 				}
 			}
+			used := c.settle(grant, int64(len(rp.RecordBatches)))
+			charge.conn += used.conn
+			charge.server += used.server
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	return resp, total, changed, c.settle(grant, int64(total))
+	if starved {
+		changed = append(changed, roomFreed...)
+	}
+	return resp, total, changed, charge
 }
 
 // maxPooledBuffer is the largest buffer kept in a pool for reuse.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func closedByServer(c net.Conn) bool {
 // arrive, so they hold almost none, others are served at once, and they
 // are closed when their body stops arriving.
 func TestAnnouncedFramesDoNotStallOthers(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedRequestBytes: 512 << 20, RequestReadTimeout: 300 * time.Millisecond})
+	s := startServer(t, Options{MaxQueuedRequestBytes: 512 << 20, RequestTimeout: 300 * time.Millisecond})
 	var conns []net.Conn
 	for range 6 {
 		conns = append(conns, announce(t, s, 100<<20, kmsg.Produce))
@@ -120,11 +121,45 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	req.MinBytes = 1
 	poll.send(req)
 
+	passes, checks := s.fetchPasses.Load(), s.idleChecks.Load()
 	eventually(t, "the idle connection to be closed", 3*time.Second, func() bool { return closedByServer(idle.c) })
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = req.Version
 	poll.recv(resp)
 	require.Len(t, resp.Topics, 1, "the long poll was answered")
+	// Waiting is not spinning: a parked fetch reads again only when woken,
+	// and a busy connection past its idle time checks once per idle time.
+	require.LessOrEqual(t, s.fetchPasses.Load()-passes, int64(3), "parked fetch passes")
+	require.LessOrEqual(t, s.idleChecks.Load()-checks, int64(20), "read-loop wake-ups over 1.5 s")
+}
+
+// A client that sends requests but never reads the replies loses its
+// connection after RequestTimeout, and what its replies held is returned.
+// One reply far larger than any socket buffer makes the write stall.
+func TestUnreadRepliesCloseTheConnection(t *testing.T) {
+	const reply = 40 << 20
+	s := startServer(t, Options{RequestTimeout: 300 * time.Millisecond, FetchMaxBytes: reply})
+	createTopic(t, s, "t", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	require.NoError(t, err)
+	value := []byte(strings.Repeat("x", 64<<10))
+	var rs []*kgo.Record
+	for i := 0; i < reply/len(value)+10; i++ {
+		rs = append(rs, &kgo.Record{Value: value})
+	}
+	require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
+	cl.Close()
+	eventually(t, "the producer to disconnect", 5*time.Second, func() bool { return s.Connections() == 0 })
+
+	rc := dialRaw(t, s)
+	req := fetchRequest("t", 0)
+	req.MaxBytes, req.Topics[0].Partitions[0].PartitionMaxBytes = reply, reply
+	rc.send(req) // and never read
+	eventually(t, "the reply to be read from the log", 5*time.Second, func() bool { return s.respBudget.inUse() > 0 })
+	eventually(t, "the non-reading client to be dropped", 10*time.Second, func() bool {
+		return s.Connections() == 0 && s.respBudget.inUse() == 0
+	})
 }
 
 // Finding 4 of issue 10: one connection that pipelined 64 fetches and
@@ -194,7 +229,7 @@ func TestMemoryIsReturnedAfterASpike(t *testing.T) {
 	b := newMemBudget(1 << 30)
 	stop := make(chan struct{})
 	reclaimed := make(chan struct{}, 10)
-	go reclaimAfterSpikes(stop, time.Millisecond, func() { reclaimed <- struct{}{} }, b)
+	go reclaimAfterSpikes(stop, 5*time.Millisecond, func() { reclaimed <- struct{}{} }, b)
 	defer close(stop)
 	b.force(reclaimAfterPeak)
 	select {
@@ -207,6 +242,31 @@ func TestMemoryIsReturnedAfterASpike(t *testing.T) {
 	case <-reclaimed:
 	case <-time.After(5 * time.Second):
 		t.Fatal("memory not reclaimed after the spike")
+	}
+	// Steady large traffic (a spike in every interval) is left alone.
+	stopSteady := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-stopSteady:
+				return
+			default:
+				b.force(reclaimAfterPeak)
+				b.release(reclaimAfterPeak)
+				runtime.Gosched()
+			}
+		}
+	}()
+	select {
+	case <-reclaimed:
+		t.Fatal("reclaimed under steady traffic")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(stopSteady)
+	select { // and reclaimed once it ends
+	case <-reclaimed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("memory not reclaimed after the steady traffic")
 	}
 	b.force(1 << 20) // a small burst is left to the runtime
 	b.release(1 << 20)
@@ -255,4 +315,56 @@ func TestClientsCannotCreateOrBreakInternalTopics(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, kerr.InvalidTopicException.Code, aresp.Resources[0].ErrorCode)
 	require.Contains(t, *aresp.Resources[0].ErrorMessage, "fixed configs")
+}
+
+// Partly received frames never wait on each other while holding part of
+// the budget: two that together fill it still let a third client through,
+// and each completes once its body arrives.
+func TestPartlyReceivedFramesDoNotDeadlock(t *testing.T) {
+	s := startServer(t, Options{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 4 << 20})
+	var conns []net.Conn
+	for range 2 {
+		c := announce(t, s, 1<<20, kmsg.Produce)
+		_, err := c.Write(make([]byte, 600<<10))
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	eventually(t, "the frames to be started", 2*time.Second, func() bool { return s.budget.inUse() > 0 })
+	apiVersionsWorks(t, s)
+	// A frame larger than the whole budget is still received, alone.
+	big := announce(t, s, 3<<20, kmsg.Produce)
+	for _, c := range conns {
+		c.Close()
+	}
+	_, err := big.Write(make([]byte, 3<<20-2))
+	require.NoError(t, err)
+	// Its header says Produce v0, which is not served: it is answered.
+	require.NoError(t, big.SetReadDeadline(time.Now().Add(5*time.Second)))
+	var size [4]byte
+	_, err = io.ReadFull(big, size[:])
+	require.NoError(t, err, "the big frame was received and answered")
+	eventually(t, "the budget to drain", 5*time.Second, func() bool { return s.budget.inUse() == 0 })
+	apiVersionsWorks(t, s)
+}
+
+// A parked fetch whose connection goes away gives back what it read.
+func TestParkedFetchOfAClosedConnectionReleasesItsRoom(t *testing.T) {
+	s := startServer(t, Options{})
+	createTopic(t, s, "t", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strings.Repeat("x", 1000))}).FirstErr())
+	for i := 0; i < 20; i++ {
+		c, err := net.Dial("tcp", s.Addr().String())
+		require.NoError(t, err)
+		rc := &rawConn{t: t, c: c}
+		req := fetchRequest("t", 5*time.Second)
+		req.MinBytes = 1 << 20 // more than there is: it parks
+		rc.send(req)
+		eventually(t, "the fetch to park", 2*time.Second, func() bool { return s.parkedN.Load() > 0 })
+		c.Close()
+		eventually(t, "the parked fetch to end", 5*time.Second, func() bool { return s.parkedN.Load() == 0 })
+	}
+	eventually(t, "the budget to drain", 2*time.Second, func() bool { return s.respBudget.inUse() == 0 })
 }

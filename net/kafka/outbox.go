@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -14,9 +15,10 @@ import (
 // outbox closes), not once per request read, so an acks=all produce costs
 // one wake-up of the writer, after its fsync.
 type outbox struct {
-	mu     sync.Mutex
-	queue  []*entry // oldest first
-	closed bool     // the read loop stopped reserving
+	mu      sync.Mutex
+	queue   []*entry    // oldest first
+	closed  bool        // the read loop stopped reserving
+	dropped func(reply) // set by abandon: the writer is gone, replies are dropped
 
 	ready  chan struct{} // capacity 1: the front entry was filled, or closed
 	tokens chan struct{} // one per reserved entry: bounds the entries in flight
@@ -57,12 +59,41 @@ func (o *outbox) fill(e *entry, rp reply) bool {
 		return false
 	}
 	e.rp, e.filled = rp, true
+	if drop := o.dropped; drop != nil {
+		o.queue = slices.DeleteFunc(o.queue, func(x *entry) bool { return x == e })
+		o.mu.Unlock()
+		drop(rp)
+		return true
+	}
 	front := o.queue[0] == e
 	o.mu.Unlock()
 	if front {
 		o.wake()
 	}
 	return true
+}
+
+// abandon tells the outbox that its writer has stopped for good: replies
+// filled but never taken, and every reply filled from now on, are handed
+// to drop (which gives back what they hold) instead of being queued.
+func (o *outbox) abandon(drop func(reply)) {
+	o.mu.Lock()
+	o.dropped = drop
+	var stranded []reply
+	keep := o.queue[:0]
+	for _, e := range o.queue {
+		if e.filled {
+			stranded = append(stranded, e.rp)
+			continue
+		}
+		keep = append(keep, e)
+	}
+	clear(o.queue[len(keep):])
+	o.queue = keep
+	o.mu.Unlock()
+	for _, rp := range stranded {
+		drop(rp)
+	}
 }
 
 // close tells the write loop that no more entries will be reserved.

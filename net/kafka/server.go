@@ -63,9 +63,9 @@ type Options struct {
 	// read, no reply owed or written (Kafka's connections.max.idle.ms).
 	// Zero keeps idle connections open.
 	ConnectionsMaxIdle time.Duration
-	// RequestReadTimeout closes a connection whose started request stops
-	// arriving for that long.
-	RequestReadTimeout time.Duration
+	// RequestTimeout closes a connection whose started request stops
+	// arriving, or whose reply the client stops reading, for that long.
+	RequestTimeout time.Duration
 	// FetchMaxBytes caps the record bytes of one fetch response, whatever
 	// the client asks for (Kafka's fetch.max.bytes).
 	FetchMaxBytes int
@@ -103,6 +103,7 @@ func (o *Options) EnsureDefaults() {
 	if o.MaxQueuedRequestBytes <= 0 {
 		o.MaxQueuedRequestBytes = 512 << 20
 	}
+	o.MaxQueuedRequestBytes = max(o.MaxQueuedRequestBytes, int64(o.MaxRequestSize))
 	if o.MaxQueuedResponseBytes <= 0 {
 		o.MaxQueuedResponseBytes = 1 << 30
 	}
@@ -112,8 +113,8 @@ func (o *Options) EnsureDefaults() {
 	if o.ConnectionsMaxIdle < 0 {
 		o.ConnectionsMaxIdle = 0
 	}
-	if o.RequestReadTimeout <= 0 {
-		o.RequestReadTimeout = 30 * time.Second
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -155,26 +156,28 @@ type Server struct {
 	broker *broker.Broker
 	log    *slog.Logger
 
-	ln         net.Listener
-	advHost    string
-	advPort    int32
-	pids       pidAllocator
-	ctx        context.Context
-	cancel     context.CancelFunc
-	draining   chan struct{} // closed by Shutdown: stop reading, cut long polls short
-	drainOnce  sync.Once
-	metrics    *Metrics
-	parked     sync.WaitGroup        // parked request continuations; waited for by Close
-	parkedN    atomic.Int64          // how many are parked now
-	budget     *memBudget            // request frames (Options.MaxQueuedRequestBytes)
-	respBudget *memBudget            // fetched data not yet written (Options.MaxQueuedResponseBytes)
-	acceptErr  atomic.Pointer[error] // the last accept failure, until one succeeds
-	mu         sync.Mutex
-	conns      map[*conn]struct{}
-	perIP      map[string]int
-	wg         sync.WaitGroup // connection goroutines; Shutdown waits for them
-	bg         sync.WaitGroup // background work that stops on Close
-	closeOnce  sync.Once
+	ln          net.Listener
+	advHost     string
+	advPort     int32
+	pids        pidAllocator
+	ctx         context.Context
+	cancel      context.CancelFunc
+	draining    chan struct{} // closed by Shutdown: stop reading, cut long polls short
+	drainOnce   sync.Once
+	metrics     *Metrics
+	parked      sync.WaitGroup        // parked request continuations; waited for by Close
+	parkedN     atomic.Int64          // how many are parked now
+	budget      *memBudget            // request frames (Options.MaxQueuedRequestBytes)
+	respBudget  *memBudget            // fetched data not yet written (Options.MaxQueuedResponseBytes)
+	acceptErr   atomic.Pointer[error] // the last accept failure, until one succeeds
+	idleChecks  atomic.Int64          // read-loop wake-ups while waiting for a request (tests: no busy loop)
+	fetchPasses atomic.Int64          // partition-read passes of fetches (tests: parked fetches do not spin)
+	mu          sync.Mutex
+	conns       map[*conn]struct{}
+	perIP       map[string]int
+	wg          sync.WaitGroup // connection goroutines; Shutdown waits for them
+	bg          sync.WaitGroup // background work that stops on Close
+	closeOnce   sync.Once
 }
 
 // Listen binds the listener; Serve then accepts on it.
