@@ -61,11 +61,14 @@ const (
 	noRecoveryPoint
 	badEpochs
 	shiftIndexEntry
+	noActiveIndexes
+	cutLastBatch
 	allDamage = 1<<iota - 1
 )
 
 func (d damage) String() string {
-	names := []string{"flip-sealed", "flip-active", "no-index", "no-timeindex", "no-recovery-point", "bad-epochs", "shift-index-entry"}
+	names := []string{"flip-sealed", "flip-active", "no-index", "no-timeindex", "no-recovery-point", "bad-epochs",
+		"shift-index-entry", "no-active-indexes", "cut-last-batch"}
 	var out []string
 	for i, n := range names {
 		if d&(1<<i) != 0 {
@@ -132,7 +135,7 @@ func memOptions(fsys vfs.FS) Options {
 // really exercised each path (a matrix that never meets damage proves
 // nothing).
 type crashOutcome struct {
-	corrupt, tailCut, unackedLost, indexFailures int
+	corrupt, tailCut, unackedLost, indexFailures, boundaryCuts int
 }
 
 func TestCrashMatrix(t *testing.T) {
@@ -148,17 +151,19 @@ func TestCrashMatrix(t *testing.T) {
 					total.tailCut += o.tailCut
 					total.unackedLost += o.unackedLost
 					total.indexFailures += o.indexFailures
+					total.boundaryCuts += o.boundaryCuts
 				})
 				runs++
 			}
 		}
 	}
-	require.Equal(t, 4*128*2, runs)
+	require.Equal(t, 4*int(allDamage+1)*2, runs)
 	t.Logf("outcomes: %+v", total)
 	require.Greater(t, total.corrupt, 300, "damaged batches reported corrupt")
 	require.Greater(t, total.tailCut, 20, "acknowledged batches past the recovery point cut with a damaged tail")
 	require.Greater(t, total.unackedLost, 50, "unacknowledged batches lost to power cuts")
 	require.Greater(t, total.indexFailures, 50, "moved index entries noticed")
+	require.Greater(t, total.boundaryCuts, 50, "flushed batches cut at a boundary")
 }
 
 func crashCase(t *testing.T, mode crashMode, d damage, seed uint64) (out crashOutcome) {
@@ -276,6 +281,26 @@ func crashCase(t *testing.T, mode crashMode, d damage, seed uint64) (out crashOu
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
 	}
+	if d&noActiveIndexes != 0 {
+		_ = m.fs.Remove(m.path(segmentFileName(active, indexExt)))
+		_ = m.fs.Remove(m.path(segmentFileName(active, timeIndexExt)))
+	}
+	if d&cutLastBatch != 0 && mode != crashPowerCutPartial {
+		// Remove the last acknowledged batch exactly, when it ends the
+		// active segment's file: flushed data lost at a batch boundary.
+		name := segmentFileName(active, logExt)
+		b := m.read(t, name)
+		i := len(acked) - 1
+		if segOf(acked[i].base) == active && len(unacked) == 0 && len(b) >= len(acked[i].bytes) &&
+			string(b[len(b)-len(acked[i].bytes)+12:]) == string(acked[i].bytes[12:]) {
+			f, err := m.fs.OpenFile(m.path(name), os.O_RDWR, 0)
+			require.NoError(t, err)
+			require.NoError(t, f.Truncate(int64(len(b)-len(acked[i].bytes))))
+			require.NoError(t, f.Close())
+			damaged[i] = true
+			out.boundaryCuts++
+		}
+	}
 	if d&shiftIndexEntry != 0 {
 		for _, b := range bases {
 			name := segmentFileName(b, indexExt)
@@ -352,6 +377,11 @@ func crashCase(t *testing.T, mode crashMode, d damage, seed uint64) (out crashOu
 		require.Greater(t, l2.LogEndOffset(), a.last)
 	}
 	next := appendBatch(t, l2, makeBatch(1, 10, 9999, 9999), 5)
+	for i, a := range acked {
+		if a.base < rp {
+			require.Greater(t, next.base, a.last, "acknowledged offsets below the recovery point are never given again (batch %d)", i)
+		}
+	}
 	require.NoError(t, l2.WaitDurable(context.Background(), next.last))
 	got, err := l2.Read(next.base, 1, l2.HighWatermark())
 	require.NoError(t, err)

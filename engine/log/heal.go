@@ -51,7 +51,7 @@ func (l *Log) Heal() error {
 	l.pendingSync = nil
 	l.segMu.Lock()
 	old := l.segments
-	l.segments = fresh.segments
+	l.segments, l.missing = fresh.segments, fresh.missing
 	l.segMu.Unlock()
 	for _, s := range old {
 		s.keepFiles.Store(true)

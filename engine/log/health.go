@@ -25,6 +25,12 @@ func (h *health) corruptionFound(s *segment, b badRange) {
 		"from_byte", b.fromPos, "to_byte", b.toPos, "reason", b.reason)
 }
 
+func (h *health) missingFound(s *segment, from, to int64) {
+	h.corruptFound.Add(1)
+	h.logger.Error("flushed data missing from the log: these offsets are not served (reads answer a corruption error) and are not given again",
+		"segment", s.name(), "from_offset", from, "to_offset", to)
+}
+
 func (h *health) indexFailed(s *segment, reason string) {
 	h.indexFailures.Add(1)
 	h.logger.Warn("segment index does not match its data; scanning the segment and rebuilding the index",
@@ -63,6 +69,21 @@ func (l *Log) CorruptRanges() []CorruptRange {
 				FromByte: b.fromPos, ToByte: b.toPos, Reason: b.reason})
 		}
 	}
+	for _, m := range l.missing {
+		if m.ToOffset > l.logStart.Load() {
+			out = append(out, m)
+		}
+	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].FromOffset < out[j].FromOffset })
 	return out
+}
+
+// missingAt returns the missing range holding offset, if any.
+func (l *Log) missingAt(offset int64) (CorruptRange, bool) {
+	for _, m := range l.missing {
+		if offset >= m.FromOffset && offset < m.ToOffset {
+			return m, true
+		}
+	}
+	return CorruptRange{}, false
 }

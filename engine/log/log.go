@@ -277,6 +277,11 @@ type Log struct {
 
 	scannedAtOpen int // segments checksummed by recovery (observability, tests)
 
+	// missing are offsets recovery found gone from flushed data with no
+	// bytes left to mark (the log ended short of what was on disk); set by
+	// recover, read-only afterwards.
+	missing []CorruptRange
+
 	epochs *epochCache
 
 	logStart atomic.Int64

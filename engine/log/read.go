@@ -318,6 +318,9 @@ func (l *Log) ReadAppend(dst []byte, offset int64, maxBytes int, maxOffset int64
 	if offset >= maxOffset || offset == l.leo.Load() {
 		return dst, nil
 	}
+	if m, gone := l.missingAt(offset); gone {
+		return dst, fmt.Errorf("%w: offset %d is in flushed data missing from the log [%d, %d)", ErrCorrupt, offset, m.FromOffset, m.ToOffset)
+	}
 	segs, ok := l.snapshot(offset)
 	if !ok {
 		return dst, ErrClosed

@@ -156,15 +156,24 @@ func (l *Log) recover() (clean bool, err error) {
 			clean = true
 		}
 	}
+	// knownEnd is the end of what is known to have been on disk: the log
+	// end a clean close recorded, else the recovery point. Offsets below it
+	// were handed out (and maybe read); they are never given again.
+	knownEnd := rp
 	switch {
 	case clean:
-		rp = math.MaxInt64 // everything was flushed at close
+		rp, knownEnd = math.MaxInt64, cs.LogEnd // everything was flushed at close
 	case !rpOK:
 		// Without the checkpoint, trust what was sealed (it is fsynced in the
 		// round right after each roll) and treat only the last segment as a
 		// possible tail: a missing derived file must not cost flushed data.
-		rp = last
+		rp, knownEnd = last, last
 		l.logger.Warn("recovery point checkpoint missing; treating sealed segments as flushed", "recovery_point", rp)
+	}
+	if hasClean {
+		// A marker that no longer matches the files still says where the
+		// log ended at the close: everything below had been handed out.
+		knownEnd = max(knownEnd, cs.LogEnd)
 	}
 
 	var (
@@ -232,10 +241,7 @@ func (l *Log) recover() (clean bool, err error) {
 			// the log continues in a new segment after the last offset known
 			// to be flushed.
 			b := &res.bad[n-1]
-			b.toOffset = b.fromOffset
-			if rp != math.MaxInt64 {
-				b.toOffset = max(b.toOffset, rp)
-			}
+			b.toOffset = max(b.fromOffset, knownEnd, base+1) // a new segment above this one's base
 			lastBad = b
 		}
 		for _, b := range res.bad {
@@ -282,7 +288,19 @@ func (l *Log) recover() (clean bool, err error) {
 		}
 	}
 	l.active = l.segments[len(l.segments)-1]
-	if lastBad != nil {
+	if lastBad == nil && leo < knownEnd && !truncated {
+		// The log ends cleanly but short of what was on disk: flushed
+		// batches are gone (a device or someone cut the file at a batch
+		// boundary). Their offsets are not given again: reads of them
+		// answer ErrCorrupt, and appends continue after them.
+		l.missing = []CorruptRange{{Segment: l.active.base, FromOffset: leo, ToOffset: knownEnd,
+			FromByte: l.active.size.Load(), ToByte: l.active.size.Load(), Reason: "flushed batches missing at the end of the log"}}
+		l.st.health.missingFound(l.active, leo, knownEnd)
+		if err := l.reopenAfterDamage(knownEnd); err != nil {
+			return false, err
+		}
+		leo, firstTs = knownEnd, -1
+	} else if lastBad != nil {
 		if err := l.reopenAfterDamage(lastBad.toOffset); err != nil {
 			return false, err
 		}
@@ -304,7 +322,7 @@ func (l *Log) recover() (clean bool, err error) {
 			return false, err
 		}
 	}
-	if len(scanned) > 0 || truncated || lastBad != nil {
+	if len(scanned) > 0 || truncated || lastBad != nil || l.missing != nil {
 		if err := fsys.SyncDir(l.dir); err != nil {
 			return false, fmt.Errorf("sync dir %s: %w", l.dir, err)
 		}
