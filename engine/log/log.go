@@ -772,15 +772,17 @@ func (l *Log) flushOnce() error {
 		cb(took, appendsAtTarget-l.appendsFlushed)
 	}
 	l.appendsFlushed = appendsAtTarget
+	// The high watermark first: a waiter registering now sees the durable
+	// mark and returns at once, and must find its records readable.
+	opts := l.opts.Load()
+	if opts.FlushAlways {
+		l.raiseHW(target)
+	}
 	for {
 		cur := l.durable.Load()
 		if target <= cur || l.durable.CompareAndSwap(cur, target) {
 			break
 		}
-	}
-	opts := l.opts.Load()
-	if opts.FlushAlways {
-		l.raiseHW(target)
 	}
 	l.settleWaiters()
 	// Persist the recovery point after a roll (every sealed segment is now
