@@ -1,8 +1,13 @@
 package log
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"time"
+
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 // Failure returns the I/O error that took the log offline (it wraps
@@ -36,12 +41,25 @@ func (l *Log) Heal() error {
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
 
+	// First a cheap check that the cause has passed: recovery rewrites
+	// index files and checkpoints in place, so it should only start when
+	// it can finish.
+	if err := probeWritable(l.st.fs, l.dir); err != nil {
+		return fmt.Errorf("heal log %s: the directory still cannot be written: %w", l.dir, err)
+	}
 	start := time.Now()
 	durable := l.durable.Load()
 	fresh := &Log{dir: l.dir, st: l.st, logger: l.logger}
 	fresh.opts.Store(l.opts.Load())
 	if _, err := fresh.recover(); err != nil {
 		fresh.dropSegments(true)
+		// Recovery may have rewritten index files under the live segments:
+		// stop trusting them (lookups scan) until they are rebuilt.
+		l.segMu.RLock()
+		for _, s := range l.segments {
+			s.indexBad.Store(true)
+		}
+		l.segMu.RUnlock()
 		return fmt.Errorf("heal log %s: %w", l.dir, err)
 	}
 
@@ -61,10 +79,12 @@ func (l *Log) Heal() error {
 	l.dirDirty = false
 	l.epochs.replace(fresh.epochs.snapshot())
 	l.recoveryPoint, l.rpWritten = fresh.recoveryPoint, fresh.rpWritten
+	// Marks no higher than the last good fsync until the cut below: what
+	// is above it is not trusted.
 	l.logStart.Store(fresh.logStart.Load())
 	l.leo.Store(fresh.leo.Load())
-	l.hw.Store(fresh.hw.Load())
-	l.durable.Store(fresh.durable.Load())
+	l.hw.Store(min(fresh.hw.Load(), max(durable, fresh.logStart.Load())))
+	l.durable.Store(min(fresh.durable.Load(), max(durable, fresh.logStart.Load())))
 
 	dropped := int64(0)
 	if leo := l.leo.Load(); leo > durable && durable >= l.logStart.Load() {
@@ -80,4 +100,15 @@ func (l *Log) Heal() error {
 	l.logger.Info("log back online", "after", cause, "log_end", l.leo.Load(),
 		"dropped_unsynced_offsets", dropped, "took", time.Since(start))
 	return nil
+}
+
+// probeWritable writes, fsyncs and removes a small file in dir: whether the
+// directory can take writes again (a full disk, a failing device).
+func probeWritable(fsys vfs.FS, dir string) error {
+	path := filepath.Join(dir, ".heal-probe"+tmpSuffix)
+	err := writeSynced(fsys, path, make([]byte, 4096))
+	if rerr := fsys.Remove(path); err == nil && rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		err = rerr
+	}
+	return err
 }

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -112,4 +113,38 @@ func TestHealAfterDescriptorsRunOut(t *testing.T) {
 	require.Empty(t, readEach(t, l.Log, want))
 	next := appendBatch(t, l.Log, makeBatch(1, 10, 5, 5), 1)
 	require.NoError(t, l.WaitDurable(context.Background(), next.last))
+}
+
+// A heal that cannot finish must not disturb the failed log, which keeps
+// serving reads: it checks first that the directory takes writes again.
+func TestFailedHealKeepsServingReads(t *testing.T) {
+	faults := vfs.NewFaults(vfs.NewMem())
+	var mode atomic.Int32 // 0 healthy, 1 recovery-point writes fail, 2 every write but the .log fails
+	faults.SetInjector(func(op vfs.Op, path string) error {
+		switch {
+		case mode.Load() == 1 && op == vfs.OpWrite && strings.Contains(path, recoveryPointFile):
+			return syscall.ENOSPC
+		case mode.Load() == 2 && op == vfs.OpWrite && !strings.HasSuffix(path, logExt):
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	l, err := Open("/data/t-0", memOptions(faults))
+	require.NoError(t, err)
+	defer l.Close()
+	want := fillLog(t, l, 30, 0)
+	mode.Store(1)
+	for i := 0; i < 200 && l.Failure() == nil; i++ {
+		res, err := l.Append([][]byte{makeBatch(2, 200, 1, 100+i)}, 1)
+		if err == nil {
+			_ = l.WaitDurable(context.Background(), res.LastOffset)
+		}
+	}
+	require.Error(t, l.Failure(), "a roll could not checkpoint the recovery point")
+	mode.Store(2)
+	require.Error(t, l.Heal())
+	require.Empty(t, readEach(t, l, want), "reads are served as before the attempt")
+	mode.Store(0)
+	require.NoError(t, l.Heal())
+	require.Empty(t, readEach(t, l, want))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/vfs"
@@ -158,7 +159,10 @@ func (s *segment) walk(pos, expect, limit int64, fn func(h batch.Header, pos int
 // segment's indexes are rebuilt.
 func (s *segment) seekPosition(offset int64) (pos, expect int64, err error) {
 	rel := offset - s.base
-	if rel <= 0 || s.indexBad.Load() {
+	if rel <= 0 {
+		return 0, s.base, nil
+	}
+	if s.indexBad.Load() && !s.retryRebuild() {
 		return 0, s.base, nil
 	}
 	i, key, p, err := s.offIdx.floor(min(rel, maxRelativeOffset), false)
@@ -210,6 +214,31 @@ func (s *segment) indexFailed(reason string) {
 		s.st.health.logger.Warn("rebuilding segment indexes failed; lookups keep scanning the segment",
 			"segment", s.base, "err", err)
 	}
+}
+
+// rebuildRetry spaces out rebuilds of untrusted indexes that failed (a
+// full disk): lookups scan meanwhile.
+const rebuildRetry = 30 * time.Second
+
+// retryRebuild tries, at most every rebuildRetry, to rebuild the indexes of
+// a sealed segment that are not trusted (one that was active when an entry
+// failed, or whose files a failed heal may have rewritten). It reports
+// whether they are trusted again.
+func (s *segment) retryRebuild() bool {
+	if s.offIdx.isActive() {
+		return false // the appender owns the in-memory indexes
+	}
+	now := time.Now().UnixNano()
+	last := s.rebuildTried.Load()
+	if now-last < int64(rebuildRetry) || !s.rebuildTried.CompareAndSwap(last, now) {
+		return false
+	}
+	if err := s.rebuildIndexes(); err != nil {
+		s.st.health.logger.Warn("rebuilding segment indexes failed; lookups keep scanning the segment",
+			"segment", s.base, "err", err)
+		return false
+	}
+	return !s.indexBad.Load()
 }
 
 // rebuildIndexes rewrites a sealed segment's .index and .timeindex from its
@@ -565,7 +594,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 // of the last time index entry below ts (every batch before it has a
 // smaller MaxTimestamp), once checked against the segment.
 func (s *segment) timeSeek(ts int64) (pos, expect int64, err error) {
-	if s.indexBad.Load() {
+	if s.indexBad.Load() && !s.retryRebuild() {
 		return 0, s.base, nil
 	}
 	i, entryTs, rel, err := s.timeIdx.floor(ts, true)

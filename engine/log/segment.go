@@ -103,10 +103,11 @@ type segment struct {
 
 	// Damage found in this segment (by recovery or by a read), and the
 	// rebuild of indexes that failed validation when used.
-	badMu     sync.Mutex
-	bad       atomic.Pointer[[]badRange] // sorted by fromPos; replaced, never mutated
-	indexBad  atomic.Bool                // an index entry did not match: scan until rebuilt
-	rebuildMu sync.Mutex
+	badMu        sync.Mutex
+	bad          atomic.Pointer[[]badRange] // sorted by fromPos; replaced, never mutated
+	indexBad     atomic.Bool                // an index entry did not match: scan until rebuilt
+	rebuildTried atomic.Int64               // unix nanos of the last rebuild attempt by retryRebuild
+	rebuildMu    sync.Mutex
 
 	refs      atomic.Int32
 	keepFiles atomic.Bool // released for a copy of itself (Heal): leave its files in the cache
