@@ -61,7 +61,9 @@ type Options struct {
 	Logger  *slog.Logger
 	// RetentionCheckInterval is how often retention and time-based rolls run.
 	RetentionCheckInterval time.Duration
-	Now                    func() time.Time
+	// Now is the clock; it is called from every log's goroutines, so it
+	// must be safe for concurrent use.
+	Now func() time.Time
 	// GroupCommitWindow is every partition's log.Options.GroupCommitWindow:
 	// the shortest time between two fsync rounds of one partition.
 	GroupCommitWindow time.Duration
@@ -259,6 +261,17 @@ func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string)
 
 // openLocked opens a partition and adds it. Caller holds b.mu.
 func (b *Broker) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
+	p, err := b.open(tp, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b.parts[tp] = p
+	return p, nil
+}
+
+// open opens (creating if needed) a partition's log, making a new
+// directory durable. It takes no broker lock.
+func (b *Broker) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
 	dir := b.Dir(tp)
 	_, statErr := b.opts.FS.Stat(dir)
 	p, err := openPartition(tp, dir, cfg, b.opts)
@@ -273,7 +286,6 @@ func (b *Broker) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partiti
 			return nil, fmt.Errorf("sync data dir: %w", err)
 		}
 	}
-	b.parts[tp] = p
 	return p, nil
 }
 
@@ -514,29 +526,53 @@ func (b *Broker) heal(force bool) (stillDown int) {
 	b.healMu.Lock()
 	defer b.healMu.Unlock()
 	now := b.opts.Now()
+	// Offline partitions are opened without the broker lock (recovery can
+	// take a while; produce, fetch and /readyz must not wait for it), then
+	// added if their topic still exists.
+	type retry struct {
+		tp TopicPartition
+		o  *offlinePartition
+	}
+	var due []retry
 	b.mu.Lock()
 	for tp, o := range b.offline {
 		if b.closed || (!force && !o.heal.due(now)) {
 			stillDown++
 			continue
 		}
-		cfg, err := topicconfig.Resolve(o.overrides)
+		due = append(due, retry{tp, o})
+	}
+	b.mu.Unlock()
+	for _, r := range due {
+		cfg, err := topicconfig.Resolve(r.o.overrides)
+		b.mu.RLock()
 		if err == nil && len(b.parts) >= b.capacity() {
 			err = fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, len(b.parts), b.capacity())
 		}
+		b.mu.RUnlock()
+		var p *Partition
 		if err == nil {
-			_, err = b.openLocked(tp, cfg)
+			p, err = b.open(r.tp, cfg)
 		}
-		if err != nil {
-			o.err = err
-			o.heal.failed(now, b.opts.HealInterval, b.opts.MaxHealBackoff)
-			stillDown++
+		b.mu.Lock()
+		switch {
+		case b.offline[r.tp] != r.o || b.closed: // deleted (or closing) meanwhile
+			b.mu.Unlock()
+			if p != nil {
+				_ = p.delete()
+			}
 			continue
+		case err != nil:
+			r.o.err = err
+			r.o.heal.failed(now, b.opts.HealInterval, b.opts.MaxHealBackoff)
+			stillDown++
+		default:
+			delete(b.offline, r.tp)
+			b.parts[r.tp] = p
+			b.opts.Logger.Info("partition online again", "topic", r.tp.Topic, "partition", r.tp.Partition)
 		}
-		delete(b.offline, tp)
-		b.opts.Logger.Info("partition online again", "topic", tp.Topic, "partition", tp.Partition)
+		b.mu.Unlock()
 	}
-	b.mu.Unlock()
 	for _, p := range b.Partitions() {
 		if p.log.Failure() == nil {
 			continue

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,8 +183,9 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 // TestCompactOnlyTopicsIgnoreRetention: with cleanup.policy=compact alone,
 // age and size retention never delete data (Kafka semantics).
 func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
-	now := time.UnixMilli(1_700_000_000_000)
-	b, err := Open(Options{DataDir: t.TempDir(), Now: func() time.Time { return now }})
+	var now atomic.Int64 // read by every log's flusher: Options.Now must be safe for concurrent use
+	now.Store(1_700_000_000_000)
+	b, err := Open(Options{DataDir: t.TempDir(), Now: func() time.Time { return time.UnixMilli(now.Load()) }})
 	require.NoError(t, err)
 	defer b.Close()
 	for _, policy := range []string{"compact", "delete"} {
@@ -197,7 +199,7 @@ func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
 			require.NoError(t, p.WaitDurable(context.Background(), res))
 		}
 	}
-	now = now.Add(time.Hour)
+	now.Add(time.Hour.Milliseconds())
 	b.EnforceRetention()
 	c, _ := b.Partition(TopicPartition{Topic: "compact", Partition: 0})
 	d, _ := b.Partition(TopicPartition{Topic: "delete", Partition: 0})

@@ -57,7 +57,7 @@ func (p *Partition) close() error {
 			snap []byte
 		)
 		if off, snap, err = p.snapshotLocked(); err == nil {
-			err = p.writeSnapshot(off, snap)
+			err = p.writeSnapshot(off, snap, true)
 		}
 	}
 	return errors.Join(err, p.log.Close())
@@ -233,12 +233,13 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 }
 
 // snapshotAtRoll writes the producer snapshot at offset, the log end before
-// the append that rolled. Caller holds p.mu. A failure costs only a longer
-// replay after a crash, so it is logged, not returned.
+// the append that rolled, without waiting for the disk (it is on the
+// produce path; see writeSnapshot). Caller holds p.mu. A failure costs only
+// a longer replay after a crash, so it is logged, not returned.
 func (p *Partition) snapshotAtRoll(offset int64) {
 	snap, err := p.producers.Snapshot(offset)
 	if err == nil {
-		err = p.writeSnapshot(offset, snap)
+		err = p.writeSnapshot(offset, snap, false)
 	}
 	if err != nil {
 		p.opts.Logger.Warn("producer snapshot not written; a crash replays more of the log", "topic", p.tp.Topic,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -56,24 +57,51 @@ func listSnapshots(fsys vfs.FS, dir string) ([]int64, error) {
 	return out, nil
 }
 
-// writeSnapshot persists data as the snapshot at offset and prunes the
-// oldest beyond keepSnapshots.
-func (p *Partition) writeSnapshot(offset int64, data []byte) error {
-	dir := p.log.Dir()
-	if err := log.WriteFileAtomic(p.opts.FS, dir, snapshotName(offset), data); err != nil {
+// writeSnapshot stores data as the snapshot at offset and prunes the
+// oldest beyond keepSnapshots. With durable (a clean close) it is fsynced
+// and its name made durable; otherwise (at a roll, on the produce path) it
+// is only written and renamed into place: a power cut may lose or tear it,
+// which costs a longer replay, never wrong state (its checksum is checked
+// at load, and an older snapshot or the log is used instead).
+func (p *Partition) writeSnapshot(offset int64, data []byte, durable bool) error {
+	dir, fsys := p.log.Dir(), p.opts.FS
+	name := snapshotName(offset)
+	if durable {
+		if err := log.WriteFileAtomic(fsys, dir, name, data); err != nil {
+			return fmt.Errorf("write producer snapshot: %w", err)
+		}
+	} else if err := writeFileNoSync(fsys, filepath.Join(dir, name), data); err != nil {
 		return fmt.Errorf("write producer snapshot: %w", err)
 	}
-	offs, err := listSnapshots(p.opts.FS, dir)
+	offs, err := listSnapshots(fsys, dir)
 	if err != nil {
 		return err
 	}
 	for len(offs) > keepSnapshots {
-		if err := p.opts.FS.Remove(filepath.Join(dir, snapshotName(offs[0]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, snapshotName(offs[0]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove old producer snapshot: %w", err)
 		}
 		offs = offs[1:]
 	}
 	return nil
+}
+
+// writeFileNoSync writes path through a temporary file and a rename, so a
+// reader never sees it half written, without waiting for the disk.
+func writeFileNoSync(fsys vfs.FS, path string, data []byte) error {
+	tmp := path + ".tmp"
+	f, err := fsys.OpenFile(tmp, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return fsys.Rename(tmp, path)
 }
 
 // snapshotLocked takes a snapshot of the producer state as of the log end.

@@ -38,6 +38,7 @@ type FileCache struct {
 	pinned  int
 	opens   uint64
 	evicted uint64
+	toClose []vfs.File // closed by unlockAndClose, after c.mu
 }
 
 type cacheKey struct {
@@ -83,7 +84,7 @@ func (c *FileCache) Stats() FileCacheStats {
 func (c *FileCache) acquire(fs vfs.FS, path string, flag int) (*cachedFile, error) {
 	key := cacheKey{fs, path}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlockAndClose()
 	if cf, ok := c.entries[key]; ok {
 		if cf.elem != nil {
 			c.idle.Remove(cf.elem)
@@ -95,8 +96,13 @@ func (c *FileCache) acquire(fs vfs.FS, path string, flag int) (*cachedFile, erro
 	c.evictLocked(c.capacity - 1)
 	f, err := fs.OpenFile(path, flag, 0o644)
 	if err != nil && vfs.IsTooManyFiles(err) && c.idle.Len() > 0 {
-		// Out of descriptors: give back every idle one and try once more.
+		// Out of descriptors: give back every idle one (now, not after the
+		// lock) and try once more.
 		c.evictLocked(0)
+		for _, f := range c.toClose {
+			_ = f.Close()
+		}
+		c.toClose = nil
 		f, err = fs.OpenFile(path, flag, 0o644)
 	}
 	if err != nil {
@@ -132,7 +138,7 @@ func (c *FileCache) unpin(cf *cachedFile) {
 // release drops a reference taken by acquire or adopt.
 func (c *FileCache) release(cf *cachedFile) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlockAndClose()
 	cf.refs--
 	if cf.refs > 0 {
 		return
@@ -149,7 +155,7 @@ func (c *FileCache) release(cf *cachedFile) {
 // replaced. A handle in use stays valid until released.
 func (c *FileCache) forget(fs vfs.FS, path string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlockAndClose()
 	if cf, ok := c.entries[cacheKey{fs, path}]; ok {
 		c.forgetLocked(cf)
 	}
@@ -185,7 +191,19 @@ func (c *FileCache) closeLocked(cf *cachedFile) {
 	}
 	cf.closed = true
 	c.open--
-	_ = cf.f.Close()
+	c.toClose = append(c.toClose, cf.f)
+}
+
+// unlockAndClose releases c.mu and then closes the files closeLocked set
+// aside: closing the last descriptor of a removed file frees its extents,
+// which can take long, and must not hold up every other log's reads.
+func (c *FileCache) unlockAndClose() {
+	files := c.toClose
+	c.toClose = nil
+	c.mu.Unlock()
+	for _, f := range files {
+		_ = f.Close()
+	}
 }
 
 // fileRef names one segment file: where it is and which cache opens it.

@@ -150,7 +150,9 @@ type Options struct {
 	Files *FileCache
 	// Logger is fixed at Open; SetOptions ignores a different one.
 	Logger *slog.Logger
-	// Now is the clock for segment age and retention; injectable for tests.
+	// Now is the clock for segment age, retention and recovery-point
+	// checkpoints; injectable for tests. It is called from the flusher
+	// goroutine too, so it must be safe for concurrent use.
 	Now func() time.Time
 	// OnFsync, when set, is called after every successful fsync round with
 	// its duration and the number of appends it made durable (the group
