@@ -165,7 +165,7 @@ func (m *topicDetailModel) dataChanged() {
 		}
 		rate, ok := m.d.tr.partitionIn(m.topic, p.Partition)
 		state := p.State
-		if n := len(p.Corrupt); n > 0 {
+		if n := len(p.Corrupt); n > 0 && p.State != "offline" {
 			state = fmt.Sprintf("damaged (%d)", n) // offsets in the ranges are not served
 		}
 		rows = append(rows, tableRow{

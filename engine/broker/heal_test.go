@@ -49,11 +49,10 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 				seq += 2
 			}
 			require.Greater(t, len(p.Log().SegmentBases()), 10)
-			fsys := vfs.FS(mem)
-			if powerCut {
-				fsys = mem.Crash(vfs.CrashOptions{})
-			}
-			b2 := memBroker(t, fsys) // the first broker is abandoned, as a kill -9 leaves it
+			// The first broker is abandoned, as a kill -9 leaves it; the
+			// second works on what the crash left.
+			fsys := mem.Crash(vfs.CrashOptions{ProcessOnly: !powerCut})
+			b2 := memBroker(t, fsys)
 			defer b2.Close()
 			p2, err := b2.EnsurePartition(tp, map[string]string{"segment.bytes": "1024"})
 			require.NoError(t, err)

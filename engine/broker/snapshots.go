@@ -162,7 +162,7 @@ func (p *Partition) loadProducers() error {
 	if from >= leo {
 		return nil
 	}
-	return p.log.Batches(from, func(h batch.Header) bool {
+	return p.log.VerifiedBatches(from, func(h batch.Header) bool {
 		p.recordHeader(h)
 		return true
 	})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"sync"
 
 	"github.com/moonmq/moonmq/engine/vfs"
@@ -159,6 +160,12 @@ func (ix *sparseIndex) replace(entries []byte) error {
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if _, err := ix.ref.fs.Stat(logPathOf(ix.ref.path)); err != nil {
+		// The segment was removed (retention) meanwhile: do not recreate
+		// its index.
+		_ = ix.ref.fs.Remove(tmp)
+		return fmt.Errorf("replace index %s: its segment is gone: %w", ix.ref.path, errFileGone)
+	}
 	if err := ix.ref.fs.Rename(tmp, ix.ref.path); err != nil {
 		return fmt.Errorf("replace index %s: %w", ix.ref.path, err)
 	}
@@ -169,6 +176,11 @@ func (ix *sparseIndex) replace(entries []byte) error {
 		ix.mem = entries
 	}
 	return nil
+}
+
+// logPathOf is the .log file an index file belongs to.
+func logPathOf(indexPath string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(indexPath, indexExt), timeIndexExt) + logExt
 }
 
 func (ix *sparseIndex) appendOffset(rel, pos uint32) {

@@ -119,7 +119,7 @@ func (s *segment) discoverBad(f vfs.File, pos, expect, limit int64, reason strin
 		return b, nil
 	}
 	minOffset := max(expect, s.base)
-	to, toOffset, err := s.resync(f, pos+1, limit, minOffset)
+	to, toOffset, err := s.resync(f, pos+1, limit, minOffset, -1)
 	if err != nil {
 		return badRange{}, err
 	}
@@ -502,6 +502,58 @@ func (l *Log) Batches(from int64, fn func(h batch.Header) bool) error {
 		}
 	}
 	return nil
+}
+
+// VerifiedBatches calls fn with the header of every batch from the one
+// containing from to the log end, like Batches, but reads whole batches and
+// passes only those whose CRC checks out: state rebuilt from the log (the
+// idempotent-producer sequences) must not come from damaged bytes. Damaged
+// and missing ranges are skipped.
+func (l *Log) VerifiedBatches(from int64, fn func(h batch.Header) bool) error {
+	var buf []byte
+	for off := max(from, l.LogStartOffset()); off < l.LogEndOffset(); {
+		data, err := l.ReadAppend(buf[:0], off, 1<<20, l.LogEndOffset())
+		switch {
+		case errors.Is(err, ErrCorrupt):
+			next := l.damagedEnd(off)
+			if next <= off {
+				return err
+			}
+			off = next
+			continue
+		case err != nil:
+			return err
+		case len(data) == 0:
+			return nil
+		}
+		buf = data
+		stop := false
+		if err := batch.Iterate(data, func(h batch.Header, _ []byte) bool {
+			off = h.NextOffset()
+			if h.LastOffset() >= from && !fn(h) {
+				stop = true
+				return false
+			}
+			return true
+		}); err != nil || stop {
+			return err
+		}
+	}
+	return nil
+}
+
+// damagedEnd is where the damaged or missing range holding offset ends
+// (offset itself if none does).
+func (l *Log) damagedEnd(offset int64) int64 {
+	for _, cr := range l.CorruptRanges() {
+		if offset >= cr.FromOffset && (offset < cr.ToOffset || cr.ToOffset < 0) {
+			if cr.ToOffset < 0 {
+				return l.LogEndOffset()
+			}
+			return cr.ToOffset
+		}
+	}
+	return offset
 }
 
 // Limits on decoding compressed batches for timestamp lookups. Their

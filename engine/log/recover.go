@@ -627,7 +627,7 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 				break
 			}
 			// Flushed data is damaged: skip to the next valid batch.
-			to, toOffset, err := s.resync(f, pos+1, fileSize, res.next)
+			to, toOffset, err := s.resync(f, pos+1, fileSize, res.next, segEnd)
 			if err != nil {
 				return res, err
 			}
@@ -657,13 +657,19 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 }
 
 // resync looks for the next valid batch at or after from (and before
-// limit) whose base offset is at least minOffset: well-formed header, sane
-// counts and a matching CRC, so a false match is as unlikely as a CRC
-// collision. It returns its position and base offset, or -1 when there is
-// none. Damage to flushed data is rare, so a byte-by-byte search is fine.
-func (s *segment) resync(f io.ReaderAt, from, limit, minOffset int64) (pos, base int64, err error) {
+// limit) whose base offset is at least minOffset and, when maxOffset >= 0,
+// whose offsets stay below it (the next segment's base): a well-formed
+// header, sane counts and a matching CRC, so a false match is as unlikely
+// as a CRC collision — unless a record's value itself holds a batch (a
+// mirroring tool's payload), so a candidate followed by another valid
+// header (or the end) is preferred over one that is not. It returns its
+// position and base offset, or -1 when there is none. Damage to flushed
+// data is rare, so a byte-by-byte search is fine.
+func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset int64) (pos, base int64, err error) {
 	const window = 1 << 20
 	buf := make([]byte, window+batch.HeaderSize)
+	fallbackPos, fallbackBase := int64(-1), int64(-1)
+	var next [batch.HeaderSize]byte
 	for start := from; start+batch.HeaderSize <= limit; start += window {
 		n := min(int64(len(buf)), limit-start)
 		m, err := f.ReadAt(buf[:n], start)
@@ -677,17 +683,39 @@ func (s *segment) resync(f io.ReaderAt, from, limit, minOffset int64) (pos, base
 			}
 			h, err := batch.ParseHeader(chunk[i:])
 			p := start + int64(i)
-			if err != nil || s.checkBatch(h, p, limit, minOffset) != "" {
+			if err != nil || s.checkBatch(h, p, limit, minOffset) != "" || (maxOffset >= 0 && h.LastOffset() >= maxOffset) {
 				continue
 			}
 			raw := make([]byte, h.Size())
 			if _, err := f.ReadAt(raw, p); err != nil {
 				continue
 			}
-			if batch.Checksum(raw[batch.CRCStart:]) == h.CRC {
+			if batch.Checksum(raw[batch.CRCStart:]) != h.CRC {
+				continue
+			}
+			end := p + int64(h.Size())
+			if end == limit {
 				return p, h.BaseOffset, nil
 			}
+			if end+batch.HeaderSize <= limit {
+				if _, err := f.ReadAt(next[:], end); err == nil {
+					if nh, err := batch.ParseHeader(next[:]); err == nil && s.checkBatch(nh, end, limit, h.NextOffset()) == "" {
+						return p, h.BaseOffset, nil // it chains on
+					}
+				}
+			}
+			if fallbackPos < 0 {
+				fallbackPos, fallbackBase = p, h.BaseOffset
+			}
+		}
+		if fallbackPos >= 0 && start+window > fallbackPos+resyncLookahead {
+			break // no chained candidate close by: the first one it is
 		}
 	}
-	return -1, -1, nil
+	return fallbackPos, fallbackBase, nil
 }
+
+// resyncLookahead is how far past a first, unchained candidate resync looks
+// for one that chains: about the largest batch (an embedded one lies inside
+// the damaged batch), so real batches further on are not skipped.
+const resyncLookahead = DefaultMaxMessageBytes

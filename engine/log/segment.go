@@ -395,8 +395,19 @@ func (s *segment) checkIndexes() (bool, error) {
 	}
 	if ts, trel, ok, err := s.timeIdx.last(); err != nil {
 		return false, err
-	} else if ok && (ts < 0 || trel > maxRelativeOffset) {
-		return false, nil
+	} else if ok {
+		// The last time entry becomes the segment's newest timestamp, which
+		// drives retention: it must be its batch's MaxTimestamp.
+		if ts < 0 || trel > maxRelativeOffset {
+			return false, nil
+		}
+		h, _, _, found, err := s.findBatch(s.base + trel)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return false, err
+		}
+		if err != nil || !found || h.BaseOffset != s.base+trel || h.MaxTimestamp != ts {
+			return false, nil
+		}
 	}
 	return true, nil
 }

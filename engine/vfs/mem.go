@@ -314,6 +314,10 @@ type CrashOptions struct {
 	// its unsynced entry changes and each file a random subset of its
 	// unsynced writes and truncations, some of them torn.
 	Rand *rand.Rand
+	// ProcessOnly is a process killed on a machine that stays up: the page
+	// cache survives, so everything written is kept, synced or not. (Rand
+	// is ignored.)
+	ProcessOnly bool
 }
 
 // Crash returns the filesystem a crash at this moment could leave behind,
@@ -323,10 +327,11 @@ func (m *MemFS) Crash(opts CrashOptions) *MemFS {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clones := map[*memNode]*memNode{}
-	return &MemFS{root: m.root.crashClone(opts.Rand, clones), now: m.now}
+	return &MemFS{root: m.root.crashClone(opts, clones), now: m.now}
 }
 
-func (n *memNode) crashClone(rng *rand.Rand, clones map[*memNode]*memNode) *memNode {
+func (n *memNode) crashClone(opts CrashOptions, clones map[*memNode]*memNode) *memNode {
+	rng := opts.Rand
 	if c, ok := clones[n]; ok {
 		return c
 	}
@@ -338,7 +343,10 @@ func (n *memNode) crashClone(rng *rand.Rand, clones map[*memNode]*memNode) *memN
 			entries[k] = v
 		}
 		keep := 0
-		if rng != nil {
+		switch {
+		case opts.ProcessOnly:
+			keep = len(n.dirOps)
+		case rng != nil:
 			keep = rng.IntN(len(n.dirOps) + 1)
 		}
 		for _, op := range n.dirOps[:keep] {
@@ -350,7 +358,7 @@ func (n *memNode) crashClone(rng *rand.Rand, clones map[*memNode]*memNode) *memN
 		}
 		c.children = make(map[string]*memNode, len(entries))
 		for k, v := range entries {
-			c.children[k] = v.crashClone(rng, clones)
+			c.children[k] = v.crashClone(opts, clones)
 		}
 		c.synced = make(map[string]*memNode, len(c.children))
 		for k, v := range c.children {
@@ -359,7 +367,9 @@ func (n *memNode) crashClone(rng *rand.Rand, clones map[*memNode]*memNode) *memN
 		return c
 	}
 	data := append([]byte(nil), n.syncedData...)
-	if rng != nil {
+	if opts.ProcessOnly {
+		data = append(data[:0], n.data...)
+	} else if rng != nil {
 		for _, op := range n.dataOps {
 			if rng.IntN(2) == 0 {
 				continue // this change never reached the disk
@@ -402,7 +412,6 @@ type memFile struct {
 }
 
 func (f *memFile) Name() string { return f.name }
-func (f *memFile) Fd() uintptr  { return InvalidFd }
 
 func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
 	f.m.mu.Lock()

@@ -38,13 +38,7 @@ type File interface {
 	// SyncData makes the file's data durable (fdatasync), including the
 	// size needed to read it back.
 	SyncData() error
-	// Fd is the OS descriptor, or ^uintptr(0) when the file is not backed
-	// by one (MemFS). Only zero-copy paths (sendfile) use it.
-	Fd() uintptr
 }
-
-// InvalidFd is what Fd returns for files without an OS descriptor.
-const InvalidFd = ^uintptr(0)
 
 // DirEntry is one name in a directory listing.
 type DirEntry struct {
@@ -98,8 +92,6 @@ func (f osFile) Size() (int64, error) {
 }
 
 func (f osFile) SyncData() error { return fdatasync(f.File) }
-
-func (f osFile) Fd() uintptr { return f.File.Fd() }
 
 func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)

@@ -89,6 +89,8 @@ func TestMemCrashLosesUnsyncedData(t *testing.T) {
 	after := m.Crash(CrashOptions{})
 	require.Equal(t, "durable", string(readAll(t, after, "/d/f")))
 	require.Equal(t, "dur", string(readAll(t, m, "/d/f")), "the crash does not change the live FS")
+	require.Equal(t, "dur", string(readAll(t, m.Crash(CrashOptions{ProcessOnly: true}), "/d/f")),
+		"a process kill keeps what the page cache holds")
 }
 
 func TestMemCrashRenameAndRemove(t *testing.T) {
