@@ -18,7 +18,9 @@ run: build
 	./$(BIN) serve
 
 # deps installs the external tools the end-to-end tests drive (kcat is
-# librdkafka's CLI, our second real client). Idempotent; needs root or sudo.
+# librdkafka's CLI, our second real client; prlimit runs a broker under a
+# low descriptor limit). Idempotent; needs root or sudo. The full-disk test
+# mounts a tmpfs and skips itself when not run as root.
 deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 		echo "installing kcat (apt-get)"; \
@@ -27,6 +29,9 @@ deps:
 	@command -v tmux >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && $$SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tmux >/dev/null; }
+	@command -v prlimit >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO DEBIAN_FRONTEND=noninteractive apt-get install -y -qq util-linux >/dev/null; }
 
 vet:
 	$(GO) vet ./...
