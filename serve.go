@@ -46,7 +46,7 @@ type serveConfig struct {
 	groupCommitWindow             time.Duration
 	shutdownTimeout               time.Duration
 	connectionsMaxIdle            time.Duration
-	requestTimeout            time.Duration
+	requestTimeout                time.Duration
 	groups                        *groupFlags // main_groups.go
 }
 

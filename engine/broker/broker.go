@@ -93,6 +93,10 @@ type Options struct {
 	// partition (default 30s).
 	HealInterval   time.Duration
 	MaxHealBackoff time.Duration
+
+	// deleteWaits is a test seam: DeleteTopic calls it when it waits for
+	// a heal's open of one of the topic's partitions.
+	deleteWaits func()
 }
 
 // DefaultFileCacheCapacity is the idle segment files a broker keeps open
@@ -170,6 +174,10 @@ type offlinePartition struct {
 	overrides map[string]string
 	err       error
 	heal      backoff
+	// opening is set while the healer opens the partition without the
+	// broker lock; it is closed when that attempt is over, so a delete of
+	// the topic waits for it instead of racing it on the same files.
+	opening chan struct{}
 }
 
 // backoff spaces out retries: 1 HealInterval, doubling up to MaxHealBackoff.
@@ -354,6 +362,26 @@ func (b *Broker) UpdateConfigs(topic string, overrides map[string]string) error 
 // DeleteTopic closes and removes every partition of a topic.
 func (b *Broker) DeleteTopic(topic string) error {
 	b.mu.Lock()
+	// A heal opening one of its partitions finishes first: it must not
+	// work on files this delete removes (or a re-created topic reuses).
+	for {
+		var busy chan struct{}
+		for tp, o := range b.offline {
+			if tp.Topic == topic && o.opening != nil {
+				busy = o.opening
+				break
+			}
+		}
+		if busy == nil {
+			break
+		}
+		b.mu.Unlock()
+		if b.opts.deleteWaits != nil {
+			b.opts.deleteWaits()
+		}
+		<-busy
+		b.mu.Lock()
+	}
 	var victims []*Partition
 	for tp, p := range b.parts {
 		if tp.Topic == topic {
@@ -530,21 +558,23 @@ func (b *Broker) heal(force bool) (stillDown int) {
 	// take a while; produce, fetch and /readyz must not wait for it), then
 	// added if their topic still exists.
 	type retry struct {
-		tp TopicPartition
-		o  *offlinePartition
+		tp        TopicPartition
+		o         *offlinePartition
+		overrides map[string]string
 	}
 	var due []retry
 	b.mu.Lock()
 	for tp, o := range b.offline {
-		if b.closed || (!force && !o.heal.due(now)) {
+		if b.closed || o.opening != nil || (!force && !o.heal.due(now)) {
 			stillDown++
 			continue
 		}
-		due = append(due, retry{tp, o})
+		o.opening = make(chan struct{})
+		due = append(due, retry{tp, o, o.overrides})
 	}
 	b.mu.Unlock()
 	for _, r := range due {
-		cfg, err := topicconfig.Resolve(r.o.overrides)
+		cfg, err := topicconfig.Resolve(r.overrides)
 		b.mu.RLock()
 		if err == nil && len(b.parts) >= b.capacity() {
 			err = fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, len(b.parts), b.capacity())
@@ -555,11 +585,13 @@ func (b *Broker) heal(force bool) (stillDown int) {
 			p, err = b.open(r.tp, cfg)
 		}
 		b.mu.Lock()
+		close(r.o.opening)
+		r.o.opening = nil
 		switch {
-		case b.offline[r.tp] != r.o || b.closed: // deleted (or closing) meanwhile
+		case b.closed:
 			b.mu.Unlock()
 			if p != nil {
-				_ = p.delete()
+				_ = p.close() // shutting down: keep the data
 			}
 			continue
 		case err != nil:
@@ -567,6 +599,9 @@ func (b *Broker) heal(force bool) (stillDown int) {
 			r.o.heal.failed(now, b.opts.HealInterval, b.opts.MaxHealBackoff)
 			stillDown++
 		default:
+			if cfgNow, cerr := topicconfig.Resolve(r.o.overrides); cerr == nil {
+				_ = p.setConfig(cfgNow) // changed while it was opening
+			}
 			delete(b.offline, r.tp)
 			b.parts[r.tp] = p
 			b.opts.Logger.Info("partition online again", "topic", r.tp.Topic, "partition", r.tp.Partition)

@@ -180,3 +180,128 @@ func TestCapacity(t *testing.T) {
 	require.NoError(t, b.DeleteTopic("t"))
 	require.NoError(t, b.CheckCapacity(10))
 }
+
+// healGate makes the first open of t-0's log block until released, after a
+// phase in which every access to t-0 fails (so the partition goes offline).
+type healGate struct {
+	failing atomic.Bool
+	once    atomic.Bool
+	blocked chan struct{}
+	release chan struct{}
+}
+
+func newHealGate(faults *vfs.Faults) *healGate {
+	g := &healGate{blocked: make(chan struct{}), release: make(chan struct{})}
+	g.failing.Store(true)
+	faults.SetInjector(func(op vfs.Op, path string) error {
+		if !strings.Contains(path, "/t-0") {
+			return nil
+		}
+		if g.failing.Load() {
+			return syscall.EIO
+		}
+		if op == vfs.OpOpen && strings.HasSuffix(path, ".log") && g.once.CompareAndSwap(false, true) {
+			close(g.blocked)
+			<-g.release
+		}
+		return nil
+	})
+	return g
+}
+
+// A shutdown that lands while the healer opens an offline partition closes
+// that partition; it never removes its data.
+func TestCloseDuringHealKeepsTheData(t *testing.T) {
+	mem := vfs.NewMem()
+	faults := vfs.NewFaults(mem)
+	b := memBroker(t, faults)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	p, err := b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	for i := 0; i < 10; i++ {
+		_, err = p.Append(producerBatch(-1, -1, -1, "x"), 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.Close())
+
+	gate := newHealGate(faults)
+	b2 := memBroker(t, faults)
+	_, err = b2.EnsurePartition(tp, nil)
+	require.ErrorIs(t, err, ErrPartitionOffline)
+	gate.failing.Store(false)
+	healed := make(chan int)
+	go func() { healed <- b2.HealNow() }()
+	<-gate.blocked
+	closed := make(chan error)
+	go func() { closed <- b2.Close() }()
+	require.Eventually(t, func() bool {
+		b2.mu.RLock()
+		defer b2.mu.RUnlock()
+		return b2.closed
+	}, 10*time.Second, time.Millisecond)
+	close(gate.release)
+	<-healed
+	require.NoError(t, <-closed)
+
+	b3 := memBroker(t, mem)
+	defer b3.Close()
+	p, err = b3.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(10), p.Log().LogEndOffset(), "every record survives a shutdown during a heal")
+}
+
+// A topic deleted and created again while the healer opens its old
+// partition: the delete waits for the open, and until it is over the
+// partition cannot be opened a second time, so one Log at a time writes
+// the directory and nothing of the old partition comes back.
+func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
+	mem := vfs.NewMem()
+	faults := vfs.NewFaults(mem)
+	b := memBroker(t, faults)
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	p, err := b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	_, err = p.Append(producerBatch(-1, -1, -1, "old", "old"), 0)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	gate := newHealGate(faults)
+	waiting := make(chan struct{})
+	b, err = Open(Options{DataDir: "/data", FS: faults, HealInterval: time.Hour,
+		deleteWaits: func() { close(waiting) }})
+	require.NoError(t, err)
+	defer b.Close()
+	_, err = b.EnsurePartition(tp, nil)
+	require.ErrorIs(t, err, ErrPartitionOffline)
+	gate.failing.Store(false)
+	healed := make(chan int)
+	go func() { healed <- b.HealNow() }()
+	<-gate.blocked
+	_, err = b.EnsurePartition(tp, nil)
+	require.ErrorIs(t, err, ErrPartitionOffline, "a partition being opened is still offline")
+	deleted := make(chan error, 1)
+	go func() { deleted <- b.DeleteTopic("t") }()
+	select {
+	case <-waiting:
+	case <-deleted:
+		t.Fatal("the delete finished while the heal was still opening the partition")
+	}
+	_, err = b.EnsurePartition(tp, nil)
+	require.ErrorIs(t, err, ErrPartitionOffline, "no second open while the first is in flight")
+	close(gate.release)
+	<-healed
+	require.NoError(t, <-deleted)
+
+	p, err = b.EnsurePartition(tp, nil) // the topic is created again
+	require.NoError(t, err)
+	require.Equal(t, int64(0), p.Log().LogEndOffset(), "the old partition's records are gone")
+	_, err = p.Append(producerBatch(-1, -1, -1, "new"), 0)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	b = memBroker(t, mem)
+	defer b.Close()
+	p, err = b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), p.Log().LogEndOffset(), "the new partition's record survives a restart")
+}
