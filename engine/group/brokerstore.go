@@ -80,14 +80,15 @@ func (s *BrokerStorage) WaitDurable(ctx context.Context, p int32, offset int64) 
 	return part.Log().WaitDurable(ctx, offset)
 }
 
-// Read implements Storage.
+// Read implements Storage: up to the log end, for the coordinator is the
+// partition's only writer and waits for durability before it answers.
 func (s *BrokerStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
 	part, err := s.partition(p)
 	if err != nil {
 		return nil, err
 	}
 	l := part.Log()
-	return l.Read(offset, maxBytes, l.HighWatermark())
+	return l.Read(offset, maxBytes, l.LogEndOffset())
 }
 
 // Bounds implements Storage.
@@ -97,7 +98,7 @@ func (s *BrokerStorage) Bounds(p int32) (start, end int64, err error) {
 		return 0, 0, err
 	}
 	l := part.Log()
-	return l.LogStartOffset(), l.HighWatermark(), nil
+	return l.LogStartOffset(), l.LogEndOffset(), nil
 }
 
 // Damaged implements Storage: the end of the damaged range of the log that
@@ -119,11 +120,11 @@ func (s *BrokerStorage) Damaged(p int32, offset int64) (int64, bool) {
 	return 0, false
 }
 
-// Writable implements Storage.
-func (s *BrokerStorage) Writable(p int32) error {
+// Generation implements Storage.
+func (s *BrokerStorage) Generation(p int32) (uint64, error) {
 	part, err := s.partition(p)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return part.Log().Failure()
+	return part.Log().Generation(), nil
 }

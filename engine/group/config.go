@@ -48,6 +48,10 @@ type Config struct {
 	// the state machines (session and rebalance timeouts resolve at this
 	// granularity).
 	TickInterval time.Duration
+	// PartitionRecheckInterval is how often the driver looks for offsets
+	// partitions to replay: ones that could not be replayed, and ones whose
+	// log was rewritten (healed) under the coordinator.
+	PartitionRecheckInterval time.Duration
 
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
@@ -95,6 +99,9 @@ func (c *Config) EnsureDefaults() {
 	if c.TickInterval == 0 {
 		c.TickInterval = 50 * time.Millisecond
 	}
+	if c.PartitionRecheckInterval == 0 {
+		c.PartitionRecheckInterval = time.Second
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -125,7 +132,7 @@ func (c *Config) Validate() error {
 	if c.OffsetsRetention <= 0 {
 		errs = append(errs, fmt.Errorf("offsets retention %v must be positive", c.OffsetsRetention))
 	}
-	if c.RetentionCheckInterval <= 0 || c.TickInterval <= 0 {
+	if c.RetentionCheckInterval <= 0 || c.TickInterval <= 0 || c.PartitionRecheckInterval <= 0 {
 		errs = append(errs, errors.New("group check intervals must be positive"))
 	}
 	if c.MaxMetadataBytes < 0 || c.MaxRecordBytes < 1024 {

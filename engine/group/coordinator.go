@@ -34,15 +34,20 @@ type Storage interface {
 	// WaitDurable blocks until partition p is fsynced through offset.
 	WaitDurable(ctx context.Context, p int32, offset int64) error
 	// Read returns whole stored batches of partition p from the one
-	// containing offset, up to maxBytes but at least one batch.
+	// containing offset, up to maxBytes but at least one batch, up to the
+	// log end (what is not durable yet included).
 	Read(p int32, offset int64, maxBytes int) ([]byte, error)
-	// Bounds returns the log start and end offsets of partition p.
+	// Bounds returns the log start and end offsets of partition p; the
+	// end is the log end, not the durable one.
 	Bounds(p int32) (start, end int64, err error)
 	// Damaged says, for an offset Read refused as damaged, where the
 	// damaged range of partition p ends (ok false if offset is not in one).
 	Damaged(p int32, offset int64) (next int64, ok bool)
-	// Writable is nil when partition p takes appends.
-	Writable(p int32) error
+	// Generation identifies what partition p's log holds: it changes when
+	// records below its end may have been removed or replaced (a heal
+	// dropping what was not fsynced, a truncation, the partition opened
+	// again), never on an append. An error: the partition is unavailable.
+	Generation(p int32) (uint64, error)
 }
 
 type status int
@@ -53,12 +58,6 @@ const (
 	statusReady
 	statusClosed
 )
-
-// partitionRecheck is how often the driver looks at the offsets partitions:
-// to replay one that could not be replayed, and to reload one whose log
-// lost records the coordinator appended (healing drops what was never
-// fsynced) or that failed an append and takes appends again.
-const partitionRecheck = time.Second
 
 // Coordinator owns every group of this node. All state-machine calls are
 // serialised by one mutex; durable writes go to Storage; a driver
@@ -76,18 +75,31 @@ type Coordinator struct {
 	mu        sync.Mutex
 	status    status
 	nparts    int32
-	groups    map[string]*Group
-	deadlines map[string]time.Time // groups with timeouts pending
-	last      []int64              // per partition: last offset appended by us (-1: none)
-	lastErr   []error              // per partition: failure of the last append, if it failed
-	down      []error              // per partition: why its groups are not served (not replayed); nil when served
-	nextSweep time.Time
+	parts     []offsetsPartition // len nparts
+	// incarnation counts offsets topics seen (it is deleted, created
+	// again): a replay started for an earlier one is discarded.
+	incarnation int
+	groups      map[string]*Group
+	deadlines   map[string]time.Time // groups with timeouts pending
+	nextSweep   time.Time
 
 	startOnce sync.Once
 	started   atomic.Bool
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
+}
+
+// offsetsPartition is the coordinator's view of one partition of the
+// offsets topic. Its groups are in Coordinator.groups only while down is
+// nil: a partition is replayed into a map of its own and merged when the
+// replay succeeded, so no group is ever served (or written back) from half
+// a partition.
+type offsetsPartition struct {
+	last    int64  // last offset appended or replayed by us; -1: none
+	lastErr error  // failure of the last append, if it failed
+	down    error  // why its groups are not served (not replayed); nil when served
+	gen     uint64 // Storage.Generation its groups were replayed from
 }
 
 // New returns a coordinator; Start loads it and starts the driver.
@@ -135,9 +147,8 @@ func (c *Coordinator) Start() {
 
 func (c *Coordinator) setPartitionsLocked(n int32) {
 	c.nparts = n
-	c.last = slices.Repeat([]int64{-1}, int(n))
-	c.lastErr = make([]error, n)
-	c.down = make([]error, n)
+	c.parts = slices.Repeat([]offsetsPartition{{last: -1}}, int(n))
+	c.incarnation++
 }
 
 func (c *Coordinator) run() {
@@ -152,8 +163,8 @@ func (c *Coordinator) run() {
 		}
 		c.mu.Lock()
 		groups, down := len(c.groups), 0
-		for _, err := range c.down {
-			if err != nil {
+		for _, st := range c.parts {
+			if st.down != nil {
 				down++
 			}
 		}
@@ -170,7 +181,7 @@ func (c *Coordinator) run() {
 			return
 		case <-t.C:
 			c.Tick(c.cfg.Now())
-			if time.Since(recheck) >= partitionRecheck {
+			if time.Since(recheck) >= c.cfg.PartitionRecheckInterval {
 				c.recheckPartitions()
 				recheck = time.Now()
 			}
@@ -179,43 +190,36 @@ func (c *Coordinator) run() {
 }
 
 // recheckPartitions replays the offsets partitions that could not be
-// replayed, once their log can be read, and reloads those whose log no
-// longer matches what the coordinator appended: records dropped by healing
-// (they were never fsynced, so nobody was told they were committed), or an
-// append that failed on a log that takes appends again.
+// replayed, once their log can be read, and reloads those whose log was
+// rewritten under the coordinator (its generation changed: a heal dropped
+// records that were never fsynced, so nobody was told they were
+// committed, but the groups in memory still show them).
 func (c *Coordinator) recheckPartitions() {
-	c.mu.Lock()
-	n := c.nparts
-	c.mu.Unlock()
-	for p := int32(0); p < n; p++ {
+	for p := int32(0); ; p++ {
 		c.mu.Lock()
-		down, last, lastErr := c.down[p], c.last[p], c.lastErr[p]
+		if int(p) >= len(c.parts) { // also when the offsets topic went meanwhile
+			c.mu.Unlock()
+			return
+		}
+		st := c.parts[p]
 		c.mu.Unlock()
-		if down == nil {
-			_, end, err := c.store.Bounds(p)
-			lost := err == nil && end <= last
-			healed := lastErr != nil && c.store.Writable(p) == nil
-			if !lost && !healed {
+		if st.down == nil {
+			gen, err := c.store.Generation(p)
+			if err == nil && gen == st.gen {
 				continue
 			}
+			if err == nil {
+				err = fmt.Errorf("its log was rewritten under the coordinator (generation %d, replayed %d)", gen, st.gen)
+			}
 			c.mu.Lock()
-			c.unloadPartitionLocked(p, fmt.Errorf("its log changed under the coordinator (end %d, last appended %d)", end, last))
+			if int(p) < len(c.parts) && c.parts[p].down == nil {
+				c.unloadPartitionLocked(p, err)
+			}
 			c.mu.Unlock()
 		}
 		if err := c.loadPartition(p); err != nil {
-			c.mu.Lock()
-			c.down[p] = err
-			c.mu.Unlock()
 			continue
 		}
-		c.mu.Lock()
-		c.down[p] = nil
-		for _, g := range c.groups {
-			if g.partition == p {
-				c.settleLocked(g)
-			}
-		}
-		c.mu.Unlock()
 		c.log.Info("offsets partition replayed; its groups are served again", "partition", p)
 	}
 }
@@ -233,7 +237,7 @@ func (c *Coordinator) unloadPartitionLocked(p int32, why error) {
 		delete(c.groups, id)
 		delete(c.deadlines, id)
 	}
-	c.down[p], c.last[p], c.lastErr[p] = why, -1, nil
+	c.parts[p] = offsetsPartition{last: -1, down: why}
 	c.log.Warn("offsets partition unloaded to be replayed again", "partition", p, "reason", why)
 }
 
@@ -335,7 +339,7 @@ func (c *Coordinator) partitionDownLocked(group string) error {
 		return nil
 	}
 	p := c.partitionOfLocked(group)
-	if err := c.down[p]; err != nil {
+	if err := c.parts[p].down; err != nil {
 		return fmt.Errorf("%w: %s-%d is unavailable (retrying): %v", ErrCoordinatorNotAvailable, OffsetsTopic, p, err)
 	}
 	return nil
@@ -346,7 +350,7 @@ func (c *Coordinator) partitionDownLocked(group string) error {
 // need not be today's hash.
 func (c *Coordinator) partitionOfLocked(group string) int32 {
 	p := PartitionFor(group, c.nparts)
-	if g, ok := c.groups[group]; ok && int(g.partition) < len(c.last) {
+	if g, ok := c.groups[group]; ok && int(g.partition) < len(c.parts) {
 		p = g.partition
 	}
 	return p
@@ -412,19 +416,24 @@ func (c *Coordinator) writeGroupMetadataLocked(g *Group) {
 	g.persisted = true
 }
 
-// appendLocked writes records to partition p as one batch.
+// appendLocked writes records to partition p as one batch. A partition
+// that is not replayed takes nothing: what the coordinator would write
+// was computed without its records.
 func (c *Coordinator) appendLocked(p int32, recs []batch.Record) (int64, error) {
+	st := &c.parts[p]
+	if st.down != nil {
+		return 0, fmt.Errorf("%w: %s-%d is unavailable: %v", ErrCoordinatorNotAvailable, OffsetsTopic, p, st.down)
+	}
 	b := buildBatch(c.cfg.Now().UnixMilli(), recs)
 	if len(b) > c.cfg.MaxRecordBytes {
 		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidCommitOffsetSize, len(b), c.cfg.MaxRecordBytes)
 	}
 	last, err := c.store.Append(p, b)
 	if err != nil {
-		c.lastErr[p] = err
+		st.lastErr = err
 		return 0, fmt.Errorf("%w: appending to %s-%d: %v", ErrCoordinatorNotAvailable, OffsetsTopic, p, err)
 	}
-	c.lastErr[p] = nil
-	c.last[p] = last
+	st.lastErr, st.last = nil, last
 	return last, nil
 }
 
@@ -438,9 +447,10 @@ func (c *Coordinator) Barrier(ctx context.Context, group string) error {
 		return nil
 	}
 	p := c.partitionOfLocked(group)
-	off, err := c.last[p], c.lastErr[p]
-	if c.down[p] != nil {
-		err = c.down[p]
+	st := c.parts[p]
+	off, err := st.last, st.lastErr
+	if st.down != nil {
+		err = st.down
 	}
 	c.mu.Unlock()
 	if err != nil {
@@ -537,7 +547,8 @@ func (c *Coordinator) TopicDeleted(topic string) {
 		c.failAllLocked()
 		c.groups = map[string]*Group{}
 		c.deadlines = map[string]time.Time{}
-		c.nparts, c.last, c.lastErr = 0, nil, nil
+		c.nparts, c.parts = 0, nil
+		c.incarnation++
 		if c.status != statusClosed {
 			c.status = statusNoTopic
 		}
@@ -581,13 +592,7 @@ func (c *Coordinator) load() error {
 	n := c.nparts
 	c.mu.Unlock()
 	for p := int32(0); p < n; p++ {
-		if err := c.loadPartition(p); err != nil {
-			c.log.Error("cannot replay an offsets partition; its groups are unavailable until it can be",
-				"partition", p, "err", err)
-			c.mu.Lock()
-			c.down[p] = err
-			c.mu.Unlock()
-		}
+		_ = c.loadPartition(p) // a failure marks p down, for recheckPartitions
 		select {
 		case <-c.stop:
 			return errors.New("closed during load")
@@ -599,12 +604,7 @@ func (c *Coordinator) load() error {
 	if c.status != statusLoading {
 		return nil
 	}
-	c.purgeUnknownTopicsLocked()
-	now := c.cfg.Now()
-	for _, g := range c.groups {
-		c.settleLocked(g)
-	}
-	c.nextSweep = now.Add(c.cfg.RetentionCheckInterval)
+	c.nextSweep = c.cfg.Now().Add(c.cfg.RetentionCheckInterval)
 	c.status = statusReady
 	return nil
 }
@@ -613,11 +613,64 @@ func (c *Coordinator) load() error {
 // may be long (no compaction yet), so it is streamed, never read whole.
 const replayChunk = 1 << 20
 
+// loadPartition replays partition p into a map of its own and, if the
+// whole partition could be read, makes its groups the served ones: offsets
+// of topics deleted meanwhile are purged and the groups settled. On a
+// failure p is marked down (recheckPartitions retries it) and nothing of
+// it is kept.
 func (c *Coordinator) loadPartition(p int32) error {
-	start, end, err := c.store.Bounds(p)
+	c.mu.Lock()
+	incarnation := c.incarnation
+	c.mu.Unlock()
+	groups, gen, end, err := c.replayPartition(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.incarnation != incarnation || int(p) >= len(c.parts) {
+		return errors.New("the offsets topic changed during the replay")
+	}
 	if err != nil {
+		// Logged when the reason changes, not at every retry.
+		if prev := c.parts[p].down; prev == nil || prev.Error() != err.Error() {
+			c.log.Error("cannot replay an offsets partition; its groups are unavailable until it can be",
+				"partition", p, "err", err)
+		}
+		c.parts[p].down = err
 		return err
 	}
+	for id, g := range groups {
+		if other, ok := c.groups[id]; ok {
+			// Only after the topic grew can a group have records in two
+			// partitions; the one found first keeps it.
+			c.log.Warn("a group has records in two offsets partitions; keeping the first",
+				"group", id, "kept", other.partition, "ignored", p)
+			delete(groups, id)
+			continue
+		}
+		c.groups[id] = g
+	}
+	// Replayed bytes may not be fsynced yet (SIGKILL keeps the page cache):
+	// answers that reveal them wait for them too.
+	c.parts[p] = offsetsPartition{last: end - 1, gen: gen}
+	c.purgeUnknownTopicsLocked(groups)
+	for _, g := range groups {
+		c.settleLocked(g)
+	}
+	return nil
+}
+
+// replayPartition reads partition p whole into fresh groups. It takes no
+// lock: nothing else writes p until its groups are merged.
+func (c *Coordinator) replayPartition(p int32) (groups map[string]*Group, gen uint64, end int64, err error) {
+	// The generation first: a rewrite during the replay shows as a change
+	// at the next recheck.
+	if gen, err = c.store.Generation(p); err != nil {
+		return nil, 0, 0, err
+	}
+	start, end, err := c.store.Bounds(p)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	groups = map[string]*Group{}
 	skipped := 0
 	off := start
 	for off < end {
@@ -631,20 +684,19 @@ func (c *Coordinator) loadPartition(p int32) error {
 				off = next
 				continue
 			}
-			return fmt.Errorf("replaying %s-%d: %w", OffsetsTopic, p, err)
+			return nil, 0, 0, fmt.Errorf("replaying %s-%d: %w", OffsetsTopic, p, err)
 		}
 		if len(data) == 0 {
 			break
 		}
 		next := off
-		c.mu.Lock()
 		err = batch.Iterate(data, func(h batch.Header, raw []byte) bool {
 			next = h.NextOffset()
 			if h.IsControl() || h.IsTransactional() {
 				return true // MoonMQ writes neither; transactional offsets are not supported
 			}
 			rerr := batch.Records(raw, func(r batch.Record) bool {
-				if !c.replayLocked(p, r.Key, r.Value) {
+				if !c.replayRecord(groups, p, r.Key, r.Value) {
 					skipped++
 				}
 				return true
@@ -654,28 +706,23 @@ func (c *Coordinator) loadPartition(p int32) error {
 			}
 			return true
 		})
-		c.mu.Unlock()
 		if err != nil {
-			return err
+			return nil, 0, 0, fmt.Errorf("replaying %s-%d: %w", OffsetsTopic, p, err)
 		}
 		if next <= off {
 			break
 		}
 		off = next
 	}
-	c.mu.Lock()
-	// Replayed bytes may not be fsynced yet (SIGKILL keeps the page
-	// cache): answers that reveal them wait for them too.
-	c.last[p], c.lastErr[p] = max(c.last[p], end-1), nil
-	c.mu.Unlock()
 	if skipped > 0 {
 		c.log.Warn("skipped undecodable records in the offsets topic", "partition", p, "records", skipped)
 	}
-	return nil
+	return groups, gen, end, nil
 }
 
-// replayLocked applies one record; false if it could not be decoded.
-func (c *Coordinator) replayLocked(p int32, key, value []byte) (ok bool) {
+// replayRecord applies one record to groups; false if it could not be
+// decoded.
+func (c *Coordinator) replayRecord(groups map[string]*Group, p int32, key, value []byte) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil { // kmsg decoding of hostile bytes
 			ok = false
@@ -689,20 +736,20 @@ func (c *Coordinator) replayLocked(p int32, key, value []byte) (ok bool) {
 		return true
 	}
 	now := c.cfg.Now()
-	g := c.groups[r.group]
+	g := groups[r.group]
 	if r.isGroup {
 		if r.metadata == nil {
 			if g != nil {
 				g.classic, g.consumer, g.persisted = newClassic(&c.cfg, now), nil, false
 				if len(g.offsets) == 0 {
-					delete(c.groups, r.group)
+					delete(groups, r.group)
 				}
 			}
 			return true
 		}
 		if g == nil {
 			g = newGroup(&c.cfg, r.group, p, now)
-			c.groups[r.group] = g
+			groups[r.group] = g
 		}
 		g.classic, g.consumer, g.persisted = restoreClassic(&c.cfg, now, r.metadata), nil, true
 		return true
@@ -711,25 +758,26 @@ func (c *Coordinator) replayLocked(p int32, key, value []byte) (ok bool) {
 		if g != nil {
 			delete(g.offsets, tpKey{r.topic, r.partition})
 			if len(g.offsets) == 0 && !g.persisted && g.members() == 0 {
-				delete(c.groups, r.group)
+				delete(groups, r.group)
 			}
 		}
 		return true
 	}
 	if g == nil {
 		g = newGroup(&c.cfg, r.group, p, now)
-		c.groups[r.group] = g
+		groups[r.group] = g
 	}
 	g.offsets[tpKey{r.topic, r.partition}] = r.offset
 	return true
 }
 
 // purgeUnknownTopicsLocked drops replayed offsets of topics that no
-// longer exist (or were recreated: another topic id), writing tombstones.
-func (c *Coordinator) purgeUnknownTopicsLocked() {
+// longer exist (or were recreated: another topic id), writing tombstones:
+// topics deleted while their groups' partition was not replayed got none.
+func (c *Coordinator) purgeUnknownTopicsLocked(groups map[string]*Group) {
 	snap := c.topics.Load()
-	for _, id := range slices.Sorted(maps.Keys(c.groups)) {
-		g := c.groups[id]
+	for _, id := range slices.Sorted(maps.Keys(groups)) {
+		g := groups[id]
 		var recs []batch.Record
 		var keys []tpKey
 		for _, k := range g.sortedOffsets() {

@@ -4,23 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 // memStorage is an in-memory offsets topic: batches per partition with
 // offsets assigned, and a durable mark moved explicitly (or on every
-// append when autoSync).
+// append when autoSync). Like a broker log, Read and Bounds reach the log
+// end, past the durable mark; failWith models a failed log (appends and
+// waits fail) and heal what log.Heal does: drop what is not durable and
+// move to a new generation.
 type memStorage struct {
 	mu          sync.Mutex
 	parts       [][][]byte
 	ends        []int64
 	durable     []int64
+	gens        []uint64
 	autoSync    bool
 	synced      chan struct{} // closed and replaced whenever durable moves
 	failWith    error
@@ -46,6 +56,7 @@ func (s *memStorage) Create(_ context.Context, n int32) (int32, error) {
 		s.parts = make([][][]byte, n)
 		s.ends = make([]int64, n)
 		s.durable = make([]int64, n)
+		s.gens = make([]uint64, n)
 	}
 	return int32(len(s.parts)), nil
 }
@@ -82,13 +93,37 @@ func (s *memStorage) sync() {
 	s.syncLocked()
 }
 
+// heal brings a failed partition back as log.Heal does.
+func (s *memStorage) heal(p int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWith = nil
+	kept := s.parts[p][:0]
+	for _, b := range s.parts[p] {
+		if h, _ := batch.ParseHeader(b); h.LastOffset() < s.durable[p] {
+			kept = append(kept, b)
+		}
+	}
+	s.parts[p], s.ends[p] = kept, s.durable[p]
+	s.gens[p]++
+	close(s.synced)
+	s.synced = make(chan struct{})
+}
+
 func (s *memStorage) WaitDurable(ctx context.Context, p int32, offset int64) error {
 	for {
 		s.mu.Lock()
-		ok, ch := s.durable[p] > offset, s.synced
+		ok, ch, failed := s.durable[p] > offset, s.synced, s.failWith
+		end := s.ends[p]
 		s.mu.Unlock()
 		if ok {
 			return nil
+		}
+		if failed != nil {
+			return failed
+		}
+		if offset >= end {
+			return errors.New("offset truncated away")
 		}
 		select {
 		case <-ch:
@@ -126,10 +161,10 @@ func (s *memStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
 
 func (s *memStorage) Damaged(int32, int64) (int64, bool) { return 0, false }
 
-func (s *memStorage) Writable(int32) error {
+func (s *memStorage) Generation(p int32) (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.failWith
+	return s.gens[p], nil
 }
 
 func (s *memStorage) Bounds(p int32) (int64, int64, error) {
@@ -312,6 +347,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	store.mu.Unlock()
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
+	cfg.PartitionRecheckInterval = 10 * time.Millisecond
 	c2, err := New(cfg, store)
 	require.NoError(t, err)
 	c2.SetTopics(testTopics)
@@ -333,14 +369,15 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "replayed once readable")
 }
 
-// After an append failed (a full disk), the partition is reloaded from its
-// log once it takes appends again, so waits for durability work again
-// without a new append, and state the log lost is not served.
+// After the log failed (a full disk) and healed, dropping what was never
+// fsynced, the partition is reloaded from it: waits for durability work
+// again, and state the log lost is not served.
 func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 	store := newMemStorage()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
+	cfg.PartitionRecheckInterval = 10 * time.Millisecond
 	c, err := New(cfg, store)
 	require.NoError(t, err)
 	c.SetTopics(testTopics)
@@ -348,18 +385,242 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 	defer c.Close()
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
+	require.NoError(t, c.Barrier(context.Background(), "g"))
 
 	store.mu.Lock()
-	store.failWith = errors.New("no space left on device")
+	store.autoSync = false
 	store.mu.Unlock()
-	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0], ErrCoordinatorNotAvailable)
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0]) // appended, not fsynced
+	store.mu.Lock()
+	store.failWith = errors.New("no space left on device") // the fsync fails
+	store.mu.Unlock()
 	require.Error(t, c.Barrier(context.Background(), "g"))
+	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 7})[0][0], ErrCoordinatorNotAvailable)
+
+	store.heal(PartitionFor("g", 4))
+	require.Eventually(t, func() bool {
+		if c.Barrier(context.Background(), "g") != nil {
+			return false
+		}
+		ts, err := c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1})
+		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 5
+	}, 10*time.Second, 10*time.Millisecond, "reloaded: the commit the heal dropped is not served")
+}
+
+// A commit whose fsync is still pending is not mistaken for a rewrite of
+// the log: the recheck keeps the partition (its members, the commit).
+func TestCoordinatorRecheckKeepsPendingAppends(t *testing.T) {
+	store := newMemStorage()
+	store.autoSync = false
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
+	store.sync()
+	require.NoError(t, c.Barrier(t.Context(), "g"))
+
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0]) // fsync pending
+	c.mu.Lock()
+	before := c.groups["g"]
+	c.mu.Unlock()
+	c.recheckPartitions()
+	store.sync()
+	require.NoError(t, c.Barrier(t.Context(), "g"))
+	require.EqualValues(t, 6, fetched(t, c, "g")["t/0"].Offset)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	require.Same(t, before, c.groups["g"], "the group was not unloaded")
+}
+
+// The same over a real broker log (flush.policy=always, where the high
+// watermark waits for the fsync): a recheck right after each commit never
+// unloads the partition or loses the commit.
+func TestCoordinatorRecheckKeepsPendingAppendsRealLog(t *testing.T) {
+	b, err := broker.Open(broker.Options{DataDir: "/data", FS: vfs.NewMem()})
+	require.NoError(t, err)
+	defer b.Close()
+	c := brokerCoordinator(t, b)
+	p := PartitionFor("g", 4)
+	for i := 0; i < 100; i++ {
+		require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: int64(i)})[0][0])
+		c.recheckPartitions()
+		c.mu.Lock()
+		g, st := c.groups["g"], c.parts[p]
+		c.mu.Unlock()
+		require.NotNil(t, g, "recheck %d unloaded the group", i)
+		require.Nil(t, st.down)
+		require.EqualValues(t, i, g.offsets[tpKey{"t", 0}].offset)
+		require.NoError(t, c.Barrier(t.Context(), "g"))
+	}
+}
+
+// A real log that fails an fsync and heals: the coordinator reloads the
+// partition, so the commit that was never durable is not served.
+func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
+	faults := vfs.NewFaults(vfs.NewMem())
+	b, err := broker.Open(broker.Options{DataDir: "/data", FS: faults, HealInterval: time.Hour})
+	require.NoError(t, err)
+	defer b.Close()
+	c := brokerCoordinator(t, b)
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
+	require.NoError(t, c.Barrier(t.Context(), "g"))
+
+	dir := fmt.Sprintf("/%s-%d/", OffsetsTopic, PartitionFor("g", 4))
+	var failing atomic.Bool
+	failing.Store(true)
+	faults.SetInjector(func(op vfs.Op, path string) error {
+		if failing.Load() && op == vfs.OpSync && strings.Contains(path, dir) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0])
+	require.Error(t, c.Barrier(t.Context(), "g"), "the fsync failed")
+	failing.Store(false)
+	require.Zero(t, b.HealNow())
+	c.recheckPartitions()
+	require.NoError(t, c.Barrier(t.Context(), "g"))
+	require.EqualValues(t, 5, fetched(t, c, "g")["t/0"].Offset, "the commit that was never durable is gone")
+}
+
+// brokerCoordinator runs a coordinator over a real broker's offsets topic
+// (4 partitions); the test drives rechecks and ticks itself.
+func brokerCoordinator(t *testing.T, b *broker.Broker) *Coordinator {
+	t.Helper()
+	var n atomic.Int32
+	store := &BrokerStorage{Broker: b,
+		LeaderEpochs: func() []int32 { return make([]int32, n.Load()) },
+		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
+			for i := int32(0); i < parts; i++ {
+				if _, err := b.EnsurePartition(broker.TopicPartition{Topic: OffsetsTopic, Partition: i}, configs); err != nil {
+					return err
+				}
+			}
+			n.Store(parts)
+			return nil
+		}}
+	cfg := testConfig()
+	cfg.Now = (&clock{now: time.Unix(1_000_000, 0)}).Now
+	cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = 4, time.Hour, time.Hour
+	c, err := New(cfg, store)
+	require.NoError(t, err)
+	c.SetTopics(testTopics)
+	c.Start()
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	return c
+}
+
+// halfReadable serves partition part only up to upTo while broken.
+type halfReadable struct {
+	*memStorage
+	part   int32
+	upTo   int64
+	broken atomic.Bool
+}
+
+func (h *halfReadable) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
+	if h.broken.Load() && p == h.part {
+		if offset < h.upTo {
+			return h.memStorage.Read(p, offset, 1) // one batch at a time
+		}
+		return nil, errors.New("input/output error")
+	}
+	return h.memStorage.Read(p, offset, maxBytes)
+}
+
+// A partition that could be replayed only in part keeps nothing of it:
+// its groups, rebuilt from the readable prefix, would be stale, and the
+// sweep would write tombstones from them over the newer records. Here the
+// prefix holds an old Empty group and a commit 8 days old; the unreadable
+// rest the group active again and a commit an hour old.
+func TestPartialReplayServesAndWritesNothing(t *testing.T) {
+	for _, broken := range []bool{false, true} {
+		t.Run(fmt.Sprint("broken=", broken), func(t *testing.T) {
+			store := newMemStorage()
+			_, _ = store.Create(t.Context(), 4)
+			now := time.Unix(1_000_000_000, 0)
+			day := 24 * time.Hour
+			p := PartitionFor("g", 4)
+			meta := func(gen int32, since time.Time, members int) []byte {
+				v := kmsg.NewGroupMetadataValue()
+				v.Version, v.ProtocolType, v.Generation, v.CurrentStateTimestamp = 3, "consumer", gen, since.UnixMilli()
+				proto := "range"
+				v.Protocol = &proto
+				for i := 0; i < members; i++ {
+					m := kmsg.NewGroupMetadataValueMember()
+					m.MemberID, m.ClientID, m.ClientHost = "m1", "c", "/h"
+					m.SessionTimeoutMillis, m.RebalanceTimeoutMillis = 45000, 60000
+					v.Members = append(v.Members, m)
+				}
+				return v.AppendTo(nil)
+			}
+			off := func(o int64, at time.Time) []byte {
+				return encodeOffsetValue(&offsetEntry{offset: o, commitTime: at.UnixMilli(), expireTime: -1})
+			}
+			for _, r := range []batch.Record{
+				{Key: encodeGroupKey("g"), Value: meta(3, now.Add(-30*day), 0)},
+				{Key: encodeOffsetKey("g", "t", 0), Value: off(5, now.Add(-8*day))},
+				{Key: encodeGroupKey("g"), Value: meta(4, now.Add(-time.Hour), 1)},
+				{Key: encodeOffsetKey("g", "t", 0), Value: off(900, now.Add(-time.Hour))},
+			} {
+				_, err := store.Append(p, buildBatch(now.UnixMilli(), []batch.Record{r}))
+				require.NoError(t, err)
+			}
+			h := &halfReadable{memStorage: store, part: p, upTo: 2}
+			h.broken.Store(broken)
+			clk := &clock{now: now}
+			cfg := testConfig()
+			cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = clk.Now, 4, time.Hour, time.Hour
+			cfg.OffsetsRetention, cfg.RetentionCheckInterval = 7*day, time.Minute
+			c, err := New(cfg, h)
+			require.NoError(t, err)
+			c.SetTopics(testTopics)
+			c.Start()
+			defer c.Close()
+			require.Eventually(t, func() bool { return c.Ready() == nil }, 5*time.Second, time.Millisecond)
+			groups, err := c.ListGroups(nil, nil)
+			require.NoError(t, err)
+			require.Len(t, groups, map[bool]int{false: 1, true: 0}[broken], "a group of a partition not replayed is not listed")
+			c.Tick(clk.add(2 * time.Minute)) // the first retention sweep
+			h.broken.Store(false)
+			c.recheckPartitions()
+			require.EqualValues(t, 900, fetched(t, c, "g")["t/0"].Offset, "the group's newest commit survives")
+		})
+	}
+}
+
+// Offsets of a topic deleted (and created again) while their offsets
+// partition could not be replayed are purged when it is: they must not be
+// served for the new topic of that name.
+func TestRecheckPurgesOffsetsOfDeletedTopics(t *testing.T) {
+	store := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 77})[0][0])
+	require.NoError(t, c.Close())
 
 	store.mu.Lock()
-	store.failWith = nil
+	store.readErr, store.readErrPart = errors.New("bad sector"), PartitionFor("g", 4)
 	store.mu.Unlock()
-	require.Eventually(t, func() bool { return c.Barrier(context.Background(), "g") == nil }, 10*time.Second, 10*time.Millisecond)
-	require.EqualValues(t, 5, fetched(t, c, "g")["t/0"].Offset)
+	cfg := testConfig()
+	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = clk.Now, 4, time.Hour, time.Hour
+	c2, err := New(cfg, store)
+	require.NoError(t, err)
+	c2.SetTopics(testTopics)
+	c2.Start()
+	defer c2.Close()
+	require.Eventually(t, func() bool { return c2.Ready() == nil }, 5*time.Second, time.Millisecond)
+
+	c2.TopicDeleted("t")
+	c2.SetTopics([]TopicInfo{{Name: "t", ID: tid("t-new"), Partitions: 3}, {Name: "u", ID: tid("u"), Partitions: 1}})
+	store.mu.Lock()
+	store.readErr = nil
+	store.mu.Unlock()
+	c2.recheckPartitions()
+	_, ok := fetched(t, c2, "g")["t/0"]
+	require.False(t, ok, "the deleted topic's offset is not served for the new topic")
 }
 
 func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
@@ -535,8 +796,7 @@ func FuzzReplayRecord(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.setPartitionsLocked(1)
-		c.replayLocked(0, key, value)
+		c.replayRecord(map[string]*Group{}, 0, key, value)
 		_, _, _ = decodeRecord(key, value)
 	})
 }

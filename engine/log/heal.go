@@ -93,6 +93,7 @@ func (l *Log) Heal() error {
 		}
 		dropped = leo - l.leo.Load()
 	}
+	l.rewritten()
 	l.failMu.Lock()
 	l.failErr = nil
 	l.failMu.Unlock()

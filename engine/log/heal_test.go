@@ -76,6 +76,35 @@ func TestHealAfterDiskFull(t *testing.T) {
 	require.Equal(t, want[12].base, l.LogStartOffset())
 }
 
+// The generation moves when the log is rewritten (a heal, a truncation, a
+// new Open), never on an append: what the group coordinator relies on to
+// tell "my appends are waiting for their fsync" from "records were lost".
+func TestGenerationMovesOnRewritesOnly(t *testing.T) {
+	l := newFaultyLog(t, vfs.OpWrite, syscall.ENOSPC)
+	g0 := l.Generation()
+	want := fillLog(t, l.Log, 10, 0)
+	require.Equal(t, g0, l.Generation(), "appends keep the generation")
+
+	l.armed.Store(true)
+	_, err := l.Append([][]byte{makeBatch(1, 100, 1, 1)}, 1)
+	require.ErrorIs(t, err, ErrFailed)
+	require.Error(t, l.Heal())
+	require.Equal(t, g0, l.Generation(), "a heal that failed changed nothing")
+	l.armed.Store(false)
+	require.NoError(t, l.Heal())
+	g1 := l.Generation()
+	require.NotEqual(t, g0, g1, "a heal is a rewrite")
+
+	require.NoError(t, l.TruncateTo(want[5].base))
+	g2 := l.Generation()
+	require.NotEqual(t, g1, g2, "so is a truncation")
+
+	other, err := Open("/data/t-1", memOptions(l.faults))
+	require.NoError(t, err)
+	defer other.Close()
+	require.NotContains(t, []uint64{g0, g1, g2}, other.Generation(), "every Open starts a new generation")
+}
+
 // After a failed fsync nothing since the last good one is trusted: Heal
 // drops it, and its offsets are given again.
 func TestHealDropsWhatWasNotFsynced(t *testing.T) {

@@ -288,6 +288,7 @@ type Log struct {
 
 	logStart atomic.Int64
 	leo      atomic.Int64
+	gen      atomic.Uint64 // see Generation
 	hw       atomic.Int64
 	durable  atomic.Int64 // every offset below is fsynced
 	isClosed atomic.Bool
@@ -371,6 +372,20 @@ func (l *Log) LogStartOffset() int64 { return l.logStart.Load() }
 
 // LogEndOffset is the next offset to be assigned.
 func (l *Log) LogEndOffset() int64 { return l.leo.Load() }
+
+// generations numbers Logs and their rewrites process-wide, so no two Logs
+// (of one directory, reopened) ever report the same Generation.
+var generations atomic.Uint64
+
+// Generation changes whenever records below the log end may have been
+// removed or replaced by anything but an append or retention at the start:
+// Heal (which drops what was not fsynced), TruncateTo, a reset. A reader
+// that rebuilt state from the log (the group coordinator) compares it to
+// know whether that state still matches; offsets alone cannot tell, since
+// appends may refill a truncated range. Every Open starts a new one.
+func (l *Log) Generation() uint64 { return l.gen.Load() }
+
+func (l *Log) rewritten() { l.gen.Store(generations.Add(1)) }
 
 // HighWatermark is the end of what readers should see: with FlushAlways the
 // durable (fsynced) end, otherwise the log end. Replication (a lower ISR

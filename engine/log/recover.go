@@ -58,6 +58,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l.st = &storage{dir: dir, fs: opts.FS, cache: opts.Files, health: &health{logger: l.logger}, opts: l.opts.Load}
 	l.opts.Store(&opts)
+	l.rewritten()
 	start := time.Now()
 	clean, err := l.recover()
 	if err != nil {

@@ -170,6 +170,7 @@ func (l *Log) TruncateTo(offset int64) error {
 }
 
 func (l *Log) truncateLocked(offset int64) error {
+	l.rewritten() // even a cut that fails half way changed the log
 	opts := l.opts.Load()
 	l.segMu.Lock()
 	i := len(l.segments) - 1
@@ -280,6 +281,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // resetLocked implements TruncateFullyAndStartAt. Caller holds syncMu,
 // appendMu and truncMu.
 func (l *Log) resetLocked(offset int64) error {
+	l.rewritten()
 	err := func() error {
 		l.segMu.Lock()
 		del := l.segments
