@@ -72,10 +72,10 @@ type Coordinator struct {
 
 	createMu sync.Mutex // serialises creation of the offsets topic
 
-	mu        sync.Mutex
-	status    status
-	nparts    int32
-	parts     []offsetsPartition // len nparts
+	mu     sync.Mutex
+	status status
+	nparts int32
+	parts  []offsetsPartition // len nparts
 	// incarnation counts offsets topics seen (it is deleted, created
 	// again): a replay started for an earlier one is discarded.
 	incarnation int
