@@ -405,7 +405,8 @@ const kmsgShortInput = "response did not contain enough data to be valid"
 // it waits again, so a parked long-poll never holds back the replies written
 // before it.
 func (c *conn) writeLoop() {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	dw := &deadlineWriter{nc: c.nc, timeout: c.s.opts.RequestTimeout}
+	bw := bufio.NewWriterSize(dw, 64<<10)
 	var (
 		buf     []byte
 		replies []reply
@@ -431,18 +432,19 @@ func (c *conn) writeLoop() {
 				c.dropReply(rp)
 				continue
 			}
-			// A client that stops reading its replies loses the
-			// connection after RequestTimeout without progress, rather than
-			// holding the memory its replies take for good.
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.RequestTimeout))
 			buf = c.writeReply(bw, buf, rp)
 			c.releaseCharge(rp.req.charge)
 		}
 		if !broken && len(replies) > 0 {
 			// Flush also reports a write that failed before (large record
 			// sets go straight to the socket, past the buffer).
-			_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.opts.RequestTimeout))
 			if err := bw.Flush(); err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					c.s.log.Warn("closing connection: the client stopped reading its replies",
+						"peer", c.peer, "request_timeout", c.s.opts.RequestTimeout)
+				} else {
+					c.s.log.Debug("closing connection: writing a reply failed", "peer", c.peer, "err", err)
+				}
 				fail()
 			} else {
 				c.touch()
@@ -465,6 +467,35 @@ func (c *conn) writeLoop() {
 			fail()
 		}
 	}
+}
+
+// deadlineWriter writes to the socket in chunks and gives each chunk the
+// whole RequestTimeout. A client that stops reading its replies loses the
+// connection after RequestTimeout without progress, rather than holding
+// the memory its replies take for good; one that reads a large reply
+// slowly but steadily keeps it (a 50 MiB fetch over a slow link may take
+// longer than RequestTimeout in all).
+type deadlineWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+}
+
+// writeChunk is how much one deadline covers: at 30 s, a reader slower
+// than about 9 KB/s is cut.
+const writeChunk = 256 << 10
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		end := min(len(p), n+writeChunk)
+		_ = w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+		m, err := w.nc.Write(p[n:end])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // dropReply gives back what a reply that will not be written holds.

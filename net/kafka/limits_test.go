@@ -158,6 +158,43 @@ func TestUnreadRepliesCloseTheConnection(t *testing.T) {
 	})
 }
 
+// The write deadline is about progress: a consumer that reads a large
+// reply steadily but takes longer than RequestTimeout for all of it (a
+// slow link) keeps its connection.
+func TestSlowButSteadyReaderKeepsItsConnection(t *testing.T) {
+	const reply = 8 << 20
+	s := startServer(t, Options{RequestTimeout: 200 * time.Millisecond, FetchMaxBytes: reply})
+	createTopic(t, s, "t", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	require.NoError(t, err)
+	value := []byte(strings.Repeat("x", 64<<10))
+	var rs []*kgo.Record
+	for i := 0; i < reply/len(value)+10; i++ {
+		rs = append(rs, &kgo.Record{Value: value})
+	}
+	require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
+	cl.Close()
+
+	rc := dialRaw(t, s)
+	req := fetchRequest("t", 0)
+	req.MaxBytes, req.Topics[0].Partitions[0].PartitionMaxBytes = reply, reply
+	rc.send(req)
+	var size [4]byte
+	_, err = io.ReadFull(rc.c, size[:])
+	require.NoError(t, err)
+	total := int(binary.BigEndian.Uint32(size[:]))
+	buf := make([]byte, 64<<10)
+	got, start := 0, time.Now()
+	for got < total {
+		n, err := rc.c.Read(buf[:min(len(buf), total-got)])
+		got += n
+		require.NoError(t, err, "after %d of %d bytes in %v", got, total, time.Since(start))
+		time.Sleep(3 * time.Millisecond) // the reader's pace: ~20 MB/s
+	}
+	require.Greater(t, time.Since(start), 200*time.Millisecond, "the reply took longer than RequestTimeout")
+}
+
 // Finding 4 of issue 10: one connection that pipelined 64 fetches and
 // never read the answers pinned 3.3 GB. Now what its unwritten replies
 // hold is bounded per connection, and the connection stops being read.
