@@ -308,10 +308,22 @@ func (c *Coordinator) EnsureTopic(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: creating %s: %v", ErrCoordinatorNotAvailable, OffsetsTopic, err)
 	}
+	// The new partitions are empty, so there is nothing to replay, but
+	// their generations are what later rechecks compare against: without
+	// them the first recheck would take every log for rewritten.
+	gens := make([]uint64, n)
+	gensErr := make([]error, n)
+	for p := range n {
+		gens[p], gensErr[p] = c.store.Generation(p)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.nparts == 0 && c.status != statusClosed {
 		c.setPartitionsLocked(n)
+		for p := range c.parts {
+			// A partition that cannot say is replayed by the next recheck.
+			c.parts[p].gen, c.parts[p].down = gens[p], gensErr[p]
+		}
 		c.status = statusReady
 		c.log.Info("created the offsets topic", "topic", OffsetsTopic, "partitions", n)
 	}
