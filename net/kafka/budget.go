@@ -20,18 +20,19 @@ import (
 // good.
 type memBudget struct {
 	mu    sync.Mutex
-	limit int64
+	limit int64 // fixed at creation
 	used  int64
 	peak  int64         // most held since the last takePeak
-	freed chan struct{} // closed and replaced whenever bytes are released
+	freed chan struct{} // closed at the next release; nil until someone waits
 }
 
 func newMemBudget(limit int64) *memBudget {
-	return &memBudget{limit: limit, freed: make(chan struct{})}
+	return &memBudget{limit: limit}
 }
 
-// acquire takes n bytes, waiting until they fit or ctx ends.
-func (b *memBudget) acquire(ctx context.Context, n int64) error {
+// acquire takes n bytes, waiting until they fit, ctx ends or abort is
+// closed (nil: never).
+func (b *memBudget) acquire(ctx context.Context, abort <-chan struct{}, n int64) error {
 	for {
 		b.mu.Lock()
 		if b.used+n <= b.limit || b.used == 0 {
@@ -40,12 +41,14 @@ func (b *memBudget) acquire(ctx context.Context, n int64) error {
 			b.mu.Unlock()
 			return nil
 		}
-		ch := b.freed
+		ch := b.freedLocked()
 		b.mu.Unlock()
 		select {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-abort:
+			return errDraining
 		}
 	}
 }
@@ -89,8 +92,10 @@ func (b *memBudget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.used -= n
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.freed != nil {
+		close(b.freed)
+		b.freed = nil
+	}
 	b.mu.Unlock()
 }
 
@@ -106,6 +111,13 @@ func (b *memBudget) inUse() int64 {
 func (b *memBudget) released() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.freedLocked()
+}
+
+func (b *memBudget) freedLocked() chan struct{} {
+	if b.freed == nil {
+		b.freed = make(chan struct{})
+	}
 	return b.freed
 }
 

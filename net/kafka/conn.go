@@ -294,10 +294,12 @@ func (c *conn) readFrame(br *bufio.Reader) (body []byte, charged int64, err erro
 				// No room for the next part: give back what this frame holds
 				// and wait for room for all of it at once. Waiting while
 				// holding a part would let partly received frames hold the
-				// whole budget and wait on each other for good.
+				// whole budget and wait on each other for good. The wait is
+				// bounded like a stalled read: a frame near the budget's
+				// size needs it nearly empty, which a busy node may never be.
 				c.s.budget.release(charged)
 				charged = 0
-				if err := c.s.budget.acquire(c.ctx, int64(size)); err != nil {
+				if err := c.awaitRoom(int64(size), timeout); err != nil {
 					return nil, 0, err
 				}
 				charged, grown = int64(size), int(size)
@@ -318,6 +320,19 @@ func (c *conn) readFrame(br *bufio.Reader) (body []byte, charged int64, err erro
 		}
 	}
 	return body, charged, nil
+}
+
+// awaitRoom waits up to timeout for n bytes of the request budget; a
+// shutdown ends the wait. The error closes the connection (logged there).
+func (c *conn) awaitRoom(n int64, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(c.ctx, timeout)
+	defer cancel()
+	err := c.s.budget.acquire(ctx, c.s.draining, n)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("no room in the %d-byte request budget for a %d-byte request within %v",
+			c.s.budget.limit, n, timeout)
+	}
+	return err
 }
 
 // firstBodyChunk is the first buffer a request body is received into; it

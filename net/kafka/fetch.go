@@ -22,7 +22,7 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
-	resp, bytes, _, charge := c.fetchOnce(req)
+	resp, bytes, _, _, charge := c.fetchOnce(req)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	// Like Kafka, a partition error (out of range, unknown partition)
 	// answers at once: the client has to act on it, waiting helps nobody.
@@ -39,15 +39,24 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			if c.ctx.Err() != nil {
 				return req.ResponseKind() // the connection is gone: nothing to read for it
 			}
-			// Take the notification channels before reading, so an append
-			// between the read and the wait still wakes us.
-			resp, bytes, changed, charge := c.fetchOnce(req)
+			// fetchOnce takes the logs' change channels before reading, so
+			// an append between the read and the wait still wakes us.
+			resp, bytes, changed, starved, charge := c.fetchOnce(req)
 			if bytes >= int(req.MinBytes) || ctx.Err() != nil || len(changed) == 0 || c.draining() {
 				r.charge = charge
 				return resp
 			}
 			c.discardFetch(resp, charge)
-			broker.WaitAny(ctx, append(changed, c.s.draining))
+			changed = append(changed, c.s.draining)
+			if starved {
+				// A read the budgets cut short also waits for room. The
+				// channels are taken after the discard, whose releases
+				// would otherwise wake this fetch at once, again and again.
+				// A release by another reply just before is missed; the
+				// next one, an append or MaxWait wakes it.
+				changed = append(changed, c.respBudget.released(), c.s.respBudget.released())
+			}
+			broker.WaitAny(ctx, changed)
 		}
 	}
 }
@@ -94,35 +103,26 @@ func (c *conn) discardFetch(resp *kmsg.FetchResponse, ch fetchCharge) {
 
 // fetchOnce reads every requested partition once. It returns the response,
 // the record bytes it holds, the channels to wait on before reading again
-// (each partition's change channel, captured before reading, and — only
-// when the response budgets cut the read short — their release, so a fetch
-// that found data but no room wakes when room is made), and the budget
-// charge of the records.
+// (each partition's change channel, captured before reading), whether the
+// response budgets cut a read short (then a parked fetch waits for room
+// too), and the budget charge of the records.
 //
 // Room is taken from the budgets partition by partition, for what each
 // read may return, and what the read did not use is given back at once.
-func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}, fetchCharge) {
+func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, bytes int, changed []<-chan struct{}, starved bool, charge fetchCharge) {
 	c.s.fetchPasses.Add(1)
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	// The client's sizes are capped by the broker's, so one consumer cannot
 	// make the broker buffer gigabytes (Kafka's fetch.max.bytes).
 	maxBytes := int(req.MaxBytes)
 	if maxBytes <= 0 || maxBytes > c.s.opts.FetchMaxBytes {
 		maxBytes = c.s.opts.FetchMaxBytes
 	}
-	// Taken before reading, so a release between the read and the wait
-	// still wakes the fetch; kept only if the budgets cut a read short.
-	roomFreed := []<-chan struct{}{c.respBudget.released(), c.s.respBudget.released()}
 	// A connection with no fetched data outstanding always gets a first
 	// batch, even past the server budget: every consumer progresses, and
 	// each connection overshoots by one batch at most.
 	mayForce := c.respBudget.inUse() == 0
-	var (
-		changed []<-chan struct{}
-		charge  fetchCharge
-		total   int
-		starved bool // a read was cut short for lack of room
-	)
+	total := 0
 	remaining := maxBytes
 	for _, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -151,7 +151,9 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 			}
 			want := min(max(int(p.PartitionMaxBytes), 0), remaining)
 			grant := c.grantFetch(int64(want))
-			if grant.conn < int64(want) {
+			// Starved: less than even empty budgets would have given
+			// (a want beyond a budget's whole size never fits).
+			if grant.conn < min(int64(want), c.respBudget.limit, c.s.respBudget.limit) {
 				starved = true
 			}
 			if grant.conn > 0 || (mayForce && total == 0) {
@@ -171,10 +173,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if starved {
-		changed = append(changed, roomFreed...)
-	}
-	return resp, total, changed, charge
+	return resp, total, changed, starved, charge
 }
 
 // maxPooledBuffer is the largest buffer kept in a pool for reuse.

@@ -3,8 +3,10 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"strings"
 	"testing"
@@ -89,12 +91,12 @@ func TestAnnouncedFramesDoNotStallOthers(t *testing.T) {
 // A big reservation that has to wait does not hold back small requests.
 func TestBudgetLetsSmallRequestsPass(t *testing.T) {
 	b := newMemBudget(100)
-	require.NoError(t, b.acquire(context.Background(), 60))
+	require.NoError(t, b.acquire(context.Background(), nil, 60))
 	bigDone := make(chan error, 1)
-	go func() { bigDone <- b.acquire(context.Background(), 80) }()
+	go func() { bigDone <- b.acquire(context.Background(), nil, 80) }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	require.NoError(t, b.acquire(ctx, 30), "a small request fits beside the held bytes")
+	require.NoError(t, b.acquire(ctx, nil, 30), "a small request fits beside the held bytes")
 	require.Equal(t, int64(90), b.inUse(), "the big request cannot fit yet")
 	b.release(60)
 	b.release(30)
@@ -102,7 +104,7 @@ func TestBudgetLetsSmallRequestsPass(t *testing.T) {
 	require.Equal(t, int64(80), b.inUse())
 	// Alone, a request larger than the whole budget still gets through.
 	b.release(80)
-	require.NoError(t, b.acquire(context.Background(), 500))
+	require.NoError(t, b.acquire(context.Background(), nil, 500))
 }
 
 func TestIdleConnectionsAreClosed(t *testing.T) {
@@ -351,33 +353,89 @@ func TestClientsCannotCreateOrBreakInternalTopics(t *testing.T) {
 }
 
 // Partly received frames never wait on each other while holding part of
-// the budget: two that together fill it still let a third client through,
-// and each completes once its body arrives.
+// the budget. Two 600 KiB frames each received past 512 KiB fill a 1 MiB
+// budget exactly (bodies grow by doubling); holding that while waiting to
+// grow would stall both, and every other client, for good. Instead one
+// gives its part back, the other grows, a third client gets through, and
+// both complete once their bodies arrive.
 func TestPartlyReceivedFramesDoNotDeadlock(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 4 << 20})
+	s := startServer(t, Options{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 1 << 20})
+	const size, first, second = 600 << 10, 300 << 10, 250 << 10
 	var conns []net.Conn
 	for range 2 {
-		c := announce(t, s, 1<<20, kmsg.Produce)
-		_, err := c.Write(make([]byte, 600<<10))
+		c := announce(t, s, size, kmsg.Produce)
+		_, err := c.Write(make([]byte, first))
 		require.NoError(t, err)
 		conns = append(conns, c)
 	}
-	eventually(t, "the frames to be started", 2*time.Second, func() bool { return s.budget.inUse() > 0 })
+	eventually(t, "both frames to hold 512 KiB", 2*time.Second, func() bool { return s.budget.inUse() == 1<<20 })
+	for _, c := range conns { // both need to grow past 512 KiB now
+		_, err := c.Write(make([]byte, second))
+		require.NoError(t, err)
+	}
 	apiVersionsWorks(t, s)
-	// A frame larger than the whole budget is still received, alone.
-	big := announce(t, s, 3<<20, kmsg.Produce)
+	// Their headers say Produce v0, which is not served: each is answered.
 	for _, c := range conns {
+		_, err := c.Write(make([]byte, size-2-first-second))
+		require.NoError(t, err)
+	}
+	for i, c := range conns {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+		var n [4]byte
+		_, err := io.ReadFull(c, n[:])
+		require.NoError(t, err, "frame %d was received and answered", i)
 		c.Close()
 	}
-	_, err := big.Write(make([]byte, 3<<20-2))
-	require.NoError(t, err)
-	// Its header says Produce v0, which is not served: it is answered.
-	require.NoError(t, big.SetReadDeadline(time.Now().Add(5*time.Second)))
-	var size [4]byte
-	_, err = io.ReadFull(big, size[:])
-	require.NoError(t, err, "the big frame was received and answered")
 	eventually(t, "the budget to drain", 5*time.Second, func() bool { return s.budget.inUse() == 0 })
 	apiVersionsWorks(t, s)
+}
+
+// A frame that finds no room waits no longer than a stalled read would:
+// its connection is closed after RequestTimeout, and others still work.
+func TestAFrameWaitingForRoomIsBounded(t *testing.T) {
+	s := startServer(t, Options{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 1 << 20, RequestTimeout: 300 * time.Millisecond})
+	s.budget.force(1<<20 - 1<<10) // what other requests hold, for good
+	c := announce(t, s, 600<<10, kmsg.Produce)
+	start := time.Now()
+	_, err := c.Write(make([]byte, 100<<10))
+	require.NoError(t, err)
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = c.Read(make([]byte, 1))
+	require.Error(t, err, "the connection was closed")
+	require.False(t, errors.Is(err, os.ErrDeadlineExceeded), "closed by the server, not by our deadline: %v", err)
+	require.Less(t, time.Since(start), 3*time.Second)
+	s.budget.release(1<<20 - 1<<10)
+	apiVersionsWorks(t, s)
+}
+
+// A parked fetch whose read the budgets cut short waits for room without
+// waking itself: its own releases (the unused grant, the discarded reply)
+// must not end the wait, while a release by another reply does. Here
+// other replies hold most of the server budget, and the data is below
+// MinBytes.
+func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
+	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
+	createTopic(t, s, "t", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strings.Repeat("x", 100))}).FirstErr())
+
+	const others = 60 << 10
+	s.respBudget.force(others) // what other connections' replies hold
+	rc := dialRaw(t, s)
+	req := fetchRequest("t", 1500*time.Millisecond)
+	req.MinBytes = 1 << 20 // more than there is: it parks until MaxWait
+	before := s.fetchPasses.Load()
+	rc.send(req)
+	eventually(t, "the fetch to park", 2*time.Second, func() bool { return s.fetchPasses.Load()-before >= 2 })
+	parked := s.fetchPasses.Load()
+	s.respBudget.release(others)
+	eventually(t, "the released room to wake it", 2*time.Second, func() bool { return s.fetchPasses.Load() > parked })
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	rc.recv(resp)
+	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches, "answered with what there is at MaxWait")
+	require.LessOrEqual(t, s.fetchPasses.Load()-before, int64(5), "partition-read passes of one parked fetch")
 }
 
 // A parked fetch whose connection goes away gives back what it read.
