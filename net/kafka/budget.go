@@ -142,28 +142,45 @@ const (
 	reclaimWhenBelow = 16 << 20 // and memory is reclaimed only once the spike has passed
 )
 
+// spikeWatch decides, once per interval, whether a spike in the budgets
+// is over. It has no clock: reclaimAfterSpikes calls over every interval.
+type spikeWatch struct {
+	budgets []*memBudget
+	spiked  bool
+}
+
+// over reports whether the interval that just ended was the first one
+// below a spike: memory should be reclaimed now. An interval whose peak
+// reached reclaimAfterPeak (steady large traffic, which reuses the memory)
+// keeps waiting; small peaks never start a wait.
+func (w *spikeWatch) over() bool {
+	var peak, now int64
+	for _, b := range w.budgets {
+		p, n := b.takePeak()
+		peak, now = max(peak, p), now+n
+	}
+	switch {
+	case peak >= reclaimAfterPeak:
+		w.spiked = true
+	case w.spiked && now < reclaimWhenBelow:
+		w.spiked = false
+		return true
+	}
+	return false
+}
+
 func reclaimAfterSpikes(stop <-chan struct{}, interval time.Duration, reclaim func(), budgets ...*memBudget) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	spiked := false
+	w := spikeWatch{budgets: budgets}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
-		var peak, now int64
-		for _, b := range budgets {
-			p, n := b.takePeak()
-			peak, now = max(peak, p), now+n
-		}
-		switch {
-		case peak >= reclaimAfterPeak:
-			spiked = true // still busy: steady large traffic reuses the memory
-		case spiked && now < reclaimWhenBelow:
-			// A whole interval below the spike: it is over.
+		if w.over() {
 			reclaim()
-			spiked = false
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -261,55 +260,44 @@ func TestTruncatedRequestIsCalledARequest(t *testing.T) {
 }
 
 func TestMemoryIsReturnedAfterASpike(t *testing.T) {
-	b := newMemBudget(1 << 30)
-	stop := make(chan struct{})
-	reclaimed := make(chan struct{}, 10)
-	go reclaimAfterSpikes(stop, 5*time.Millisecond, func() { reclaimed <- struct{}{} }, b)
-	defer close(stop)
-	b.force(reclaimAfterPeak)
-	select {
-	case <-reclaimed:
-		t.Fatal("reclaimed while the spike is still held")
-	case <-time.After(20 * time.Millisecond):
+	a, b := newMemBudget(1<<30), newMemBudget(1<<30)
+	w := spikeWatch{budgets: []*memBudget{a, b}}
+	require.False(t, w.over(), "nothing happened")
+
+	a.force(reclaimAfterPeak)
+	require.False(t, w.over(), "the spike is held")
+	require.False(t, w.over(), "the spike is still held")
+	a.release(reclaimAfterPeak)
+	require.False(t, w.over(), "the interval that released it peaked too")
+	require.True(t, w.over(), "a whole interval below the spike")
+	require.False(t, w.over(), "reclaimed once per spike")
+
+	// Steady large traffic (a spike in every interval) is left alone, and
+	// reclaimed once it ends.
+	for i := range 5 {
+		b.force(reclaimAfterPeak)
+		b.release(reclaimAfterPeak)
+		require.False(t, w.over(), "interval %d of steady traffic", i)
 	}
-	b.release(reclaimAfterPeak)
-	select {
-	case <-reclaimed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("memory not reclaimed after the spike")
-	}
-	// Steady large traffic (a spike in every interval) is left alone.
-	stopSteady := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-stopSteady:
-				return
-			default:
-				b.force(reclaimAfterPeak)
-				b.release(reclaimAfterPeak)
-				runtime.Gosched()
-			}
-		}
-	}()
-	select {
-	case <-reclaimed:
-		t.Fatal("reclaimed under steady traffic")
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(stopSteady)
-	select { // and reclaimed once it ends
-	case <-reclaimed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("memory not reclaimed after the steady traffic")
-	}
-	b.force(1 << 20) // a small burst is left to the runtime
-	b.release(1 << 20)
-	select {
-	case <-reclaimed:
-		t.Fatal("reclaimed after a small burst")
-	case <-time.After(20 * time.Millisecond):
-	}
+	require.True(t, w.over(), "the traffic ended")
+
+	// Peaks are per budget: two that together cross the mark are two
+	// small bursts, left to the runtime.
+	a.force(reclaimAfterPeak / 2)
+	b.force(reclaimAfterPeak / 2)
+	a.release(reclaimAfterPeak / 2)
+	b.release(reclaimAfterPeak / 2)
+	require.False(t, w.over())
+	require.False(t, w.over(), "small bursts are left to the runtime")
+
+	// A spike still mostly held is not over even if its peak passed.
+	a.force(reclaimAfterPeak)
+	require.False(t, w.over())
+	a.release(reclaimAfterPeak - reclaimWhenBelow)
+	require.False(t, w.over())
+	require.False(t, w.over(), "still holding reclaimWhenBelow")
+	a.release(reclaimWhenBelow)
+	require.True(t, w.over())
 }
 
 // Finding 2 of issue 10: a client could create __consumer_offsets first,
