@@ -596,6 +596,7 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 	for pos < fileSize {
 		var reason string
 		var h batch.Header
+		crcOnly := false
 		if fileSize-pos < batch.HeaderSize {
 			reason = fmt.Sprintf("torn batch header: %d bytes", fileSize-pos)
 		} else if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -620,6 +621,7 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 			}
 			if crc != h.CRC {
 				reason = fmt.Sprintf("crc mismatch in the batch at offset %d", h.BaseOffset)
+				crcOnly = true // its header still says where it ends
 			}
 		}
 		if reason != "" {
@@ -628,7 +630,11 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 				break
 			}
 			// Flushed data is damaged: skip to the next valid batch.
-			to, toOffset, err := s.resync(f, pos+1, fileSize, res.next, segEnd)
+			claimEnd := int64(-1)
+			if crcOnly {
+				claimEnd = pos + int64(h.Size())
+			}
+			to, toOffset, err := s.resync(f, pos+1, fileSize, res.next, segEnd, claimEnd)
 			if err != nil {
 				return res, err
 			}
@@ -661,15 +667,20 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 // limit) whose base offset is at least minOffset and, when maxOffset >= 0,
 // whose offsets stay below it (the next segment's base): a well-formed
 // header, sane counts and a matching CRC, so a false match is as unlikely
-// as a CRC collision — unless a record's value itself holds a batch (a
-// mirroring tool's payload), so a candidate followed by another valid
-// header (or the end) is preferred over one that is not. It returns its
-// position and base offset, or -1 when there is none. Damage to flushed
-// data is rare, so a byte-by-byte search is fine.
-func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset int64) (pos, base int64, err error) {
+// as a CRC collision, unless a record's value itself holds a batch (a
+// mirroring tool's payload). Such an embedded batch lies inside the
+// damaged one, so where the damaged batch's header still gives its extent
+// (claimEnd, the position after it; -1 when unknown) a candidate inside it
+// is taken only if it chains on (another valid header, or the end, follows
+// it), and the first candidate at or past claimEnd is taken as it is. With
+// the extent unknown, the first candidate is taken unless one that chains
+// on, found soon after, contradicts its offsets (both cannot be real). It
+// returns the position and base offset, or -1 when there is none. Damage
+// to flushed data is rare, so a byte-by-byte search is fine.
+func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset, claimEnd int64) (pos, base int64, err error) {
 	const window = 1 << 20
 	buf := make([]byte, window+batch.HeaderSize)
-	fallbackPos, fallbackBase := int64(-1), int64(-1)
+	fallbackPos, fallbackBase, fallbackNext, fallbackInside := int64(-1), int64(-1), int64(-1), false
 	var next [batch.HeaderSize]byte
 	for start := from; start+batch.HeaderSize <= limit; start += window {
 		n := min(int64(len(buf)), limit-start)
@@ -694,19 +705,34 @@ func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset int64)
 			if batch.Checksum(raw[batch.CRCStart:]) != h.CRC {
 				continue
 			}
-			end := p + int64(h.Size())
-			if end == limit {
-				return p, h.BaseOffset, nil
+			inside := claimEnd >= 0 && p < claimEnd
+			if claimEnd >= 0 && !inside {
+				return p, h.BaseOffset, nil // past the damaged batch: a real one
 			}
-			if end+batch.HeaderSize <= limit {
+			end := p + int64(h.Size())
+			chains := end == limit
+			if !chains && end+batch.HeaderSize <= limit {
 				if _, err := f.ReadAt(next[:], end); err == nil {
-					if nh, err := batch.ParseHeader(next[:]); err == nil && s.checkBatch(nh, end, limit, h.NextOffset()) == "" {
-						return p, h.BaseOffset, nil // it chains on
-					}
+					nh, err := batch.ParseHeader(next[:])
+					chains = err == nil && s.checkBatch(nh, end, limit, h.NextOffset()) == ""
 				}
 			}
-			if fallbackPos < 0 {
-				fallbackPos, fallbackBase = p, h.BaseOffset
+			switch {
+			case fallbackPos < 0 && chains:
+				return p, h.BaseOffset, nil
+			case fallbackPos < 0:
+				fallbackPos, fallbackBase, fallbackNext, fallbackInside = p, h.BaseOffset, h.NextOffset(), inside
+			case fallbackInside || h.BaseOffset < fallbackNext:
+				// The fallback lies inside the damaged batch, or this
+				// candidate's offsets contradict it: one of them is
+				// embedded data, and the one that chains on is trusted.
+				if chains {
+					return p, h.BaseOffset, nil
+				}
+			default:
+				// A later batch consistent with the fallback: it is real,
+				// and what lies between them is damage.
+				return fallbackPos, fallbackBase, nil
 			}
 		}
 		if fallbackPos >= 0 && start+window > fallbackPos+resyncLookahead {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/vfs"
 )
 
 // fillLog appends n batches and waits until they are durable.
@@ -369,4 +370,90 @@ func TestMissingEpochCheckpointIsRebuilt(t *testing.T) {
 		require.Equal(t, epochs, l.LeaderEpochs())
 		require.Empty(t, readEach(t, l, want))
 	}
+}
+
+// Damage in flushed data costs only the damaged batches: the search for
+// where it ends keeps an intact batch between two damaged ones, whether or
+// not the first damaged header still says where that batch ends.
+func TestResyncKeepsAnIntactBatchBetweenTwoDamaged(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		firstByte int64 // offset into batch 2 of the byte flipped
+	}{
+		{"body of the first", 100},                // its header still gives its extent
+		{"magic of the first", batch.MagicOffset}, // its extent is unknown
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, opts, want, pos := flushedMemLog(t, 10, nil)
+			name := segmentFileName(0, logExt)
+			b := m.read(t, name)
+			m.writeAt(t, name, []byte{b[pos[2]+tc.firstByte] ^ 0x5a}, pos[2]+tc.firstByte)
+			m.writeAt(t, name, []byte{b[pos[4]+batch.MagicOffset] ^ 0x5a}, pos[4]+batch.MagicOffset)
+			l, err := Open(m.dir, opts)
+			require.NoError(t, err)
+			defer l.Close()
+			require.Equal(t, []int{2, 4}, readEach(t, l, want), "only the damaged batches are lost")
+		})
+	}
+}
+
+// A record value that is itself a valid batch (a mirroring tool's payload)
+// is never taken for a batch of the log when the batch holding it is
+// damaged: while that batch's header gives its extent, the search resumes
+// after it.
+func TestResyncSkipsABatchEmbeddedInADamagedOne(t *testing.T) {
+	m, opts, want, pos := flushedMemLog(t, 6, func(i int, base int64) []byte {
+		if i != 2 {
+			return nil
+		}
+		inner := makeBatch(1, 50, 7, 77)
+		batch.SetBaseOffset(inner, base+1) // plausible: inside the outer batch's offsets
+		return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+	})
+	name := segmentFileName(0, logExt)
+	b := m.read(t, name)
+	m.writeAt(t, name, []byte{b[pos[3]-1] ^ 0x5a}, pos[3]-1) // the outer batch's last byte
+	l, err := Open(m.dir, opts)
+	require.NoError(t, err)
+	defer l.Close()
+	require.Equal(t, []int{2}, readEach(t, l, want))
+	_, err = l.Read(want[2].base+1, 1, l.HighWatermark())
+	require.ErrorIs(t, err, ErrCorrupt, "the embedded batch is not served")
+	cr := l.CorruptRanges()
+	require.Len(t, cr, 1)
+	require.Equal(t, want[2].base, cr[0].FromOffset)
+	require.Equal(t, want[3].base, cr[0].ToOffset)
+}
+
+// flushedMemLog writes n batches of 3 records (custom(i, base) may supply
+// batch i instead) to one segment, all flushed, and closes the log as a
+// crash would after the flush: the next open scans it. It returns where
+// each batch starts (and where the last ends).
+func flushedMemLog(t *testing.T, n int, custom func(i int, base int64) []byte) (memLog, Options, []stored, []int64) {
+	t.Helper()
+	mem := vfs.NewMem()
+	m := memLog{fs: mem, dir: "/data/t-0"}
+	opts := memOptions(mem)
+	opts.SegmentBytes = 1 << 20
+	l, err := Open(m.dir, opts)
+	require.NoError(t, err)
+	var want []stored
+	pos := []int64{0}
+	for i := 0; i < n; i++ {
+		var b []byte
+		if custom != nil {
+			b = custom(i, l.LogEndOffset())
+		}
+		if b == nil {
+			b = makeBatch(3, 100, int64(1000+i), i)
+		}
+		want = append(want, appendBatch(t, l, b, 1))
+		pos = append(pos, pos[i]+int64(len(want[i].bytes)))
+	}
+	require.NoError(t, l.WaitDurable(context.Background(), want[n-1].last))
+	require.NoError(t, l.Close())
+	m.remove(t, cleanFile) // the recovery point is the log end: all of it flushed
+	return m, opts, want, pos
 }
