@@ -22,6 +22,7 @@ const (
 	logStartFile      = "log-start-offset-checkpoint"
 	recoveryPointFile = "recovery-point-checkpoint"
 	epochFile         = "leader-epoch-checkpoint"
+	missingFile       = "missing-offsets-checkpoint"
 	cleanFile         = ".clean"
 	tmpSuffix         = ".tmp"
 
@@ -340,4 +341,46 @@ func (c *epochCache) endOffsetFor(requested int32, logEnd int64) (int32, int64) 
 		return requested, c.entries[0].StartOffset
 	}
 	return c.entries[hi-1].Epoch, c.entries[hi].StartOffset
+}
+
+// The missing-offsets checkpoint keeps the ranges recovery found gone from
+// flushed data (see Log.missing): nothing else on disk remembers them, and
+// without it the next open would serve an empty answer for offsets that
+// were acknowledged. One line per range: from, to, segment. An empty list
+// removes the file.
+func readMissingRanges(fsys vfs.FS, dir string) ([]CorruptRange, error) {
+	lines, err := readCheckpoint(fsys, dir, missingFile)
+	if err != nil || lines == nil {
+		return nil, err
+	}
+	out := make([]CorruptRange, 0, len(lines))
+	for _, line := range lines {
+		v, err := parseInts(line, 3)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", missingFile, err)
+		}
+		if v[0] < 0 || v[1] <= v[0] || v[2] < 0 {
+			return nil, fmt.Errorf("%w: %s: bad range %q", ErrCorrupt, missingFile, line)
+		}
+		out = append(out, missingRange(v[2], v[0], v[1]))
+	}
+	return out, nil
+}
+
+func writeMissingRanges(fsys vfs.FS, dir string, ranges []CorruptRange) error {
+	if len(ranges) == 0 {
+		err := fsys.Remove(filepath.Join(dir, missingFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("remove %s: %w", missingFile, err)
+		}
+		return SyncDir(fsys, dir)
+	}
+	b := fmt.Appendf(nil, "%d\n", checkpointVersion)
+	for _, m := range ranges {
+		b = fmt.Appendf(b, "%d %d %d\n", m.FromOffset, m.ToOffset, m.Segment)
+	}
+	return WriteFileAtomic(fsys, dir, missingFile, b)
 }

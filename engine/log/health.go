@@ -48,7 +48,7 @@ type CorruptRange struct {
 	Segment    int64 // base offset of the segment holding it
 	FromOffset int64
 	ToOffset   int64
-	FromByte   int64 // position in the segment file
+	FromByte   int64 // position in the segment file; -1 for missing offsets (no bytes are left)
 	ToByte     int64
 	Reason     string
 }
@@ -76,6 +76,29 @@ func (l *Log) CorruptRanges() []CorruptRange {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].FromOffset < out[j].FromOffset })
 	return out
+}
+
+// missingRange describes offsets [from, to) gone from the end of segment
+// seg (no bytes are left of them).
+func missingRange(seg, from, to int64) CorruptRange {
+	return CorruptRange{Segment: seg, FromOffset: from, ToOffset: to, FromByte: -1, ToByte: -1,
+		Reason: "flushed batches missing at the end of a segment"}
+}
+
+// clipMissing keeps the missing ranges still inside [logStart, leo),
+// clipped to it; changed says whether any was dropped or clipped.
+func clipMissing(ranges []CorruptRange, logStart, leo int64) (kept []CorruptRange, changed bool) {
+	for _, m := range ranges {
+		if m.ToOffset <= logStart || m.FromOffset >= leo {
+			changed = true
+			continue
+		}
+		if m.ToOffset > leo {
+			m.ToOffset, changed = leo, true
+		}
+		kept = append(kept, m)
+	}
+	return kept, changed
 }
 
 // missingAt returns the missing range holding offset, if any.

@@ -280,8 +280,10 @@ type Log struct {
 	scannedAtOpen int // segments checksummed by recovery (observability, tests)
 
 	// missing are offsets recovery found gone from flushed data with no
-	// bytes left to mark (the log ended short of what was on disk); set by
-	// recover, read-only afterwards.
+	// bytes left to mark (a segment ended short of what was on disk), kept
+	// in the missing-offsets checkpoint. Set by recover; replaced (never
+	// mutated) by truncations and heals under truncMu and segMu, so Read
+	// (truncMu) and CorruptRanges (segMu) may read it.
 	missing []CorruptRange
 
 	epochs *epochCache

@@ -121,6 +121,19 @@ func (l *Log) recover() (clean bool, err error) {
 		l.logger.Warn("recovery point checkpoint unreadable", "err", err)
 		rpOK = false
 	}
+	missing, err := readMissingRanges(fsys, l.dir)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			return false, err
+		}
+		l.logger.Error("missing-offsets checkpoint unreadable: offsets an earlier recovery found gone may read as empty", "err", err)
+		missing = nil
+	}
+	persistedMissing := len(missing)
+	for _, m := range missing {
+		l.logger.Error("flushed data missing from the log since an earlier recovery: these offsets are not served",
+			"segment", m.Segment, "from_offset", m.FromOffset, "to_offset", m.ToOffset)
+	}
 	cs, hasClean, err := readCleanState(fsys, l.dir)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return false, err
@@ -294,15 +307,14 @@ func (l *Log) recover() (clean bool, err error) {
 		// batches are gone (a device or someone cut the file at a batch
 		// boundary). Their offsets are not given again: reads of them
 		// answer ErrCorrupt, and appends continue after them.
-		l.missing = []CorruptRange{{Segment: l.active.base, FromOffset: leo, ToOffset: knownEnd,
-			FromByte: l.active.size.Load(), ToByte: l.active.size.Load(), Reason: "flushed batches missing at the end of the log"}}
+		missing = append(missing, missingRange(l.active.base, leo, knownEnd))
 		l.st.health.missingFound(l.active, leo, knownEnd)
-		if err := l.reopenAfterDamage(knownEnd); err != nil {
+		if err := l.reopenAfterDamage(knownEnd, "flushed batches are missing at its end"); err != nil {
 			return false, err
 		}
 		leo, firstTs = knownEnd, -1
 	} else if lastBad != nil {
-		if err := l.reopenAfterDamage(lastBad.toOffset); err != nil {
+		if err := l.reopenAfterDamage(lastBad.toOffset, "it ends in damaged data"); err != nil {
 			return false, err
 		}
 		leo, firstTs = lastBad.toOffset, -1
@@ -323,6 +335,16 @@ func (l *Log) recover() (clean bool, err error) {
 			return false, err
 		}
 	}
+	// Ranges found gone now or by an earlier recovery, still in the log;
+	// persisted before anything is appended after them, since then
+	// nothing else shows they were ever there.
+	kept, clipped := clipMissing(missing, logStart, leo)
+	if clipped || len(missing) > persistedMissing {
+		if err := writeMissingRanges(fsys, l.dir, kept); err != nil {
+			return false, err
+		}
+	}
+	l.missing = kept
 	if len(scanned) > 0 || truncated || lastBad != nil || l.missing != nil {
 		if err := fsys.SyncDir(l.dir); err != nil {
 			return false, fmt.Errorf("sync dir %s: %w", l.dir, err)
@@ -365,9 +387,9 @@ func (l *Log) recover() (clean bool, err error) {
 	return clean, nil
 }
 
-// reopenAfterDamage seals the last segment, whose damage runs to its end,
-// and starts the active segment at base.
-func (l *Log) reopenAfterDamage(base int64) error {
+// reopenAfterDamage seals the last segment, which cannot take appends
+// (why), and starts the active segment at base.
+func (l *Log) reopenAfterDamage(base int64, why string) error {
 	old := l.active
 	if err := old.seal(); err != nil {
 		return err
@@ -378,7 +400,7 @@ func (l *Log) reopenAfterDamage(base int64) error {
 	}
 	l.segments = append(l.segments, ns)
 	l.active = ns
-	l.logger.Error("last segment ends in damaged data; appending continues in a new segment",
+	l.logger.Error("appending continues in a new segment: the last one cannot take appends, "+why,
 		"damaged_segment", old.base, "new_segment", base)
 	return nil
 }

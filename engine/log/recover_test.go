@@ -457,3 +457,51 @@ func flushedMemLog(t *testing.T, n int, custom func(i int, base int64) []byte) (
 	m.remove(t, cleanFile) // the recovery point is the log end: all of it flushed
 	return m, opts, want, pos
 }
+
+// Flushed batches gone from the end of a segment leave no bytes to mark:
+// the range recovery finds is kept in a checkpoint, so it is still
+// reported and refused after the next restart and after appends, until a
+// truncation below it drops it.
+func TestMissingRangeSurvivesRestarts(t *testing.T) {
+	m, opts, want, _ := flushedMemLog(t, 5, nil)
+	name := segmentFileName(0, logExt)
+	f, err := m.fs.OpenFile(m.path(name), os.O_RDWR, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(int64(len(m.read(t, name))-len(want[4].bytes))))
+	require.NoError(t, f.Close())
+
+	gone := CorruptRange{Segment: 0, FromOffset: want[4].base, ToOffset: want[4].last + 1, FromByte: -1, ToByte: -1,
+		Reason: "flushed batches missing at the end of a segment"}
+	check := func(l *Log, when string) {
+		t.Helper()
+		require.Equal(t, []CorruptRange{gone}, l.CorruptRanges(), when)
+		_, err := l.Read(want[4].base, 1, l.HighWatermark())
+		require.ErrorIs(t, err, ErrCorrupt, when)
+		require.Equal(t, []int{4}, readEach(t, l, want), when)
+	}
+	l, err := Open(m.dir, opts)
+	require.NoError(t, err)
+	check(l, "first open")
+	require.NoError(t, l.Close())
+
+	l, err = Open(m.dir, opts)
+	require.NoError(t, err)
+	check(l, "after a restart")
+	nb := appendBatch(t, l, makeBatch(1, 10, 9999, 99), 1)
+	require.Equal(t, want[4].last+1, nb.base, "the missing offsets are not given again")
+	require.NoError(t, l.WaitDurable(context.Background(), nb.last))
+	l.crash()
+
+	l, err = Open(m.dir, opts)
+	require.NoError(t, err)
+	check(l, "after appends and a crash")
+	require.NoError(t, l.TruncateTo(want[4].base))
+	require.Empty(t, l.CorruptRanges(), "truncated below the range")
+	require.NoError(t, l.Close())
+	l, err = Open(m.dir, opts)
+	require.NoError(t, err)
+	defer l.Close()
+	require.Empty(t, l.CorruptRanges())
+	require.Equal(t, want[4].base, l.LogEndOffset())
+	require.Empty(t, readEach(t, l, want[:4]))
+}

@@ -244,6 +244,14 @@ func (l *Log) truncateLocked(offset int64) error {
 		}
 		l.recoveryPoint = newEnd
 	}
+	if kept, clipped := clipMissing(l.missing, 0, newEnd); clipped {
+		if err := writeMissingRanges(l.st.fs, l.dir, kept); err != nil {
+			return err
+		}
+		l.segMu.Lock()
+		l.missing = kept
+		l.segMu.Unlock()
+	}
 	l.leo.Store(newEnd)
 	l.hw.Store(min(l.hw.Load(), newEnd))
 	l.durable.Store(min(l.durable.Load(), newEnd))
@@ -313,6 +321,12 @@ func (l *Log) resetLocked(offset int64) error {
 			return err
 		}
 		l.recoveryPoint = offset
+		l.segMu.Lock()
+		l.missing = nil
+		l.segMu.Unlock()
+		if err := writeMissingRanges(l.st.fs, l.dir, nil); err != nil {
+			return err
+		}
 		l.epochs.clear()
 		return l.epochs.persist()
 	}()
