@@ -49,7 +49,7 @@ func (l *Log) Heal() error {
 	}
 	start := time.Now()
 	durable := l.durable.Load()
-	fresh := &Log{dir: l.dir, st: l.st, logger: l.logger}
+	fresh := &Log{dir: l.dir, st: l.st, logger: l.logger, healFloor: durable}
 	fresh.opts.Store(l.opts.Load())
 	if _, err := fresh.recover(); err != nil {
 		fresh.dropSegments(true)

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -145,35 +146,103 @@ func TestHealAfterDescriptorsRunOut(t *testing.T) {
 }
 
 // A heal that cannot finish must not disturb the failed log, which keeps
-// serving reads: it checks first that the directory takes writes again.
+// serving reads: it checks first that the directory takes writes again
+// (the probe), and a recovery that fails after the probe passed (it
+// rewrote index files under the live segments) leaves reads scanning.
 func TestFailedHealKeepsServingReads(t *testing.T) {
-	faults := vfs.NewFaults(vfs.NewMem())
-	var mode atomic.Int32 // 0 healthy, 1 recovery-point writes fail, 2 every write but the .log fails
-	faults.SetInjector(func(op vfs.Op, path string) error {
-		switch {
-		case mode.Load() == 1 && op == vfs.OpWrite && strings.Contains(path, recoveryPointFile):
-			return syscall.ENOSPC
-		case mode.Load() == 2 && op == vfs.OpWrite && !strings.HasSuffix(path, logExt):
-			return syscall.ENOSPC
-		}
-		return nil
-	})
-	l, err := Open("/data/t-0", memOptions(faults))
-	require.NoError(t, err)
-	defer l.Close()
-	want := fillLog(t, l, 30, 0)
-	mode.Store(1)
-	for i := 0; i < 200 && l.Failure() == nil; i++ {
-		res, err := l.Append([][]byte{makeBatch(2, 200, 1, 100+i)}, 1)
-		if err == nil {
-			_ = l.WaitDurable(context.Background(), res.LastOffset)
-		}
+	for _, tc := range []struct {
+		name        string
+		fails       func(path string) bool // which writes fail during the heal
+		removeIndex bool                   // a sealed segment's .index is gone, so recovery rebuilds it
+	}{
+		{"the probe fails", func(path string) bool { return !strings.HasSuffix(path, logExt) }, false},
+		{"recovery fails after the probe", func(path string) bool {
+			return strings.HasSuffix(path, indexExt) || strings.HasSuffix(path, timeIndexExt) || strings.Contains(path, recoveryPointFile)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			faults := vfs.NewFaults(vfs.NewMem())
+			var mode atomic.Int32 // 0 healthy, 1 recovery-point writes fail, 2 tc.fails
+			faults.SetInjector(func(op vfs.Op, path string) error {
+				switch {
+				case mode.Load() == 1 && op == vfs.OpWrite && strings.Contains(path, recoveryPointFile):
+					return syscall.ENOSPC
+				case mode.Load() == 2 && op == vfs.OpWrite && tc.fails(path):
+					return syscall.ENOSPC
+				}
+				return nil
+			})
+			l, err := Open("/data/t-0", memOptions(faults))
+			require.NoError(t, err)
+			defer l.Close()
+			want := fillLog(t, l, 30, 0)
+			mode.Store(1)
+			for i := 0; i < 200 && l.Failure() == nil; i++ {
+				res, err := l.Append([][]byte{makeBatch(2, 200, 1, 100+i)}, 1)
+				if err == nil {
+					_ = l.WaitDurable(context.Background(), res.LastOffset)
+				}
+			}
+			require.Error(t, l.Failure(), "a roll could not checkpoint the recovery point")
+			if tc.removeIndex {
+				bases := l.SegmentBases()
+				require.NoError(t, faults.Remove(filepath.Join("/data/t-0", segmentFileName(bases[1], indexExt))))
+			}
+			mode.Store(2)
+			require.Error(t, l.Heal())
+			require.Empty(t, readEach(t, l, want), "reads are served as before the attempt")
+			mode.Store(0)
+			require.NoError(t, l.Heal())
+			require.Empty(t, readEach(t, l, want))
+		})
 	}
-	require.Error(t, l.Failure(), "a roll could not checkpoint the recovery point")
-	mode.Store(2)
-	require.Error(t, l.Heal())
-	require.Empty(t, readEach(t, l, want), "reads are served as before the attempt")
-	mode.Store(0)
-	require.NoError(t, l.Heal())
-	require.Empty(t, readEach(t, l, want))
+}
+
+// A heal recovers with what the failed log knew: everything below its last
+// good fsync is on disk and acknowledged, even where the recovery-point
+// checkpoint lags. Damage found there is kept and reported, never cut as a
+// tail, and its offsets are not given again.
+func TestHealNeverCutsWhatWasFsynced(t *testing.T) {
+	for _, damaged := range []int{6, 9} { // in the middle; the last batch, so the damage runs to the end
+		mem := vfs.NewMem()
+		faults := vfs.NewFaults(mem)
+		var full atomic.Bool
+		faults.SetInjector(func(op vfs.Op, _ string) error {
+			if full.Load() && op == vfs.OpWrite {
+				return syscall.ENOSPC
+			}
+			return nil
+		})
+		opts := memOptions(faults)
+		opts.SegmentBytes = 1 << 20
+		l, err := Open("/data/t-0", opts)
+		require.NoError(t, err)
+		var want []stored
+		for i := 0; i < 10; i++ {
+			want = append(want, appendBatch(t, l, makeBatch(3, 100, int64(1000+i), i), 1))
+		}
+		require.NoError(t, l.WaitDurable(context.Background(), want[9].last))
+		rp, _, err := readOffsetCheckpoint(mem, "/data/t-0", recoveryPointFile)
+		require.NoError(t, err)
+		require.Less(t, rp, want[damaged].base, "the checkpoint lags the fsyncs")
+
+		m := memLog{fs: mem, dir: "/data/t-0"}
+		name := segmentFileName(0, logExt)
+		b := m.read(t, name)
+		at := int64(len(b)) - 50
+		for _, w := range want[damaged+1:] {
+			at -= int64(len(w.bytes))
+		}
+		m.writeAt(t, name, []byte{b[at] ^ 0x5a}, at) // media damage in fsynced data
+
+		full.Store(true)
+		_, err = l.Append([][]byte{makeBatch(1, 100, 1, 1)}, 1)
+		require.ErrorIs(t, err, ErrFailed)
+		full.Store(false)
+		require.NoError(t, l.Heal())
+		require.Equal(t, []int{damaged}, readEach(t, l, want), "damaged batch %d: only it is lost", damaged)
+		next := appendBatch(t, l, makeBatch(1, 10, 5, 5), 1)
+		require.Equal(t, want[9].last+1, next.base, "damaged batch %d: no acknowledged offset is given again", damaged)
+		require.NoError(t, l.Close())
+	}
 }

@@ -57,13 +57,16 @@ type CorruptRange struct {
 // Ranges below the log start are gone with their segments.
 func (l *Log) CorruptRanges() []CorruptRange {
 	l.segMu.RLock()
-	defer l.segMu.RUnlock()
 	var out []CorruptRange
+	var open []*segment // segments whose damage ends where nothing was known yet
 	for i, s := range l.segments {
 		for _, b := range s.badRanges() {
 			to := b.toOffset
 			if to < 0 && i+1 < len(l.segments) {
 				to = l.segments[i+1].base
+			}
+			if to < 0 && s.tryAcquire() {
+				open = append(open, s)
 			}
 			out = append(out, CorruptRange{Segment: s.base, FromOffset: b.fromOffset, ToOffset: to,
 				FromByte: b.fromPos, ToByte: b.toPos, Reason: b.reason})
@@ -73,6 +76,17 @@ func (l *Log) CorruptRanges() []CorruptRange {
 		if m.ToOffset > l.logStart.Load() {
 			out = append(out, m)
 		}
+	}
+	l.segMu.RUnlock()
+	// Damage found by a read in the active segment ends where that read
+	// could see; a batch written after it says where it really ends.
+	for _, s := range open {
+		for i := range out {
+			if out[i].Segment == s.base && out[i].ToOffset < 0 {
+				out[i].ToOffset = s.offsetAfterBad(out[i].FromByte, out[i].ToByte, out[i].FromOffset)
+			}
+		}
+		s.release()
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].FromOffset < out[j].FromOffset })
 	return out

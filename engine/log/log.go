@@ -278,6 +278,10 @@ type Log struct {
 	rpWritten     time.Time // when the recovery point was last persisted
 
 	scannedAtOpen int // segments checksummed by recovery (observability, tests)
+	// healFloor is, for the log a Heal recovers on the side, the durable
+	// mark of the failed log: recovery treats everything below it as
+	// flushed. 0 for a log Open recovers.
+	healFloor int64
 
 	// missing are offsets recovery found gone from flushed data with no
 	// bytes left to mark (a segment ended short of what was on disk), kept

@@ -189,6 +189,11 @@ func (l *Log) recover() (clean bool, err error) {
 		// log ended at the close: everything below had been handed out.
 		knownEnd = max(knownEnd, cs.LogEnd)
 	}
+	if l.healFloor > 0 {
+		// A heal knows more than the checkpoint: everything below the
+		// last good fsync is on disk, acknowledged, and no tail to cut.
+		rp, knownEnd = max(rp, l.healFloor), max(knownEnd, l.healFloor)
+	}
 
 	var (
 		scanned   []*segment

@@ -505,3 +505,46 @@ func TestMissingRangeSurvivesRestarts(t *testing.T) {
 	require.Equal(t, want[4].base, l.LogEndOffset())
 	require.Empty(t, readEach(t, l, want[:4]))
 }
+
+// Damage a read finds at the end of the active segment ends where the
+// batch appended after it starts: the offsets after it are reported as
+// served, and walks over the log (producer state, group replay) see them.
+func TestDamageAtTheActiveEndEndsAtTheNextAppend(t *testing.T) {
+	mem := vfs.NewMem()
+	m := memLog{fs: mem, dir: "/data/t-0"}
+	opts := memOptions(mem)
+	opts.SegmentBytes = 1 << 20
+	l, err := Open(m.dir, opts)
+	require.NoError(t, err)
+	var want []stored
+	now := time.Now().UnixMilli() // recent: the segment is not rolled for its age
+	for i := 0; i < 4; i++ {
+		want = append(want, appendBatch(t, l, makeBatch(3, 100, now, i), 1))
+	}
+	require.NoError(t, l.Close()) // clean: the next open trusts the files
+	name := segmentFileName(0, logExt)
+	b := m.read(t, name)
+	m.writeAt(t, name, []byte{b[len(b)-10] ^ 0x5a}, int64(len(b)-10))
+
+	l, err = Open(m.dir, opts)
+	require.NoError(t, err)
+	defer l.Close()
+	require.Equal(t, []int{3}, readEach(t, l, want), "the read finds the damage")
+	cr := l.CorruptRanges()
+	require.Len(t, cr, 1)
+	require.EqualValues(t, -1, cr[0].ToOffset, "nothing follows it yet")
+
+	next := appendBatch(t, l, makeBatch(2, 10, now, 5), 1)
+	require.NoError(t, l.WaitDurable(context.Background(), next.last))
+	cr = l.CorruptRanges()
+	require.Len(t, cr, 1)
+	require.Equal(t, want[3].base, cr[0].FromOffset)
+	require.Equal(t, []int64{0}, l.SegmentBases(), "appended to the same segment")
+	require.Equal(t, next.base, cr[0].ToOffset)
+	var seen []int64
+	require.NoError(t, l.VerifiedBatches(0, func(h batch.Header) bool {
+		seen = append(seen, h.BaseOffset)
+		return true
+	}))
+	require.Equal(t, []int64{want[0].base, want[1].base, want[2].base, next.base}, seen)
+}

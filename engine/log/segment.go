@@ -450,6 +450,39 @@ func (s *segment) badAt(pos int64) (badRange, bool) {
 	return badRange{}, false
 }
 
+// offsetAfterBad is where damage in [fromPos, toPos) whose end offset was
+// not known (it ran to the end of what its read could see, in the active
+// segment) ends: the base offset of a well-formed batch at toPos, written
+// since. It is recorded once found; -1 while there is none.
+func (s *segment) offsetAfterBad(fromPos, toPos, fromOffset int64) int64 {
+	if toPos+batch.HeaderSize > s.size.Load() {
+		return -1
+	}
+	cf, err := s.logRef.open()
+	if err != nil {
+		return -1
+	}
+	defer s.logRef.release(cf)
+	var hdr [batch.HeaderSize]byte
+	if _, err := cf.f.ReadAt(hdr[:], toPos); err != nil {
+		return -1
+	}
+	h, err := batch.ParseHeader(hdr[:])
+	if err != nil || s.checkBatch(h, toPos, s.size.Load(), fromOffset) != "" {
+		return -1
+	}
+	s.badMu.Lock()
+	defer s.badMu.Unlock()
+	next := append([]badRange(nil), s.badRanges()...)
+	for i := range next {
+		if next[i].fromPos == fromPos && next[i].toOffset < 0 {
+			next[i].toOffset = h.BaseOffset
+		}
+	}
+	s.bad.Store(&next)
+	return h.BaseOffset
+}
+
 // addBad records a damaged stretch (once) and reports it. It reports
 // whether the range is new.
 func (s *segment) addBad(b badRange) bool {
