@@ -93,16 +93,16 @@ func (c *FileCache) acquire(fs vfs.FS, path string, flag int) (*cachedFile, erro
 		cf.refs++
 		return cf, nil
 	}
+	// Make room before the open, which needs the descriptor: what this
+	// evicts is idle files (never a removed one, whose last close can be
+	// slow), so they are closed now rather than after the lock.
 	c.evictLocked(c.capacity - 1)
+	c.closeQueuedLocked()
 	f, err := fs.OpenFile(path, flag, 0o644)
 	if err != nil && vfs.IsTooManyFiles(err) && c.idle.Len() > 0 {
-		// Out of descriptors: give back every idle one (now, not after the
-		// lock) and try once more.
+		// Out of descriptors: give back every idle one and try once more.
 		c.evictLocked(0)
-		for _, f := range c.toClose {
-			_ = f.Close()
-		}
-		c.toClose = nil
+		c.closeQueuedLocked()
 		f, err = fs.OpenFile(path, flag, 0o644)
 	}
 	if err != nil {
@@ -192,6 +192,14 @@ func (c *FileCache) closeLocked(cf *cachedFile) {
 	cf.closed = true
 	c.open--
 	c.toClose = append(c.toClose, cf.f)
+}
+
+// closeQueuedLocked closes what closeLocked set aside, under c.mu.
+func (c *FileCache) closeQueuedLocked() {
+	for _, f := range c.toClose {
+		_ = f.Close()
+	}
+	c.toClose = nil
 }
 
 // unlockAndClose releases c.mu and then closes the files closeLocked set

@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,35 @@ func TestFileCacheRemovedSegment(t *testing.T) {
 		}
 	}
 	require.NoError(t, l.WaitDurable(context.Background(), want[len(want)-1].last))
+}
+
+// At the descriptor limit, an open first closes the idle file it evicts
+// for it, so it succeeds without giving back every other idle file, and
+// even a cache of one opens file after file.
+func TestFileCacheOpensAtTheDescriptorLimit(t *testing.T) {
+	for _, capacity := range []int{1, 3} {
+		mem := vfs.NewMem()
+		faults := vfs.NewFaults(mem)
+		var names []string
+		for i := 0; i < 6; i++ {
+			name := fmt.Sprintf("/f-%d", i)
+			f, err := mem.OpenFile(name, os.O_CREATE|os.O_RDWR, 0o644)
+			require.NoError(t, err)
+			require.NoError(t, f.Close())
+			names = append(names, name)
+		}
+		faults.SetMaxOpen(capacity) // exactly what the cache keeps
+		cache := NewFileCache(capacity)
+		for round := 0; round < 2; round++ {
+			for _, name := range names {
+				cf, err := cache.acquire(faults, name, os.O_RDWR)
+				require.NoError(t, err, "capacity %d: open %s", capacity, name)
+				cache.release(cf)
+				require.LessOrEqual(t, faults.OpenFiles(), capacity)
+			}
+		}
+		st := cache.Stats()
+		require.Equal(t, uint64(2*len(names)-capacity), st.Evicted, "capacity %d: one eviction per open past the capacity", capacity)
+		require.Equal(t, capacity, st.Open)
+	}
 }
