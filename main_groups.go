@@ -130,7 +130,10 @@ func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, l
 // repairOffsetsTopic puts back the settings the coordinator creates
 // __consumer_offsets with, if an older release let a client create or
 // alter it otherwise (retention that deleted committed offsets), logging
-// each change.
+// each change. The repair is exact (extra overrides are removed too): no
+// override of an internal topic can be an operator's choice, since
+// AlterConfigs refuses every change to one and the broker has no setting
+// for it, so any difference is such a leftover.
 func repairOffsetsTopic(ctrl *controller.Controller, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
