@@ -130,23 +130,30 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 	require.LessOrEqual(t, s.idleChecks.Load()-checks, int64(20), "read-loop wake-ups over 1.5 s")
 }
 
+// fillTopic creates a one-partition topic holding a little more than n
+// bytes of uncompressed 64 KiB records.
+func fillTopic(t *testing.T, s *Server, topic string, n int) {
+	t.Helper()
+	createTopic(t, s, topic, 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	require.NoError(t, err)
+	defer cl.Close()
+	value := []byte(strings.Repeat("x", 64<<10))
+	var rs []*kgo.Record
+	for i := 0; i < n/len(value)+10; i++ {
+		rs = append(rs, &kgo.Record{Value: value})
+	}
+	require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
+}
+
 // A client that sends requests but never reads the replies loses its
 // connection after RequestTimeout, and what its replies held is returned.
 // One reply far larger than any socket buffer makes the write stall.
 func TestUnreadRepliesCloseTheConnection(t *testing.T) {
 	const reply = 40 << 20
 	s := startServer(t, Options{RequestTimeout: 300 * time.Millisecond, FetchMaxBytes: reply})
-	createTopic(t, s, "t", 1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	require.NoError(t, err)
-	value := []byte(strings.Repeat("x", 64<<10))
-	var rs []*kgo.Record
-	for i := 0; i < reply/len(value)+10; i++ {
-		rs = append(rs, &kgo.Record{Value: value})
-	}
-	require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
-	cl.Close()
+	fillTopic(t, s, "t", reply)
 	eventually(t, "the producer to disconnect", 5*time.Second, func() bool { return s.Connections() == 0 })
 
 	rc := dialRaw(t, s)
@@ -165,24 +172,14 @@ func TestUnreadRepliesCloseTheConnection(t *testing.T) {
 func TestSlowButSteadyReaderKeepsItsConnection(t *testing.T) {
 	const reply = 8 << 20
 	s := startServer(t, Options{RequestTimeout: 200 * time.Millisecond, FetchMaxBytes: reply})
-	createTopic(t, s, "t", 1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"),
-		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	require.NoError(t, err)
-	value := []byte(strings.Repeat("x", 64<<10))
-	var rs []*kgo.Record
-	for i := 0; i < reply/len(value)+10; i++ {
-		rs = append(rs, &kgo.Record{Value: value})
-	}
-	require.NoError(t, cl.ProduceSync(context.Background(), rs...).FirstErr())
-	cl.Close()
+	fillTopic(t, s, "t", reply)
 
 	rc := dialRaw(t, s)
 	req := fetchRequest("t", 0)
 	req.MaxBytes, req.Topics[0].Partitions[0].PartitionMaxBytes = reply, reply
 	rc.send(req)
 	var size [4]byte
-	_, err = io.ReadFull(rc.c, size[:])
+	_, err := io.ReadFull(rc.c, size[:])
 	require.NoError(t, err)
 	total := int(binary.BigEndian.Uint32(size[:]))
 	buf := make([]byte, 64<<10)
