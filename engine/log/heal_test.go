@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/vfs"
 )
 
@@ -245,4 +246,61 @@ func TestHealNeverCutsWhatWasFsynced(t *testing.T) {
 		require.Equal(t, want[9].last+1, next.base, "damaged batch %d: no acknowledged offset is given again", damaged)
 		require.NoError(t, l.Close())
 	}
+}
+
+// Damage that starts in fsynced data and runs past the last good fsync
+// (the first unsynced batch is garbage too: its pages were dropped after
+// the failed fsync) leaves no batch boundary at the durable mark to cut
+// at: the heal ends the segment with the damage, drops what follows
+// (never acknowledged) and continues at the mark.
+func TestHealWithDamageAcrossTheDurableMark(t *testing.T) {
+	mem := vfs.NewMem()
+	faults := vfs.NewFaults(mem)
+	var failSync atomic.Bool
+	faults.SetInjector(func(op vfs.Op, _ string) error {
+		if failSync.Load() && op == vfs.OpSync {
+			return syscall.EIO
+		}
+		return nil
+	})
+	opts := memOptions(faults)
+	opts.SegmentBytes = 1 << 20
+	l, err := Open("/data/t-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	var want []stored
+	for i := 0; i < 10; i++ {
+		want = append(want, appendBatch(t, l, makeBatch(3, 100, int64(1000+i), i), 1))
+	}
+	require.NoError(t, l.WaitDurable(context.Background(), want[9].last))
+	failSync.Store(true)
+	var tail [][]byte
+	for i := 0; i < 3; i++ {
+		tail = append(tail, makeBatch(3, 100, int64(2000+i), 10+i))
+	}
+	res, err := l.Append(tail, 1)
+	require.NoError(t, err)
+	require.Error(t, l.WaitDurable(context.Background(), res.LastOffset))
+	require.Error(t, l.Failure())
+	failSync.Store(false)
+
+	m := memLog{fs: mem, dir: "/data/t-0"}
+	name := segmentFileName(0, logExt)
+	b := m.read(t, name)
+	pos9 := int64(0)
+	for _, w := range want[:9] {
+		pos9 += int64(len(w.bytes))
+	}
+	pos10 := pos9 + int64(len(want[9].bytes))
+	m.writeAt(t, name, []byte{b[pos9+batch.MagicOffset] ^ 0x5a}, pos9+batch.MagicOffset)   // fsynced batch 9: media damage
+	m.writeAt(t, name, []byte{b[pos10+batch.MagicOffset] ^ 0x5a}, pos10+batch.MagicOffset) // unsynced batch 10: dropped page
+
+	err = l.Heal()
+	require.NoError(t, err, "heal")
+	require.NoError(t, l.Failure())
+	require.Equal(t, []int{9}, readEach(t, l, want), "only the damaged fsynced batch is lost")
+	next := appendBatch(t, l, makeBatch(1, 10, 5, 5), 1)
+	require.Equal(t, want[9].last+1, next.base, "no acknowledged offset is given again")
+	require.NoError(t, l.WaitDurable(context.Background(), next.last))
+	require.Empty(t, readEach(t, l, []stored{next}))
 }

@@ -119,7 +119,7 @@ func (s *segment) discoverBad(f vfs.File, pos, expect, limit int64, reason strin
 		return b, nil
 	}
 	minOffset := max(expect, s.base)
-	to, toOffset, err := s.resync(f, pos+1, limit, minOffset, -1, s.claimedEnd(f, pos, limit, minOffset))
+	to, toOffset, err := s.resync(f, pos+1, limit, minOffset, -1, s.claimedEnd(f, pos, limit))
 	if err != nil {
 		return badRange{}, err
 	}
@@ -131,18 +131,14 @@ func (s *segment) discoverBad(f vfs.File, pos, expect, limit int64, reason strin
 	return b, nil
 }
 
-// claimedEnd is where the damaged batch at pos ends by its own header, if
-// that header is well formed (only its CRC fails); -1 otherwise.
-func (s *segment) claimedEnd(f io.ReaderAt, pos, limit, next int64) int64 {
+// claimedEnd is where the damaged batch at pos ends by its own length
+// field, if that is sane; -1 otherwise.
+func (s *segment) claimedEnd(f io.ReaderAt, pos, limit int64) int64 {
 	var hdr [batch.HeaderSize]byte
 	if _, err := f.ReadAt(hdr[:], pos); err != nil {
 		return -1
 	}
-	h, err := batch.ParseHeader(hdr[:])
-	if err != nil || s.checkBatch(h, pos, limit, next) != "" {
-		return -1
-	}
-	return pos + int64(h.Size())
+	return rawExtent(hdr[:], pos, limit)
 }
 
 // walk calls fn with every batch header from pos (where a batch at or past

@@ -2,12 +2,14 @@ package log
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -158,6 +160,13 @@ func (l *Log) recover() (clean bool, err error) {
 		bases = bases[1:]
 	}
 	if len(bases) == 0 {
+		if persistedMissing > 0 {
+			// Nothing is left that they could be missing from; new
+			// records get those offsets.
+			if err := writeMissingRanges(fsys, l.dir, nil); err != nil {
+				return false, err
+			}
+		}
 		return false, l.recoverEmpty(logStart)
 	}
 	if bases[0] > logStart {
@@ -254,6 +263,27 @@ func (l *Log) recover() (clean bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		if cut, ok := straddlesFloor(res.bad, l.healFloor); ok {
+			// A heal: damage runs from fsynced data past the last good
+			// fsync. What follows it was never acknowledged, and no batch
+			// boundary at the floor is left to cut at, so this segment ends
+			// with the damage (appends continue in a new one at the floor)
+			// and any later ones go.
+			l.logger.Warn("dropping what follows damage that runs past the last good fsync", "segment", base,
+				"heal_floor", l.healFloor, "dropped_bytes", s.size.Load()-cut)
+			if err := s.truncateFile(cut); err != nil {
+				return false, err
+			}
+			for _, b := range bases[i+1:] {
+				if err := newSegment(l.st, b).removeFiles(); err != nil {
+					return false, err
+				}
+			}
+			isLast, segEnd = true, -1
+			if res, err = s.scan(opts.IndexIntervalBytes, scanEpochs, rp, segEnd); err != nil {
+				return false, err
+			}
+		}
 		if n := len(res.bad); isLast && n > 0 && res.bad[n-1].toOffset < 0 {
 			// The damage runs to the end of the last segment, so nothing can
 			// be appended after it there. It is kept (sealed, reported) and
@@ -300,10 +330,11 @@ func (l *Log) recover() (clean bool, err error) {
 			}
 			break
 		}
-		if !isLast {
-			if err := s.seal(); err != nil {
-				return false, err
-			}
+		if isLast {
+			break // (also when segments after it were dropped)
+		}
+		if err := s.seal(); err != nil {
+			return false, err
 		}
 	}
 	l.active = l.segments[len(l.segments)-1]
@@ -312,7 +343,10 @@ func (l *Log) recover() (clean bool, err error) {
 		// batches are gone (a device or someone cut the file at a batch
 		// boundary). Their offsets are not given again: reads of them
 		// answer ErrCorrupt, and appends continue after them.
-		missing = append(missing, missingRange(l.active.base, leo, knownEnd))
+		if !slices.ContainsFunc(missing, func(m CorruptRange) bool { return m.FromOffset == leo && m.ToOffset == knownEnd }) {
+			// (Already known when a crash came before the recovery point moved.)
+			missing = append(missing, missingRange(l.active.base, leo, knownEnd))
+		}
 		l.st.health.missingFound(l.active, leo, knownEnd)
 		if err := l.reopenAfterDamage(knownEnd, "flushed batches are missing at its end"); err != nil {
 			return false, err
@@ -390,6 +424,20 @@ func (l *Log) recover() (clean bool, err error) {
 		}
 	}
 	return clean, nil
+}
+
+// straddlesFloor finds damage that starts below a heal's floor (fsynced)
+// and ends past it, and returns where its bytes end.
+func straddlesFloor(bad []badRange, floor int64) (cut int64, ok bool) {
+	if floor <= 0 {
+		return 0, false
+	}
+	for _, b := range bad {
+		if b.fromOffset < floor && b.toOffset > floor {
+			return b.toPos, true
+		}
+	}
+	return 0, false
 }
 
 // reopenAfterDamage seals the last segment, which cannot take appends
@@ -623,7 +671,6 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 	for pos < fileSize {
 		var reason string
 		var h batch.Header
-		crcOnly := false
 		if fileSize-pos < batch.HeaderSize {
 			reason = fmt.Sprintf("torn batch header: %d bytes", fileSize-pos)
 		} else if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -648,7 +695,6 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 			}
 			if crc != h.CRC {
 				reason = fmt.Sprintf("crc mismatch in the batch at offset %d", h.BaseOffset)
-				crcOnly = true // its header still says where it ends
 			}
 		}
 		if reason != "" {
@@ -658,8 +704,8 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 			}
 			// Flushed data is damaged: skip to the next valid batch.
 			claimEnd := int64(-1)
-			if crcOnly {
-				claimEnd = pos + int64(h.Size())
+			if fileSize-pos >= batch.HeaderSize {
+				claimEnd = rawExtent(hdr[:], pos, fileSize)
 			}
 			to, toOffset, err := s.resync(f, pos+1, fileSize, res.next, segEnd, claimEnd)
 			if err != nil {
@@ -696,18 +742,19 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 // header, sane counts and a matching CRC, so a false match is as unlikely
 // as a CRC collision, unless a record's value itself holds a batch (a
 // mirroring tool's payload). Such an embedded batch lies inside the
-// damaged one, so where the damaged batch's header still gives its extent
-// (claimEnd, the position after it; -1 when unknown) a candidate inside it
-// is taken only if it chains on (another valid header, or the end, follows
-// it), and the first candidate at or past claimEnd is taken as it is. With
-// the extent unknown, the first candidate is taken unless one that chains
-// on, found soon after, contradicts its offsets (both cannot be real). It
-// returns the position and base offset, or -1 when there is none. Damage
-// to flushed data is rare, so a byte-by-byte search is fine.
+// damaged one, so where the damaged batch's length field still gives its
+// extent (claimEnd, the position after it; -1 when unknown), a candidate
+// inside it is taken only if it chains on (another well-formed header, or
+// the end, follows it), and the first candidate at or past claimEnd is
+// taken as it is. With the extent unknown, a candidate that chains on is
+// preferred over the first one found. Serving an embedded batch would be
+// wrong data; marking an intact batch damaged only makes it unavailable.
+// It returns the position and base offset, or -1 when there is none.
+// Damage to flushed data is rare, so a byte-by-byte search is fine.
 func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset, claimEnd int64) (pos, base int64, err error) {
 	const window = 1 << 20
 	buf := make([]byte, window+batch.HeaderSize)
-	fallbackPos, fallbackBase, fallbackNext, fallbackInside := int64(-1), int64(-1), int64(-1), false
+	fallbackPos, fallbackBase := int64(-1), int64(-1)
 	var next [batch.HeaderSize]byte
 	for start := from; start+batch.HeaderSize <= limit; start += window {
 		n := min(int64(len(buf)), limit-start)
@@ -732,8 +779,7 @@ func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset, claim
 			if batch.Checksum(raw[batch.CRCStart:]) != h.CRC {
 				continue
 			}
-			inside := claimEnd >= 0 && p < claimEnd
-			if claimEnd >= 0 && !inside {
+			if claimEnd >= 0 && p >= claimEnd {
 				return p, h.BaseOffset, nil // past the damaged batch: a real one
 			}
 			end := p + int64(h.Size())
@@ -744,22 +790,11 @@ func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset, claim
 					chains = err == nil && s.checkBatch(nh, end, limit, h.NextOffset()) == ""
 				}
 			}
-			switch {
-			case fallbackPos < 0 && chains:
+			if chains {
 				return p, h.BaseOffset, nil
-			case fallbackPos < 0:
-				fallbackPos, fallbackBase, fallbackNext, fallbackInside = p, h.BaseOffset, h.NextOffset(), inside
-			case fallbackInside || h.BaseOffset < fallbackNext:
-				// The fallback lies inside the damaged batch, or this
-				// candidate's offsets contradict it: one of them is
-				// embedded data, and the one that chains on is trusted.
-				if chains {
-					return p, h.BaseOffset, nil
-				}
-			default:
-				// A later batch consistent with the fallback: it is real,
-				// and what lies between them is damage.
-				return fallbackPos, fallbackBase, nil
+			}
+			if fallbackPos < 0 {
+				fallbackPos, fallbackBase = p, h.BaseOffset
 			}
 		}
 		if fallbackPos >= 0 && start+window > fallbackPos+resyncLookahead {
@@ -767,6 +802,21 @@ func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset, claim
 		}
 	}
 	return fallbackPos, fallbackBase, nil
+}
+
+// rawExtent is where the batch whose header bytes are hdr (at pos) ends by
+// its length field alone, if that is sane (at least a header, within
+// limit): the field is outside the CRC, so it may still hold when the
+// rest of the header is damaged. -1 otherwise.
+func rawExtent(hdr []byte, pos, limit int64) int64 {
+	if len(hdr) < batch.LengthFieldEnd {
+		return -1
+	}
+	size := int64(batch.LengthFieldEnd) + int64(int32(binary.BigEndian.Uint32(hdr[batch.LengthFieldEnd-4:])))
+	if size < batch.HeaderSize || size > limit-pos {
+		return -1
+	}
+	return pos + size
 }
 
 // resyncLookahead is how far past a first, unchained candidate resync looks

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -399,32 +400,47 @@ func TestResyncKeepsAnIntactBatchBetweenTwoDamaged(t *testing.T) {
 
 // A record value that is itself a valid batch (a mirroring tool's payload)
 // is never taken for a batch of the log when the batch holding it is
-// damaged: while that batch's header gives its extent, the search resumes
-// after it.
+// damaged: while that batch's length field gives its extent, the search
+// resumes after it (wherever else its header is damaged); without it, the
+// real next batch chains on and the embedded one does not.
 func TestResyncSkipsABatchEmbeddedInADamagedOne(t *testing.T) {
-	m, opts, want, pos := flushedMemLog(t, 6, func(i int, base int64) []byte {
-		if i != 2 {
-			return nil
-		}
-		inner := makeBatch(1, 50, 7, 77)
-		batch.SetBaseOffset(inner, base+1) // plausible: inside the outer batch's offsets
-		return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
-			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-			[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
-	})
-	name := segmentFileName(0, logExt)
-	b := m.read(t, name)
-	m.writeAt(t, name, []byte{b[pos[3]-1] ^ 0x5a}, pos[3]-1) // the outer batch's last byte
-	l, err := Open(m.dir, opts)
-	require.NoError(t, err)
-	defer l.Close()
-	require.Equal(t, []int{2}, readEach(t, l, want))
-	_, err = l.Read(want[2].base+1, 1, l.HighWatermark())
-	require.ErrorIs(t, err, ErrCorrupt, "the embedded batch is not served")
-	cr := l.CorruptRanges()
-	require.Len(t, cr, 1)
-	require.Equal(t, want[2].base, cr[0].FromOffset)
-	require.Equal(t, want[3].base, cr[0].ToOffset)
+	for _, tc := range []struct {
+		name   string
+		damage func(b []byte, pos []int64) (at int64, v []byte)
+	}{
+		{"its last byte", func(b []byte, pos []int64) (int64, []byte) { return pos[3] - 1, []byte{b[pos[3]-1] ^ 0x5a} }},
+		{"its magic byte", func(b []byte, pos []int64) (int64, []byte) {
+			at := pos[2] + batch.MagicOffset
+			return at, []byte{b[at] ^ 0x5a}
+		}},
+		{"its length field", func(b []byte, pos []int64) (int64, []byte) { return pos[2] + 8, []byte{0x7f} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, opts, want, pos := flushedMemLog(t, 6, func(i int, base int64) []byte {
+				if i != 2 {
+					return nil
+				}
+				inner := makeBatch(1, 50, 7, 77)
+				batch.SetBaseOffset(inner, base+1) // plausible: inside the outer batch's offsets
+				return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
+					ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+					[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+			})
+			name := segmentFileName(0, logExt)
+			at, v := tc.damage(m.read(t, name), pos)
+			m.writeAt(t, name, v, at)
+			l, err := Open(m.dir, opts)
+			require.NoError(t, err)
+			defer l.Close()
+			require.Equal(t, []int{2}, readEach(t, l, want))
+			_, err = l.Read(want[2].base+1, 1, l.HighWatermark())
+			require.ErrorIs(t, err, ErrCorrupt, "the embedded batch is not served")
+			cr := l.CorruptRanges()
+			require.Len(t, cr, 1)
+			require.Equal(t, want[2].base, cr[0].FromOffset)
+			require.Equal(t, want[3].base, cr[0].ToOffset)
+		})
+	}
 }
 
 // flushedMemLog writes n batches of 3 records (custom(i, base) may supply
@@ -547,4 +563,49 @@ func TestDamageAtTheActiveEndEndsAtTheNextAppend(t *testing.T) {
 		return true
 	}))
 	require.Equal(t, []int64{want[0].base, want[1].base, want[2].base, next.base}, seen)
+}
+
+// A directory left with no segments but a missing-offsets checkpoint (an
+// operator cleared the .log files, or a crash cut a reset short) starts
+// empty, and the old ranges go: they must not come back over the new
+// log's acknowledged records.
+func TestMissingRangesDoNotOutliveTheirLog(t *testing.T) {
+	m, opts, want, _ := flushedMemLog(t, 5, nil)
+	name := segmentFileName(0, logExt)
+	f, err := m.fs.OpenFile(m.path(name), os.O_RDWR, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(int64(len(m.read(t, name))-len(want[4].bytes))))
+	require.NoError(t, f.Close())
+	l, err := Open(m.dir, opts)
+	require.NoError(t, err)
+	require.Len(t, l.CorruptRanges(), 1)
+	require.NoError(t, l.Close())
+
+	// The crash window: every segment file gone, checkpoints of the reset
+	// not written yet.
+	entries, err := m.fs.ReadDir(m.dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if n := e.Name; strings.HasSuffix(n, logExt) || strings.HasSuffix(n, indexExt) || strings.HasSuffix(n, timeIndexExt) ||
+			n == recoveryPointFile || n == cleanFile {
+			require.NoError(t, m.fs.Remove(m.path(n)))
+		}
+	}
+	l, err = Open(m.dir, opts)
+	require.NoError(t, err)
+	require.Empty(t, l.CorruptRanges())
+	var last int64
+	for i := 0; i < 30; i++ {
+		last = appendBatch(t, l, makeBatch(1, 10, 9999, i), 1).last
+	}
+	require.NoError(t, l.WaitDurable(context.Background(), last))
+	require.Greater(t, last, want[4].last, "the new records cover the old range")
+	require.NoError(t, l.Close())
+
+	l, err = Open(m.dir, opts)
+	require.NoError(t, err)
+	defer l.Close()
+	require.Empty(t, l.CorruptRanges(), "no range of the old log comes back")
+	_, err = l.Read(want[4].base, 1, l.HighWatermark())
+	require.NoError(t, err, "an acknowledged new record is served")
 }

@@ -291,9 +291,15 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 func (l *Log) resetLocked(offset int64) error {
 	l.rewritten()
 	err := func() error {
+		// The missing ranges go first: a crash before the new segment
+		// exists must not leave them to cover the new log's records.
+		if err := writeMissingRanges(l.st.fs, l.dir, nil); err != nil {
+			return err
+		}
 		l.segMu.Lock()
 		del := l.segments
 		l.segments = nil
+		l.missing = nil
 		l.segMu.Unlock()
 		releaseAll(l.pendingSync)
 		l.pendingSync = nil
@@ -321,12 +327,6 @@ func (l *Log) resetLocked(offset int64) error {
 			return err
 		}
 		l.recoveryPoint = offset
-		l.segMu.Lock()
-		l.missing = nil
-		l.segMu.Unlock()
-		if err := writeMissingRanges(l.st.fs, l.dir, nil); err != nil {
-			return err
-		}
 		l.epochs.clear()
 		return l.epochs.persist()
 	}()
