@@ -85,6 +85,19 @@ func (b *memBudget) force(n int64) {
 	b.mu.Unlock()
 }
 
+// releaseQuiet gives back n bytes without waking waiters: for room taken
+// and returned within one pass of a parked fetch, which frees nothing that
+// was not free when the pass began. Waking the other parked fetches for it
+// would have them wake each other, pass after pass, until MaxWait.
+func (b *memBudget) releaseQuiet(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
 // release gives back n bytes and wakes every waiter.
 func (b *memBudget) release(n int64) {
 	if n == 0 {

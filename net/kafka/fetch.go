@@ -75,13 +75,14 @@ func (c *conn) grantFetch(n int64) fetchCharge {
 }
 
 // settle adjusts a grant to the bytes really used: the unused part goes
-// back; a first batch larger than the grant is charged in full (it is
-// always returned).
+// back (without waking the server budget's waiters: it was free when the
+// pass began); a first batch larger than the grant is charged in full (it
+// is always returned).
 func (c *conn) settle(ch fetchCharge, used int64) fetchCharge {
 	switch {
 	case used < ch.conn:
 		c.respBudget.release(ch.conn - used)
-		c.s.respBudget.release(ch.server - used)
+		c.s.respBudget.releaseQuiet(ch.server - used)
 	case used > ch.conn:
 		c.respBudget.force(used - ch.conn)
 		c.s.respBudget.force(used - ch.server)
@@ -95,10 +96,15 @@ func (c *conn) releaseCharge(ch fetchCharge) {
 	c.s.respBudget.release(ch.server)
 }
 
-// discardFetch drops a fetch response that will not be sent.
+// discardFetch drops the response of a fetch that parks instead. Its room
+// goes back to the server budget quietly, as in settle: only parked
+// fetches wait on that budget, and room taken and returned by one of them
+// is nothing new for the others. The connection's budget still notifies
+// (its read loop may wait on it).
 func (c *conn) discardFetch(resp *kmsg.FetchResponse, ch fetchCharge) {
 	recycleFetch(resp)
-	c.releaseCharge(ch)
+	c.respBudget.release(ch.conn)
+	c.s.respBudget.releaseQuiet(ch.server)
 }
 
 // fetchOnce reads every requested partition once. It returns the response,

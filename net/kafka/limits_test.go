@@ -423,6 +423,38 @@ func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
 	require.LessOrEqual(t, s.fetchPasses.Load()-before, int64(5), "partition-read passes of one parked fetch")
 }
 
+// Several starved parked fetches (on their own connections) do not wake
+// each other either: the room one takes and gives back within a pass is
+// nothing new for the others, so each reads its partitions a few times
+// over its MaxWait, not thousands.
+func TestStarvedParkedFetchesDoNotWakeEachOther(t *testing.T) {
+	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
+	createTopic(t, s, "t", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strings.Repeat("x", 100))}).FirstErr())
+
+	s.respBudget.force(60 << 10) // what other connections' replies hold
+	defer s.respBudget.release(60 << 10)
+	const fetchers = 8
+	before := s.fetchPasses.Load()
+	var conns []*rawConn
+	for range fetchers {
+		rc := dialRaw(t, s)
+		req := fetchRequest("t", time.Second)
+		req.MinBytes = 1 << 20 // more than there is: each parks until MaxWait
+		rc.send(req)
+		conns = append(conns, rc)
+	}
+	for _, rc := range conns {
+		resp := kmsg.NewPtrFetchResponse()
+		resp.Version = fetchRequest("t", 0).Version
+		rc.recv(resp)
+	}
+	require.LessOrEqual(t, s.fetchPasses.Load()-before, int64(5*fetchers), "partition-read passes of %d parked fetches", fetchers)
+}
+
 // A parked fetch whose connection goes away gives back what it read.
 func TestParkedFetchOfAClosedConnectionReleasesItsRoom(t *testing.T) {
 	s := startServer(t, Options{})
