@@ -452,8 +452,9 @@ func TestStarvedParkedFetchesDoNotWakeEachOther(t *testing.T) {
 		resp.Version = fetchRequest("t", 0).Version
 		rc.recv(resp)
 	}
-	// A pass to park and one at MaxWait each, plus one more whenever an
-	// earlier reply is written (a real release): at most 2n + n(n-1)/2.
+	// Three passes each (the first read, the one that parks, the one at
+	// MaxWait), plus one whenever an earlier reply is written (a real
+	// release): at most 3n + n(n-1)/2.
 	// Waking each other on their own releases costs hundreds of thousands.
 	require.LessOrEqual(t, s.fetchPasses.Load()-before, int64(3*fetchers+fetchers*(fetchers-1)/2),
 		"partition-read passes of %d parked fetches", fetchers)
