@@ -558,9 +558,8 @@ func (b *Broker) heal(force bool) (stillDown int) {
 	// take a while; produce, fetch and /readyz must not wait for it), then
 	// added if their topic still exists.
 	type retry struct {
-		tp        TopicPartition
-		o         *offlinePartition
-		overrides map[string]string
+		tp TopicPartition
+		o  *offlinePartition
 	}
 	var due []retry
 	b.mu.Lock()
@@ -569,17 +568,27 @@ func (b *Broker) heal(force bool) (stillDown int) {
 			stillDown++
 			continue
 		}
-		o.opening = make(chan struct{})
-		due = append(due, retry{tp, o, o.overrides})
+		due = append(due, retry{tp, o})
 	}
 	b.mu.Unlock()
 	for _, r := range due {
-		cfg, err := topicconfig.Resolve(r.overrides)
-		b.mu.RLock()
+		// Marked opening only now, just before its own open: a topic
+		// delete waits for the opens of its own partitions, never for a
+		// queue of others' (it runs in the metadata apply).
+		b.mu.Lock()
+		if b.closed || b.offline[r.tp] != r.o {
+			if b.closed {
+				stillDown++
+			} // else deleted meanwhile: gone, not down
+			b.mu.Unlock()
+			continue
+		}
+		r.o.opening = make(chan struct{})
+		cfg, err := topicconfig.Resolve(r.o.overrides)
 		if err == nil && len(b.parts) >= b.capacity() {
 			err = fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, len(b.parts), b.capacity())
 		}
-		b.mu.RUnlock()
+		b.mu.Unlock()
 		var p *Partition
 		if err == nil {
 			p, err = b.open(r.tp, cfg)
@@ -593,6 +602,7 @@ func (b *Broker) heal(force bool) (stillDown int) {
 			if p != nil {
 				_ = p.close() // shutting down: keep the data
 			}
+			stillDown++
 			continue
 		case err != nil:
 			r.o.err = err

@@ -305,3 +305,74 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), p.Log().LogEndOffset(), "the new partition's record survives a restart")
 }
+
+// A heal opens offline partitions one by one, and a topic delete waits
+// only for an open of its own partitions: not for a queue of other
+// topics' opens (the delete runs in the metadata apply, so every metadata
+// change would wait for them). A partition deleted while queued is
+// skipped.
+func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {
+	mem := vfs.NewMem()
+	faults := vfs.NewFaults(mem)
+	b := memBroker(t, faults)
+	for _, topic := range []string{"t", "u"} {
+		p, err := b.EnsurePartition(TopicPartition{Topic: topic, Partition: 0}, nil)
+		require.NoError(t, err)
+		_, err = p.Append(producerBatch(-1, -1, -1, "x"), 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, b.Close())
+
+	var failing, once atomic.Bool
+	var first atomic.Value // topic whose open blocks
+	blocked, release := make(chan struct{}), make(chan struct{})
+	failing.Store(true)
+	faults.SetInjector(func(op vfs.Op, path string) error {
+		topic := ""
+		switch {
+		case strings.Contains(path, "/t-0"):
+			topic = "t"
+		case strings.Contains(path, "/u-0"):
+			topic = "u"
+		default:
+			return nil
+		}
+		if failing.Load() {
+			return syscall.EIO
+		}
+		if op == vfs.OpOpen && strings.HasSuffix(path, ".log") && once.CompareAndSwap(false, true) {
+			first.Store(topic)
+			close(blocked)
+			<-release
+		}
+		return nil
+	})
+	b2 := memBroker(t, faults)
+	defer b2.Close()
+	for _, topic := range []string{"t", "u"} {
+		_, err := b2.EnsurePartition(TopicPartition{Topic: topic, Partition: 0}, nil)
+		require.ErrorIs(t, err, ErrPartitionOffline)
+	}
+	failing.Store(false)
+	healed := make(chan int)
+	go func() { healed <- b2.HealNow() }()
+	<-blocked
+	other := "u"
+	if first.Load() == "u" {
+		other = "t"
+	}
+	deleted := make(chan error, 1)
+	go func() { deleted <- b2.DeleteTopic(other) }()
+	select {
+	case err := <-deleted:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		close(release)
+		<-healed
+		t.Fatalf("DeleteTopic(%q) waited for the heal's open of %s-0", other, first.Load())
+	}
+	close(release)
+	require.Zero(t, <-healed, "the deleted topic's partition is not opened")
+	_, err := b2.EnsurePartition(TopicPartition{Topic: first.Load().(string), Partition: 0}, nil)
+	require.NoError(t, err, "the other topic's partition healed")
+}
