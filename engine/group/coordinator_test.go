@@ -32,6 +32,7 @@ type memStorage struct {
 	durable     []int64
 	gens        []uint64
 	autoSync    bool
+	hwBounds    bool // Bounds ends at the durable mark, as a FlushAlways log's high watermark does
 	synced      chan struct{} // closed and replaced whenever durable moves
 	failWith    error
 	readErr     error
@@ -173,6 +174,9 @@ func (s *memStorage) Generation(p int32) (uint64, error) {
 func (s *memStorage) Bounds(p int32) (int64, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.hwBounds {
+		return 0, s.durable[p], nil
+	}
 	return 0, s.ends[p], nil
 }
 
@@ -410,11 +414,12 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "reloaded: the commit the heal dropped is not served")
 }
 
-// A commit whose fsync is still pending is not mistaken for a rewrite of
-// the log: the recheck keeps the partition (its members, the commit).
+// A commit whose fsync is still pending (the log's high watermark is
+// below it) is not mistaken for a rewrite of the log: the recheck keeps
+// the partition (its members, the commit).
 func TestCoordinatorRecheckKeepsPendingAppends(t *testing.T) {
 	store := newMemStorage()
-	store.autoSync = false
+	store.autoSync, store.hwBounds = false, true
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(t.Context()))
@@ -447,13 +452,16 @@ func TestCoordinatorRecheckKeepsPendingAppendsRealLog(t *testing.T) {
 	var first *Group
 	for i := 0; i < 100; i++ {
 		require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: int64(i)})[0][0])
+		if first == nil { // before the first recheck, which must not unload it either
+			c.mu.Lock()
+			first = c.groups["g"]
+			c.mu.Unlock()
+			require.NotNil(t, first)
+		}
 		c.recheckPartitions()
 		c.mu.Lock()
 		g, st := c.groups["g"], c.parts[p]
 		c.mu.Unlock()
-		if first == nil {
-			first = g
-		}
 		require.Same(t, first, g, "recheck %d unloaded the group", i)
 		require.Nil(t, st.down)
 		require.EqualValues(t, i, g.offsets[tpKey{"t", 0}].offset)
