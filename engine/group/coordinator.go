@@ -99,6 +99,12 @@ type offsetsPartition struct {
 	last    int64  // last offset appended or replayed by us; -1: none
 	lastErr error  // failure of the last append, if it failed
 	down    error  // why its groups are not served (not replayed); nil when served
+	// failures counts replays of a down partition that failed in a row,
+	// and skip the rechecks left before the next try: a partition that
+	// cannot be read is retried less and less often (up to every
+	// maxRecheckSkip+1 rechecks), since each try replays it from its start
+	// on the driver, which also runs every group's timers.
+	failures, skip int
 	gen     uint64 // Storage.Generation its groups were replayed from
 }
 
@@ -202,6 +208,11 @@ func (c *Coordinator) recheckPartitions() {
 			return
 		}
 		st := c.parts[p]
+		if st.down != nil && st.skip > 0 {
+			c.parts[p].skip--
+			c.mu.Unlock()
+			continue
+		}
 		c.mu.Unlock()
 		if st.down == nil {
 			gen, err := c.store.Generation(p)
@@ -621,6 +632,10 @@ func (c *Coordinator) load() error {
 	return nil
 }
 
+// maxRecheckSkip caps the rechecks a down offsets partition sits out
+// between tries (about 30 s at the default PartitionRecheckInterval).
+const maxRecheckSkip = 29
+
 // replayChunk bounds one read of the offsets log during replay; the log
 // may be long (no compaction yet), so it is streamed, never read whole.
 const replayChunk = 1 << 20
@@ -647,6 +662,8 @@ func (c *Coordinator) loadPartition(p int32) error {
 				"partition", p, "err", err)
 		}
 		c.parts[p].down = err
+		c.parts[p].failures++
+		c.parts[p].skip = min(1<<min(c.parts[p].failures-1, 5)-1, maxRecheckSkip)
 		return err
 	}
 	for id, g := range groups {

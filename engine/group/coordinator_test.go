@@ -376,6 +376,66 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "replayed once readable")
 }
 
+// countingReads counts the reads of one partition.
+type countingReads struct {
+	*memStorage
+	part  int32
+	reads atomic.Int64
+}
+
+func (s *countingReads) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
+	if p == s.part {
+		s.reads.Add(1)
+	}
+	return s.memStorage.Read(p, offset, maxBytes)
+}
+
+// A partition that keeps failing its replay is retried less and less
+// often (each try replays it from the start on the driver, which also
+// runs every group's timers), and still comes back once it can be read.
+func TestFailingReplayBacksOff(t *testing.T) {
+	mem := newMemStorage()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, mem, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(context.Background()))
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 7})[0][0])
+	require.NoError(t, c.Close())
+
+	p := PartitionFor("g", 4)
+	mem.mu.Lock()
+	mem.readErr, mem.readErrPart = errors.New("bad sector"), p
+	mem.mu.Unlock()
+	store := &countingReads{memStorage: mem, part: p}
+	cfg := testConfig()
+	cfg.Now, cfg.OffsetsTopicPartitions = clk.Now, 4
+	cfg.TickInterval, cfg.PartitionRecheckInterval = time.Hour, time.Hour // the test drives the rechecks
+	c2, err := New(cfg, store)
+	require.NoError(t, err)
+	c2.SetTopics(testTopics)
+	c2.Start()
+	defer c2.Close()
+	require.Eventually(t, func() bool { return c2.Ready() == nil }, 10*time.Second, time.Millisecond)
+	require.EqualValues(t, 1, store.reads.Load(), "the load tried once")
+
+	var tries []int
+	for i := 1; i <= 40; i++ {
+		before := store.reads.Load()
+		c2.recheckPartitions()
+		if store.reads.Load() > before {
+			tries = append(tries, i)
+		}
+	}
+	require.Equal(t, []int{1, 3, 7, 15, 31}, tries, "rechecks that retried the replay")
+
+	mem.mu.Lock()
+	mem.readErr = nil
+	mem.mu.Unlock()
+	for range maxRecheckSkip + 1 {
+		c2.recheckPartitions()
+	}
+	require.EqualValues(t, 7, fetched(t, c2, "g")["t/0"].Offset, "replayed once readable")
+}
+
 // After the log failed (a full disk) and healed, dropping what was never
 // fsynced, the partition is reloaded from it: waits for durability work
 // again, and state the log lost is not served.
