@@ -96,16 +96,16 @@ type Coordinator struct {
 // replay succeeded, so no group is ever served (or written back) from half
 // a partition.
 type offsetsPartition struct {
-	last    int64  // last offset appended or replayed by us; -1: none
-	lastErr error  // failure of the last append, if it failed
-	down    error  // why its groups are not served (not replayed); nil when served
+	last    int64 // last offset appended or replayed by us; -1: none
+	lastErr error // failure of the last append, if it failed
+	down    error // why its groups are not served (not replayed); nil when served
 	// failures counts replays of a down partition that failed in a row,
 	// and skip the rechecks left before the next try: a partition that
 	// cannot be read is retried less and less often (up to every
 	// maxRecheckSkip+1 rechecks), since each try replays it from its start
 	// on the driver, which also runs every group's timers.
 	failures, skip int
-	gen     uint64 // Storage.Generation its groups were replayed from
+	gen            uint64 // Storage.Generation its groups were replayed from
 }
 
 // New returns a coordinator; Start loads it and starts the driver.

@@ -32,7 +32,7 @@ type memStorage struct {
 	durable     []int64
 	gens        []uint64
 	autoSync    bool
-	hwBounds    bool // Bounds ends at the durable mark, as a FlushAlways log's high watermark does
+	hwBounds    bool          // Bounds ends at the durable mark, as a FlushAlways log's high watermark does
 	synced      chan struct{} // closed and replaced whenever durable moves
 	failWith    error
 	readErr     error
