@@ -49,6 +49,9 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 				seq += 2
 			}
 			require.Greater(t, len(p.Log().SegmentBases()), 10)
+			snaps, err := listSnapshots(mem, p.Log().Dir())
+			require.NoError(t, err)
+			require.Len(t, snaps, keepSnapshots, "a snapshot at every roll, the older ones pruned")
 			// The first broker is abandoned, as a kill -9 leaves it; the
 			// second works on what the crash left.
 			fsys := mem.Crash(vfs.CrashOptions{ProcessOnly: !powerCut})

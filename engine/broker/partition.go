@@ -20,9 +20,10 @@ type Partition struct {
 	opts Options
 	log  *log.Log
 
-	mu         sync.Mutex // serialises appends; guards producers, snapshotAt, cfg, deleted
+	mu         sync.Mutex // serialises appends; guards producers, snapshotAt, snapshots, cfg, deleted
 	producers  *txn.ProducerState
-	snapshotAt int64 // offset of the newest producer snapshot on disk; -1 if none
+	snapshotAt int64   // offset of the newest producer snapshot on disk; -1 if none
+	snapshots  []int64 // offsets of the snapshot files on disk, oldest first (no directory listing on the produce path)
 	cfg        topicconfig.Config
 	deleted    bool
 

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,15 +74,14 @@ func (p *Partition) writeSnapshot(offset int64, data []byte, durable bool) error
 	} else if err := writeFileNoSync(fsys, filepath.Join(dir, name), data); err != nil {
 		return fmt.Errorf("write producer snapshot: %w", err)
 	}
-	offs, err := listSnapshots(fsys, dir)
-	if err != nil {
-		return err
+	if i, found := slices.BinarySearch(p.snapshots, offset); !found {
+		p.snapshots = slices.Insert(p.snapshots, i, offset)
 	}
-	for len(offs) > keepSnapshots {
-		if err := fsys.Remove(filepath.Join(dir, snapshotName(offs[0]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for len(p.snapshots) > keepSnapshots {
+		if err := fsys.Remove(filepath.Join(dir, snapshotName(p.snapshots[0]))); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove old producer snapshot: %w", err)
 		}
-		offs = offs[1:]
+		p.snapshots = p.snapshots[1:]
 	}
 	return nil
 }
@@ -137,6 +137,7 @@ func (p *Partition) loadProducers() error {
 	if err != nil {
 		return err
 	}
+	p.snapshots = offs
 	for i := len(offs) - 1; i >= 0 && p.snapshotAt < 0; i-- {
 		off := offs[i]
 		path := filepath.Join(dir, snapshotName(off))
@@ -158,6 +159,7 @@ func (p *Partition) loadProducers() error {
 		if err := fsys.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove producer snapshot: %w", err)
 		}
+		p.snapshots = slices.Delete(p.snapshots, i, i+1)
 	}
 	if from >= leo {
 		return nil
