@@ -376,6 +376,32 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "replayed once readable")
 }
 
+// restartWithAnUnreadablePartition commits offset 0 of t for group g,
+// stops the coordinator, makes g's offsets partition unreadable and
+// starts a new coordinator over store (mem or a wrapper of it) whose
+// rechecks and ticks the test drives; it returns once that one is loaded.
+func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Storage, g string, offset int64) *Coordinator {
+	t.Helper()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, mem, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	require.NoError(t, commit(c, g, -1, "", map[int32]int64{0: offset})[0][0])
+	require.NoError(t, c.Close())
+
+	mem.mu.Lock()
+	mem.readErr, mem.readErrPart = errors.New("bad sector"), PartitionFor(g, 4)
+	mem.mu.Unlock()
+	cfg := testConfig()
+	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = clk.Now, 4, time.Hour, time.Hour
+	c2, err := New(cfg, store)
+	require.NoError(t, err)
+	c2.SetTopics(testTopics)
+	c2.Start()
+	t.Cleanup(func() { _ = c2.Close() })
+	require.Eventually(t, func() bool { return c2.Ready() == nil }, 5*time.Second, time.Millisecond)
+	return c2
+}
+
 // countingReads counts the reads of one partition.
 type countingReads struct {
 	*memStorage
@@ -395,26 +421,8 @@ func (s *countingReads) Read(p int32, offset int64, maxBytes int) ([]byte, error
 // runs every group's timers), and still comes back once it can be read.
 func TestFailingReplayBacksOff(t *testing.T) {
 	mem := newMemStorage()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, mem, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(context.Background()))
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 7})[0][0])
-	require.NoError(t, c.Close())
-
-	p := PartitionFor("g", 4)
-	mem.mu.Lock()
-	mem.readErr, mem.readErrPart = errors.New("bad sector"), p
-	mem.mu.Unlock()
-	store := &countingReads{memStorage: mem, part: p}
-	cfg := testConfig()
-	cfg.Now, cfg.OffsetsTopicPartitions = clk.Now, 4
-	cfg.TickInterval, cfg.PartitionRecheckInterval = time.Hour, time.Hour // the test drives the rechecks
-	c2, err := New(cfg, store)
-	require.NoError(t, err)
-	c2.SetTopics(testTopics)
-	c2.Start()
-	defer c2.Close()
-	require.Eventually(t, func() bool { return c2.Ready() == nil }, 10*time.Second, time.Millisecond)
+	store := &countingReads{memStorage: mem, part: PartitionFor("g", 4)}
+	c2 := restartWithAnUnreadablePartition(t, mem, store, "g", 7)
 	require.EqualValues(t, 1, store.reads.Load(), "the load tried once")
 
 	var tries []int
@@ -670,24 +678,7 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 // served for the new topic of that name.
 func TestRecheckPurgesOffsetsOfDeletedTopics(t *testing.T) {
 	store := newMemStorage()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(t.Context()))
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 77})[0][0])
-	require.NoError(t, c.Close())
-
-	store.mu.Lock()
-	store.readErr, store.readErrPart = errors.New("bad sector"), PartitionFor("g", 4)
-	store.mu.Unlock()
-	cfg := testConfig()
-	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = clk.Now, 4, time.Hour, time.Hour
-	c2, err := New(cfg, store)
-	require.NoError(t, err)
-	c2.SetTopics(testTopics)
-	c2.Start()
-	defer c2.Close()
-	require.Eventually(t, func() bool { return c2.Ready() == nil }, 5*time.Second, time.Millisecond)
-
+	c2 := restartWithAnUnreadablePartition(t, store, store, "g", 77)
 	c2.TopicDeleted("t")
 	c2.SetTopics([]TopicInfo{{Name: "t", ID: tid("t-new"), Partitions: 3}, {Name: "u", ID: tid("u"), Partitions: 1}})
 	store.mu.Lock()

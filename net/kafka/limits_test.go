@@ -393,18 +393,26 @@ func TestAFrameWaitingForRoomIsBounded(t *testing.T) {
 	apiVersionsWorks(t, s)
 }
 
-// A parked fetch whose read the budgets cut short waits for room without
-// waking itself: its own releases (the unused grant, the discarded reply)
-// must not end the wait, while a release by another reply does. Here
-// other replies hold most of the server budget, and the data is below
-// MinBytes.
-func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
+// smallBudgetServer serves topic "t" holding one 100-byte record, with a
+// 64 KiB budget for replies waiting to be written.
+func smallBudgetServer(t *testing.T) *Server {
+	t.Helper()
 	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
 	createTopic(t, s, "t", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
 	require.NoError(t, err)
 	defer cl.Close()
 	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strings.Repeat("x", 100))}).FirstErr())
+	return s
+}
+
+// A parked fetch whose read the budgets cut short waits for room without
+// waking itself: its own releases (the unused grant, the discarded reply)
+// must not end the wait, while a release by another reply does. Here
+// other replies hold most of the server budget, and the data is below
+// MinBytes.
+func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
+	s := smallBudgetServer(t)
 
 	const others = 60 << 10
 	s.respBudget.force(others) // what other connections' replies hold
@@ -428,12 +436,7 @@ func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
 // nothing new for the others, so each reads its partitions a few times
 // over its MaxWait, not thousands of times.
 func TestStarvedParkedFetchesDoNotWakeEachOther(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
-	createTopic(t, s, "t", 1)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
-	require.NoError(t, err)
-	defer cl.Close()
-	require.NoError(t, cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte(strings.Repeat("x", 100))}).FirstErr())
+	s := smallBudgetServer(t)
 
 	s.respBudget.force(60 << 10) // what other connections' replies hold
 	defer s.respBudget.release(60 << 10)
