@@ -304,3 +304,71 @@ func TestHealWithDamageAcrossTheDurableMark(t *testing.T) {
 	require.NoError(t, l.WaitDurable(context.Background(), next.last))
 	require.Empty(t, readEach(t, l, []stored{next}))
 }
+
+// TestHealWithDamageAcrossTheDurableMark, with the damaged fsynced batch
+// holding a batch in a record value (a mirroring tool's payload) and its
+// length field intact: once the segment is cut where the damage ends, no
+// real batch follows the damaged one, and the embedded batch must still
+// not be taken for one.
+func TestHealNeverServesABatchEmbeddedInTheDamage(t *testing.T) {
+	t.Run("inside the outer batch's offsets", func(t *testing.T) { healWithEmbeddedDamage(t, 1) })
+	// A mirrored payload keeps its source offsets, far past the durable
+	// mark.
+	t.Run("far past them", func(t *testing.T) { healWithEmbeddedDamage(t, 5_000_000) })
+}
+
+func healWithEmbeddedDamage(t *testing.T, innerDelta int64) {
+	mem := vfs.NewMem()
+	faults := vfs.NewFaults(mem)
+	var failSync atomic.Bool
+	faults.SetInjector(func(op vfs.Op, _ string) error {
+		if failSync.Load() && op == vfs.OpSync {
+			return syscall.EIO
+		}
+		return nil
+	})
+	opts := memOptions(faults)
+	opts.SegmentBytes = 1 << 20
+	l, err := Open("/data/t-0", opts)
+	require.NoError(t, err)
+	defer l.Close()
+	var want []stored
+	for i := 0; i < 10; i++ {
+		b := makeBatch(3, 100, int64(1000+i), i)
+		if i == 9 {
+			inner := makeBatch(1, 50, 7, 77)
+			batch.SetBaseOffset(inner, l.LogEndOffset()+innerDelta) // inside the outer batch's offsets
+			b = batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
+				ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+				[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+		}
+		want = append(want, appendBatch(t, l, b, 1))
+	}
+	require.NoError(t, l.WaitDurable(context.Background(), want[9].last))
+	failSync.Store(true)
+	var tail [][]byte
+	for i := 0; i < 3; i++ {
+		tail = append(tail, makeBatch(3, 100, int64(2000+i), 10+i))
+	}
+	res, err := l.Append(tail, 1)
+	require.NoError(t, err)
+	require.Error(t, l.WaitDurable(context.Background(), res.LastOffset))
+	require.Error(t, l.Failure())
+	failSync.Store(false)
+
+	m := memLog{fs: mem, dir: "/data/t-0"}
+	name := segmentFileName(0, logExt)
+	b := m.read(t, name)
+	pos10 := int64(0)
+	for _, w := range want {
+		pos10 += int64(len(w.bytes))
+	}
+	m.writeAt(t, name, []byte{b[pos10-1] ^ 0x5a}, pos10-1)                                 // fsynced batch 9: its last byte
+	m.writeAt(t, name, []byte{b[pos10+batch.MagicOffset] ^ 0x5a}, pos10+batch.MagicOffset) // unsynced batch 10: dropped page
+
+	require.NoError(t, l.Heal(), "heal")
+	data, err := l.Read(want[9].base+innerDelta, 1, l.HighWatermark())
+	require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrOffsetOutOfRange),
+		"the batch embedded in batch 9 is not served as offset %d (got %d bytes, err %v)", want[9].base+innerDelta, len(data), err)
+	require.Equal(t, []int{9}, readEach(t, l, want))
+}

@@ -745,8 +745,9 @@ func (s *segment) scan(indexInterval int, epochs *epochCache, rp, segEnd int64) 
 // damaged one, so where the damaged batch's length field still gives its
 // extent (claimEnd, the position after it; -1 when unknown), a candidate
 // inside it is taken only if it chains on (another well-formed header, or
-// the end, follows it), and the first candidate at or past claimEnd is
-// taken as it is. With the extent unknown, a candidate that chains on is
+// the end, follows it; one that does not is never taken, even when nothing
+// else is found), and the first candidate at or past claimEnd is taken as
+// it is. With the extent unknown, a candidate that chains on is
 // preferred over the first one found. Serving an embedded batch would be
 // wrong data; marking an intact batch damaged only makes it unavailable.
 // It returns the position and base offset, or -1 when there is none.
@@ -793,7 +794,10 @@ func (s *segment) resync(f io.ReaderAt, from, limit, minOffset, maxOffset, claim
 			if chains {
 				return p, h.BaseOffset, nil
 			}
-			if fallbackPos < 0 {
+			if fallbackPos < 0 && claimEnd < 0 {
+				// Only with the extent unknown: inside a known one, a
+				// candidate that does not chain on is data of the
+				// damaged batch, never taken.
 				fallbackPos, fallbackBase = p, h.BaseOffset
 			}
 		}

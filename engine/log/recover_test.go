@@ -609,3 +609,30 @@ func TestMissingRangesDoNotOutliveTheirLog(t *testing.T) {
 	_, err = l.Read(want[4].base, 1, l.HighWatermark())
 	require.NoError(t, err, "an acknowledged new record is served")
 }
+
+// The same when the damaged batch holding an embedded one is the last of
+// the log: with no real batch after it, the damage runs to the end, and
+// the embedded batch is not taken for the next one.
+func TestResyncSkipsABatchEmbeddedInTheLastDamagedOne(t *testing.T) {
+	m, opts, want, pos := flushedMemLog(t, 3, func(i int, base int64) []byte {
+		if i != 2 {
+			return nil
+		}
+		inner := makeBatch(1, 50, 7, 77)
+		batch.SetBaseOffset(inner, base+1)
+		return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
+			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+			[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+	})
+	name := segmentFileName(0, logExt)
+	b := m.read(t, name)
+	m.writeAt(t, name, []byte{b[pos[3]-1] ^ 0x5a}, pos[3]-1)
+	l, err := Open(m.dir, opts)
+	require.NoError(t, err)
+	defer l.Close()
+	require.Equal(t, []int{2}, readEach(t, l, want))
+	_, err = l.Read(want[2].base+1, 1, l.HighWatermark())
+	require.ErrorIs(t, err, ErrCorrupt, "the embedded batch is not served")
+	next := appendBatch(t, l, makeBatch(1, 10, 5, 5), 1)
+	require.Equal(t, want[2].last+1, next.base)
+}
