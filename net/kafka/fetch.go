@@ -48,18 +48,27 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			}
 			c.discardFetch(resp, charge)
 			changed = append(changed, c.s.draining)
-			if starved {
-				// A read the budgets cut short also waits for room. The
-				// channels are taken after the discard, whose releases
-				// would otherwise wake this fetch at once, again and again.
-				// A release by another reply just before is missed; the
-				// next one, an append or MaxWait wakes it.
-				changed = append(changed, c.respBudget.released(), c.s.respBudget.released())
+			if !starved {
+				broker.WaitAny(ctx, changed)
+				continue
 			}
-			broker.WaitAny(ctx, changed)
+			// A read the budgets cut short also waits for room. The
+			// channels are taken after the discard, whose releases would
+			// otherwise wake this fetch at once, again and again. Other
+			// parked fetches give back quietly what they take within a
+			// pass, so room one of them held while this fetch read frees
+			// up unannounced: a starved fetch also looks again shortly.
+			changed = append(changed, c.respBudget.released(), c.s.respBudget.released())
+			wctx, cancel := context.WithTimeout(ctx, starvedRetry)
+			broker.WaitAny(wctx, changed)
+			cancel()
 		}
 	}
 }
+
+// starvedRetry is how soon a parked fetch the budgets starved reads again
+// without being woken.
+const starvedRetry = 20 * time.Millisecond
 
 // fetchCharge is the fetched record data a reply holds against the
 // connection's and the server's response budgets until it is written.
