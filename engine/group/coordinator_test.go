@@ -307,9 +307,16 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 
 func TestCoordinatorLoadInProgress(t *testing.T) {
 	store := newMemStorage()
-	_, _ = store.Create(context.Background(), 2)
-	store.readGate = make(chan struct{})
 	clk := &clock{now: time.Unix(1_000_000, 0)}
+	// A commit to replay: an empty partition is never read, so the gate
+	// would not hold the load.
+	first := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, first.EnsureTopic(t.Context()))
+	require.NoError(t, commit(first, "other", -1, "", map[int32]int64{0: 1})[0][0])
+	require.NoError(t, first.Close())
+	store.mu.Lock()
+	store.readGate = make(chan struct{})
+	store.mu.Unlock()
 	cfg := testConfig()
 	cfg.Now = clk.Now
 	c, err := New(cfg, store)
