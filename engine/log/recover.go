@@ -397,13 +397,19 @@ func (l *Log) recover() (clean bool, err error) {
 		l.logger.Warn("log start beyond recovered end; restarting empty", "log_start", logStart, "log_end", leo)
 		return false, l.resetLocked(logStart)
 	}
-	// Everything up to the recovered end is on disk now.
-	if !rpOK || rp != leo {
-		if err := writeOffsetCheckpoint(fsys, l.dir, recoveryPointFile, leo); err != nil {
+	// Everything up to the recovered end is on disk now. A heal cuts what
+	// is above its floor next; should it fail, that must not count as
+	// flushed meanwhile.
+	newRP := leo
+	if l.healFloor > 0 {
+		newRP = min(leo, l.healFloor)
+	}
+	if !rpOK || rp != newRP {
+		if err := writeOffsetCheckpoint(fsys, l.dir, recoveryPointFile, newRP); err != nil {
 			return false, err
 		}
 	}
-	l.recoveryPoint = leo
+	l.recoveryPoint = newRP
 	l.rpWritten = opts.Now()
 	l.logStart.Store(logStart)
 	l.leo.Store(leo)
