@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"fmt"
+	"regexp"
 	"runtime/debug"
 	"sort"
 	"sync"
@@ -33,7 +34,7 @@ func init() {
 		kmsg.Fetch.Int16():                   {4, 12, (*conn).handleFetch},
 		kmsg.ListOffsets.Int16():             {1, 8, (*conn).handleListOffsets},
 		kmsg.Metadata.Int16():                {0, 12, (*conn).handleMetadata},
-		kmsg.ApiVersions.Int16():             {0, 3, (*conn).handleApiVersions},
+		kmsg.ApiVersions.Int16():             {0, 5, (*conn).handleApiVersions},
 		kmsg.CreateTopics.Int16():            {0, 7, (*conn).handleCreateTopics},
 		kmsg.DeleteTopics.Int16():            {0, 6, (*conn).handleDeleteTopics},
 		kmsg.DeleteRecords.Int16():           {0, 2, (*conn).handleDeleteRecords},
@@ -170,9 +171,38 @@ func (c *conn) unsupported(r *request) reply {
 	return reply{req: r, raw: []byte{byte(uint16(code) >> 8), byte(code)}}
 }
 
+// handleApiVersions serves ApiVersions v0–5. v3 adds the client's
+// software name and version, which Kafka requires to match
+// [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])? (INVALID_REQUEST otherwise);
+// v4 is v3 again (it only lets a SupportedFeatures minimum be 0, and
+// MoonMQ advertises no features); v5 (KIP-1242) names the cluster and node
+// the client means to reach: both or neither, and REBOOTSTRAP_REQUIRED if
+// that is not this node, so a client sent here by stale metadata starts
+// over from its seeds. A version above 5 is answered at v0 with
+// UNSUPPORTED_VERSION and our range (unsupported).
 func (c *conn) handleApiVersions(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ApiVersionsRequest)
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+	if req.Version >= 3 && (!softwareNamePattern.MatchString(req.ClientSoftwareName) ||
+		!softwareNamePattern.MatchString(req.ClientSoftwareVersion)) {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return resp, nil
+	}
+	if req.Version >= 5 {
+		named, numbered := req.ClusterID != nil, req.NodeID != -1
+		switch {
+		case named != numbered:
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			return resp, nil
+		case named && (*req.ClusterID != c.s.meta.ClusterID() || req.NodeID != c.s.opts.NodeID):
+			resp.ErrorCode = kerr.RebootstrapRequired.Code
+			return resp, nil
+		}
+	}
 	resp.ApiKeys = apiVersionKeys()
 	return resp, nil
 }
+
+// softwareNamePattern is what Kafka accepts as a client software name or
+// version (ApiVersionsRequest.isValid).
+var softwareNamePattern = regexp.MustCompile(`^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$`)

@@ -49,6 +49,7 @@ func apiVersionsWorks(t *testing.T, s *Server) {
 	require.NoError(t, rc.c.SetDeadline(time.Now().Add(2*time.Second)))
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "moonmq-test", "1.0.0"
 	rc.send(req)
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 3

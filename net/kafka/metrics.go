@@ -74,6 +74,11 @@ func (m *Metrics) observe(r *request, resp kmsg.Response) {
 	if resp == nil {
 		return
 	}
+	if av, ok := resp.(*kmsg.ApiVersionsResponse); ok && av.ErrorCode == kerr.UnsupportedVersion.Code {
+		// Version negotiation (KIP-511): a client asking for a newer
+		// ApiVersions than we serve retries at ours. Not an error.
+		return
+	}
 	forEachErrorCode(resp, func(code int16) {
 		m.requestErrors.WithLabelValues(api, errorName(code)).Inc()
 	})
