@@ -254,6 +254,28 @@ func TestHealNeverCutsWhatWasFsynced(t *testing.T) {
 // at: the heal ends the segment with the damage, drops what follows
 // (never acknowledged) and continues at the mark.
 func TestHealWithDamageAcrossTheDurableMark(t *testing.T) {
+	l, m, want, pos10 := logWithAFailedFsync(t, nil)
+	name := segmentFileName(0, logExt)
+	b := m.read(t, name)
+	pos9 := pos10 - int64(len(want[9].bytes))
+	m.writeAt(t, name, []byte{b[pos9+batch.MagicOffset] ^ 0x5a}, pos9+batch.MagicOffset)   // fsynced batch 9: media damage
+	m.writeAt(t, name, []byte{b[pos10+batch.MagicOffset] ^ 0x5a}, pos10+batch.MagicOffset) // unsynced batch 10: dropped page
+
+	require.NoError(t, l.Heal(), "heal")
+	require.NoError(t, l.Failure())
+	require.Equal(t, []int{9}, readEach(t, l, want), "only the damaged fsynced batch is lost")
+	next := appendBatch(t, l, makeBatch(1, 10, 5, 5), 1)
+	require.Equal(t, want[9].last+1, next.base, "no acknowledged offset is given again")
+	require.NoError(t, l.WaitDurable(context.Background(), next.last))
+	require.Empty(t, readEach(t, l, []stored{next}))
+}
+
+// logWithAFailedFsync appends 10 batches of 3 records (custom(i, base) may
+// supply batch i) and waits for them, then 3 more whose fsync fails: the
+// log is failed, with the unsynced batches on "disk" from pos10 (where
+// batch 10 starts) on.
+func logWithAFailedFsync(t *testing.T, custom func(i int, base int64) []byte) (*Log, memLog, []stored, int64) {
+	t.Helper()
 	mem := vfs.NewMem()
 	faults := vfs.NewFaults(mem)
 	var failSync atomic.Bool
@@ -267,10 +289,19 @@ func TestHealWithDamageAcrossTheDurableMark(t *testing.T) {
 	opts.SegmentBytes = 1 << 20
 	l, err := Open("/data/t-0", opts)
 	require.NoError(t, err)
-	defer l.Close()
+	t.Cleanup(func() { _ = l.Close() })
 	var want []stored
+	pos10 := int64(0)
 	for i := 0; i < 10; i++ {
-		want = append(want, appendBatch(t, l, makeBatch(3, 100, int64(1000+i), i), 1))
+		var b []byte
+		if custom != nil {
+			b = custom(i, l.LogEndOffset())
+		}
+		if b == nil {
+			b = makeBatch(3, 100, int64(1000+i), i)
+		}
+		want = append(want, appendBatch(t, l, b, 1))
+		pos10 += int64(len(want[i].bytes))
 	}
 	require.NoError(t, l.WaitDurable(context.Background(), want[9].last))
 	failSync.Store(true)
@@ -283,26 +314,7 @@ func TestHealWithDamageAcrossTheDurableMark(t *testing.T) {
 	require.Error(t, l.WaitDurable(context.Background(), res.LastOffset))
 	require.Error(t, l.Failure())
 	failSync.Store(false)
-
-	m := memLog{fs: mem, dir: "/data/t-0"}
-	name := segmentFileName(0, logExt)
-	b := m.read(t, name)
-	pos9 := int64(0)
-	for _, w := range want[:9] {
-		pos9 += int64(len(w.bytes))
-	}
-	pos10 := pos9 + int64(len(want[9].bytes))
-	m.writeAt(t, name, []byte{b[pos9+batch.MagicOffset] ^ 0x5a}, pos9+batch.MagicOffset)   // fsynced batch 9: media damage
-	m.writeAt(t, name, []byte{b[pos10+batch.MagicOffset] ^ 0x5a}, pos10+batch.MagicOffset) // unsynced batch 10: dropped page
-
-	err = l.Heal()
-	require.NoError(t, err, "heal")
-	require.NoError(t, l.Failure())
-	require.Equal(t, []int{9}, readEach(t, l, want), "only the damaged fsynced batch is lost")
-	next := appendBatch(t, l, makeBatch(1, 10, 5, 5), 1)
-	require.Equal(t, want[9].last+1, next.base, "no acknowledged offset is given again")
-	require.NoError(t, l.WaitDurable(context.Background(), next.last))
-	require.Empty(t, readEach(t, l, []stored{next}))
+	return l, memLog{fs: mem, dir: "/data/t-0"}, want, pos10
 }
 
 // TestHealWithDamageAcrossTheDurableMark, with the damaged fsynced batch
@@ -318,51 +330,14 @@ func TestHealNeverServesABatchEmbeddedInTheDamage(t *testing.T) {
 }
 
 func healWithEmbeddedDamage(t *testing.T, innerDelta int64) {
-	mem := vfs.NewMem()
-	faults := vfs.NewFaults(mem)
-	var failSync atomic.Bool
-	faults.SetInjector(func(op vfs.Op, _ string) error {
-		if failSync.Load() && op == vfs.OpSync {
-			return syscall.EIO
+	l, m, want, pos10 := logWithAFailedFsync(t, func(i int, base int64) []byte {
+		if i != 9 {
+			return nil
 		}
-		return nil
+		return batchHoldingABatch(base + innerDelta)
 	})
-	opts := memOptions(faults)
-	opts.SegmentBytes = 1 << 20
-	l, err := Open("/data/t-0", opts)
-	require.NoError(t, err)
-	defer l.Close()
-	var want []stored
-	for i := 0; i < 10; i++ {
-		b := makeBatch(3, 100, int64(1000+i), i)
-		if i == 9 {
-			inner := makeBatch(1, 50, 7, 77)
-			batch.SetBaseOffset(inner, l.LogEndOffset()+innerDelta) // inside the outer batch's offsets
-			b = batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
-				ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-				[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
-		}
-		want = append(want, appendBatch(t, l, b, 1))
-	}
-	require.NoError(t, l.WaitDurable(context.Background(), want[9].last))
-	failSync.Store(true)
-	var tail [][]byte
-	for i := 0; i < 3; i++ {
-		tail = append(tail, makeBatch(3, 100, int64(2000+i), 10+i))
-	}
-	res, err := l.Append(tail, 1)
-	require.NoError(t, err)
-	require.Error(t, l.WaitDurable(context.Background(), res.LastOffset))
-	require.Error(t, l.Failure())
-	failSync.Store(false)
-
-	m := memLog{fs: mem, dir: "/data/t-0"}
 	name := segmentFileName(0, logExt)
 	b := m.read(t, name)
-	pos10 := int64(0)
-	for _, w := range want {
-		pos10 += int64(len(w.bytes))
-	}
 	m.writeAt(t, name, []byte{b[pos10-1] ^ 0x5a}, pos10-1)                                 // fsynced batch 9: its last byte
 	m.writeAt(t, name, []byte{b[pos10+batch.MagicOffset] ^ 0x5a}, pos10+batch.MagicOffset) // unsynced batch 10: dropped page
 

@@ -84,6 +84,17 @@ func makeBatch(n int, valueSize int, ts int64, tag int) []byte {
 	}, recs)
 }
 
+// batchHoldingABatch is a batch of 3 records whose second record's value
+// is itself a valid one-record batch at innerBase, as a mirroring tool's
+// payload would be.
+func batchHoldingABatch(innerBase int64) []byte {
+	inner := makeBatch(1, 50, 7, 77)
+	batch.SetBaseOffset(inner, innerBase)
+	return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+}
+
 // compress marks a batch as compressed (codec bits) and fixes its CRC. The
 // payload is not really compressed; the log never looks inside.
 func compress(b []byte) []byte {

@@ -420,11 +420,7 @@ func TestResyncSkipsABatchEmbeddedInADamagedOne(t *testing.T) {
 				if i != 2 {
 					return nil
 				}
-				inner := makeBatch(1, 50, 7, 77)
-				batch.SetBaseOffset(inner, base+1) // plausible: inside the outer batch's offsets
-				return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
-					ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-					[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+				return batchHoldingABatch(base + 1) // plausible: inside the outer batch's offsets
 			})
 			name := segmentFileName(0, logExt)
 			at, v := tc.damage(m.read(t, name), pos)
@@ -618,11 +614,7 @@ func TestResyncSkipsABatchEmbeddedInTheLastDamagedOne(t *testing.T) {
 		if i != 2 {
 			return nil
 		}
-		inner := makeBatch(1, 50, 7, 77)
-		batch.SetBaseOffset(inner, base+1)
-		return batch.Build(batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: 2, MaxTimestamp: 4,
-			ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
-			[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, Value: inner}, {OffsetDelta: 2, Value: []byte("c")}})
+		return batchHoldingABatch(base + 1)
 	})
 	name := segmentFileName(0, logExt)
 	b := m.read(t, name)
