@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -184,26 +185,34 @@ func TestCapacity(t *testing.T) {
 	require.NoError(t, b.CheckCapacity(10))
 }
 
-// healGate makes the first open of t-0's log block until released, after a
-// phase in which every access to t-0 fails (so the partition goes offline).
+// healGate makes the first open of a gated partition's log (t-0 unless
+// named otherwise) block until released, after a phase in which every
+// access to them fails (so they go offline). first is the topic whose open
+// blocked.
 type healGate struct {
 	failing atomic.Bool
 	once    atomic.Bool
+	first   atomic.Value // string
 	blocked chan struct{}
 	release chan struct{}
 }
 
-func newHealGate(faults *vfs.Faults) *healGate {
+func newHealGate(faults *vfs.Faults, topics ...string) *healGate {
+	if len(topics) == 0 {
+		topics = []string{"t"}
+	}
 	g := &healGate{blocked: make(chan struct{}), release: make(chan struct{})}
 	g.failing.Store(true)
 	faults.SetInjector(func(op vfs.Op, path string) error {
-		if !strings.Contains(path, "/t-0") {
+		i := slices.IndexFunc(topics, func(topic string) bool { return strings.Contains(path, "/"+topic+"-0") })
+		if i < 0 {
 			return nil
 		}
 		if g.failing.Load() {
 			return syscall.EIO
 		}
 		if op == vfs.OpOpen && strings.HasSuffix(path, ".log") && g.once.CompareAndSwap(false, true) {
+			g.first.Store(topics[i])
 			close(g.blocked)
 			<-g.release
 		}
@@ -326,42 +335,20 @@ func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {
 	}
 	require.NoError(t, b.Close())
 
-	var failing, once atomic.Bool
-	var first atomic.Value // topic whose open blocks
-	blocked, release := make(chan struct{}), make(chan struct{})
-	failing.Store(true)
-	faults.SetInjector(func(op vfs.Op, path string) error {
-		topic := ""
-		switch {
-		case strings.Contains(path, "/t-0"):
-			topic = "t"
-		case strings.Contains(path, "/u-0"):
-			topic = "u"
-		default:
-			return nil
-		}
-		if failing.Load() {
-			return syscall.EIO
-		}
-		if op == vfs.OpOpen && strings.HasSuffix(path, ".log") && once.CompareAndSwap(false, true) {
-			first.Store(topic)
-			close(blocked)
-			<-release
-		}
-		return nil
-	})
+	gate := newHealGate(faults, "t", "u")
 	b2 := memBroker(t, faults)
 	defer b2.Close()
 	for _, topic := range []string{"t", "u"} {
 		_, err := b2.EnsurePartition(TopicPartition{Topic: topic, Partition: 0}, nil)
 		require.ErrorIs(t, err, ErrPartitionOffline)
 	}
-	failing.Store(false)
+	gate.failing.Store(false)
 	healed := make(chan int)
 	go func() { healed <- b2.HealNow() }()
-	<-blocked
+	<-gate.blocked
+	first := gate.first.Load().(string)
 	other := "u"
-	if first.Load() == "u" {
+	if first == "u" {
 		other = "t"
 	}
 	deleted := make(chan error, 1)
@@ -370,12 +357,12 @@ func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {
 	case err := <-deleted:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		close(release)
+		close(gate.release)
 		<-healed
-		t.Fatalf("DeleteTopic(%q) waited for the heal's open of %s-0", other, first.Load())
+		t.Fatalf("DeleteTopic(%q) waited for the heal's open of %s-0", other, first)
 	}
-	close(release)
+	close(gate.release)
 	require.Zero(t, <-healed, "the deleted topic's partition is not opened")
-	_, err := b2.EnsurePartition(TopicPartition{Topic: first.Load().(string), Partition: 0}, nil)
+	_, err := b2.EnsurePartition(TopicPartition{Topic: first, Partition: 0}, nil)
 	require.NoError(t, err, "the other topic's partition healed")
 }
