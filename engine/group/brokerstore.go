@@ -108,16 +108,7 @@ func (s *BrokerStorage) Damaged(p int32, offset int64) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	l := part.Log()
-	for _, cr := range l.CorruptRanges() {
-		if offset >= cr.FromOffset && (offset < cr.ToOffset || cr.ToOffset < 0) {
-			if cr.ToOffset < 0 {
-				return l.LogEndOffset(), true
-			}
-			return cr.ToOffset, true
-		}
-	}
-	return 0, false
+	return part.Log().DamagedEnd(offset)
 }
 
 // Generation implements Storage.

@@ -525,7 +525,7 @@ func (l *Log) VerifiedBatches(from int64, fn func(h batch.Header) bool) error {
 		data, err := l.ReadAppend(buf[:0], off, 1<<20, l.LogEndOffset())
 		switch {
 		case errors.Is(err, ErrCorrupt):
-			next := l.damagedEnd(off)
+			next, _ := l.DamagedEnd(off)
 			if next <= off {
 				return err
 			}
@@ -552,18 +552,19 @@ func (l *Log) VerifiedBatches(from int64, fn func(h batch.Header) bool) error {
 	return nil
 }
 
-// damagedEnd is where the damaged or missing range holding offset ends
-// (offset itself if none does).
-func (l *Log) damagedEnd(offset int64) int64 {
+// DamagedEnd returns where the damaged or missing range holding offset
+// ends (the log end when the damage runs to it), and whether one does:
+// replays of the log (producer state, group offsets) resume there.
+func (l *Log) DamagedEnd(offset int64) (int64, bool) {
 	for _, cr := range l.CorruptRanges() {
 		if offset >= cr.FromOffset && (offset < cr.ToOffset || cr.ToOffset < 0) {
 			if cr.ToOffset < 0 {
-				return l.LogEndOffset()
+				return l.LogEndOffset(), true
 			}
-			return cr.ToOffset
+			return cr.ToOffset, true
 		}
 	}
-	return offset
+	return offset, false
 }
 
 // Limits on decoding compressed batches for timestamp lookups. Their
