@@ -166,7 +166,7 @@ func resetOffsetsTopic(ctrl *controller.Controller, logger *slog.Logger) error {
 func topicInfos(ts []controller.Topic) []group.TopicInfo {
 	out := make([]group.TopicInfo, 0, len(ts))
 	for _, t := range ts {
-		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Internal: t.Internal})
+		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
 	}
 	return out
 }

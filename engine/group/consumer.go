@@ -14,7 +14,6 @@ type TopicInfo struct {
 	Name       string
 	ID         TopicID
 	Partitions int32
-	Internal   bool
 }
 
 // topicSnapshot is an immutable view of the cluster's topics; version
@@ -504,7 +503,12 @@ func (g *Consumer) assigned(id string) assignment {
 }
 
 // resolve returns the existing topics a member subscribes to: its names
-// plus, for a regex, every matching non-internal topic.
+// plus, for a regex, every topic it matches in full. Internal topics are not
+// excluded: Kafka's broker-side resolution (GroupMetadataManager
+// .refreshRegularExpressions) matches every topic in the image, so a
+// pattern that names __consumer_offsets is assigned it. Hiding internal
+// topics from a broad pattern is the client's choice (exclude.internal.topics
+// applies to client-side matching only).
 func (m *consumerMember) resolve(topics *topicSnapshot) []string {
 	var out []string
 	for _, n := range m.topics {
@@ -514,7 +518,7 @@ func (m *consumerMember) resolve(topics *topicSnapshot) []string {
 	}
 	if m.re != nil {
 		for _, t := range topics.sorted {
-			if !t.Internal && m.re.MatchString(t.Name) {
+			if m.re.MatchString(t.Name) {
 				out = append(out, t.Name)
 			}
 		}

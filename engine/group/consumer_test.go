@@ -305,6 +305,18 @@ func TestConsumerRegexAndTopicChanges(t *testing.T) {
 	require.False(t, h.g.subscribed("other"))
 }
 
+// A broker-resolved regex matches internal topics like any other, as
+// Kafka's does: a pattern naming __consumer_offsets is assigned it
+// (franz-go's Test848RegexBrokerResolves).
+func TestConsumerRegexMatchesInternalTopics(t *testing.T) {
+	h := newConsumerHarness(t, map[string]int32{"orders": 1, "orders-v2": 1, OffsetsTopic: 2})
+	re := "orders|__consumer_offsets"
+	res, err := h.hb(ConsumerHeartbeatRequest{MemberID: "A", RebalanceTimeout: time.Second, SubscribedTopicRegex: &re, Owned: []TopicPartitions{}})
+	require.NoError(t, err)
+	require.ElementsMatch(t, append(parts("orders", 0), parts(OffsetsTopic, 0, 1)...), res.Assignment,
+		"the regex matches in full: orders-v2 is not assigned, __consumer_offsets is")
+}
+
 func TestConsumerRangeAssignorSelected(t *testing.T) {
 	h := newConsumerHarness(t, map[string]int32{"a": 4, "b": 4})
 	rng := AssignorRange

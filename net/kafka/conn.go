@@ -57,6 +57,11 @@ type conn struct {
 	respBudget *memBudget
 	lastActive atomic.Int64 // unix nanos of the last request read or reply written
 	pieces     []piece      // scratch for writeFetch; owned by the write loop
+
+	// refusedTxn is set once a transactional request was refused and
+	// logged: clients retry the refusal, the log says it once per
+	// connection. Read loop only.
+	refusedTxn bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {

@@ -287,3 +287,42 @@ func TestLeaveGroupBatchedAndDescribeVersions(t *testing.T) {
 	require.Equal(t, "g", ls.Groups[0].Group)
 	require.Equal(t, "classic", ls.Groups[0].GroupType)
 }
+
+// A Metadata request naming __consumer_offsets creates it, as Kafka does,
+// even with auto-creation off: lag monitors (Burrow) read it before any
+// group exists. One that forbids creation (v4+) or names another unknown
+// topic creates nothing.
+func TestMetadataCreatesTheOffsetsTopic(t *testing.T) {
+	s := startGroupServer(t, group.Config{})
+	rc := dialRaw(t, s)
+	metadata := func(allow bool, names ...string) *kmsg.MetadataResponse {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version, req.AllowAutoTopicCreation = 12, allow
+		for _, n := range names {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, rt)
+		}
+		rc.send(req)
+		resp := req.ResponseKind().(*kmsg.MetadataResponse)
+		rc.recv(resp)
+		return resp
+	}
+
+	resp := metadata(false, group.OffsetsTopic)
+	require.ErrorIs(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode), kerr.UnknownTopicOrPartition,
+		"a request that forbids creation creates nothing")
+
+	resp = metadata(true, group.OffsetsTopic, "nope")
+	require.Len(t, resp.Topics, 2)
+	offsets, other := resp.Topics[0], resp.Topics[1]
+	require.Zero(t, offsets.ErrorCode)
+	require.Equal(t, group.OffsetsTopic, *offsets.Topic)
+	require.True(t, offsets.IsInternal)
+	require.Len(t, offsets.Partitions, 3, "created with the coordinator's partition count")
+	require.ErrorIs(t, kerr.ErrorForCode(other.ErrorCode), kerr.UnknownTopicOrPartition,
+		"auto-creation is off for ordinary topics")
+
+	// The coordinator took the topic as its own: groups work at once.
+	findCoordinator(t, rc)
+}

@@ -1,16 +1,53 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/group"
 )
 
 func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.MetadataRequest)
+	if c.createsOffsetsTopic(req) {
+		// Kafka creates its internal topics when a client asks for them,
+		// whatever auto.create.topics.enable says: lag monitors such as
+		// Burrow read __consumer_offsets before any group exists and give
+		// up when it is missing. The coordinator creates it with its own
+		// settings, through the metadata log: park.
+		return nil, func() kmsg.Response {
+			ctx, cancel := context.WithTimeout(c.ctx, groupWait)
+			defer cancel()
+			if err := c.s.opts.Groups.EnsureTopic(ctx); err != nil {
+				c.s.log.Warn("could not create the offsets topic a Metadata request named",
+					"peer", c.peer, "topic", group.OffsetsTopic, "err", err)
+			}
+			return c.metadata(req)
+		}
+	}
+	return c.metadata(req), nil
+}
+
+// createsOffsetsTopic reports whether req names __consumer_offsets, which
+// does not exist yet, and allows creating topics (v4+ says so explicitly).
+func (c *conn) createsOffsetsTopic(req *kmsg.MetadataRequest) bool {
+	if c.s.opts.Groups == nil || req.Version >= 4 && !req.AllowAutoTopicCreation {
+		return false
+	}
+	for _, rt := range req.Topics {
+		if rt.Topic != nil && *rt.Topic == group.OffsetsTopic {
+			_, exists := c.s.meta.Topic(group.OffsetsTopic)
+			return !exists
+		}
+	}
+	return false
+}
+
+func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := c.s
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: s.advHost, Port: s.advPort}}
@@ -18,14 +55,12 @@ func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) 
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.opts.NodeID
 
-	var topics []controller.Topic
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
-		topics = s.meta.Topics()
-		for _, t := range topics {
+		for _, t := range s.meta.Topics() {
 			resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
 		}
-		return resp, nil
+		return resp
 	}
 	for _, rt := range req.Topics {
 		var (
@@ -58,7 +93,7 @@ func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) 
 		}
 		resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
 	}
-	return resp, nil
+	return resp
 }
 
 // mayAutoCreate: auto-creation is off by default and never makes internal

@@ -112,9 +112,13 @@ func (c *conn) handleInitProducerID(r *request) (kmsg.Response, func() kmsg.Resp
 	req := r.kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	if req.TransactionalID != nil {
-		// Transactions are a separate capability; refuse clearly instead of
-		// handing out an id that cannot commit.
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		// Transactions are not implemented yet: refuse instead of handing
+		// out an id that cannot commit. UNSUPPORTED_VERSION is the code
+		// clients present as "not supported" (KafkaJS, librdkafka and
+		// franz-go all turn TRANSACTIONAL_ID_AUTHORIZATION_FAILED into a
+		// permissions problem, which sends users to their ACLs).
+		c.refuseTransactions("InitProducerId", *req.TransactionalID)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		return resp, nil
 	}
 	// An idempotent (non-transactional) producer always gets a fresh id, as

@@ -23,12 +23,13 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	acks := req.Acks
 	if acks != 0 && acks != 1 && acks != -1 {
-		return c.produceError(req, resp, kerr.InvalidRequiredAcks.Code), nil
+		return c.produceError(req, resp, kerr.InvalidRequiredAcks.Code, nil), nil
 	}
 	if req.TransactionID != nil {
-		// Transactions are their own capability; until it lands, say so
-		// rather than accepting writes we cannot commit or abort.
-		return c.produceError(req, resp, kerr.TransactionalIDAuthorizationFailed.Code), nil
+		// Until transactions land, say so rather than accepting writes we
+		// cannot commit or abort (see handleInitProducerID for the code).
+		c.refuseTransactions("Produce", *req.TransactionID)
+		return c.produceError(req, resp, kerr.UnsupportedVersion.Code, &errTransactionsUnsupported), nil
 	}
 
 	type pending struct {
@@ -173,13 +174,14 @@ func (w *produceWait) expire() {
 	w.finish()
 }
 
-func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16) kmsg.Response {
+func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse, code int16, msg *string) kmsg.Response {
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewProduceResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
+			rp.ErrorMessage = msg
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -222,4 +224,20 @@ func produceErrMessage(err error) *string {
 		}
 	}
 	return nil
+}
+
+// errTransactionsUnsupported is the message Produce v8+ carries with a
+// transactional refusal, for clients that print it.
+var errTransactionsUnsupported = "MoonMQ does not support transactions yet"
+
+// refuseTransactions logs a refused transactional request, once per
+// connection: the client shows only an error code, so the broker's log says
+// why.
+func (c *conn) refuseTransactions(api, transactionalID string) {
+	if c.refusedTxn {
+		return
+	}
+	c.refusedTxn = true
+	c.s.log.Warn("refused a transactional producer: MoonMQ does not support transactions yet",
+		"api", api, "transactional_id", transactionalID, "peer", c.peer)
 }

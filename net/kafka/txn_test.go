@@ -1,0 +1,71 @@
+package kafka
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// syncBuffer is a bytes.Buffer a logger and a test may share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Until transactions land, a transactional producer is refused with the
+// code clients present as "not supported" (not an authorization failure,
+// which sends users to their ACLs), and the broker logs why, once per
+// connection however often the client retries.
+func TestTransactionalProducerIsRefusedAsUnsupported(t *testing.T) {
+	var logs syncBuffer
+	s := startServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	createTopic(t, s, "t", 1)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("tx-1"),
+		kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	defer cl.Close()
+	// franz-go initializes its producer id when the transaction begins.
+	require.ErrorIs(t, cl.BeginTransaction(), kerr.UnsupportedVersion)
+
+	// A raw transactional Produce gets the code and a message saying why.
+	rc := dialRaw(t, s)
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, -1, 1000, kmsg.StringPtr("tx-2")
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0}}
+	req.Topics = append(req.Topics, rt)
+	rc.send(req)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	rc.recv(resp)
+	p := resp.Topics[0].Partitions[0]
+	require.ErrorIs(t, kerr.ErrorForCode(p.ErrorCode), kerr.UnsupportedVersion)
+	require.NotNil(t, p.ErrorMessage)
+	require.Contains(t, *p.ErrorMessage, "does not support transactions")
+
+	out := logs.String()
+	require.Contains(t, out, "transactional_id=tx-1")
+	require.Contains(t, out, "transactional_id=tx-2")
+	require.Equal(t, 2, strings.Count(out, "refused a transactional producer"),
+		"once per connection: %s", out)
+}
