@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 // Configuration comes from three sources with one definition: every setting
@@ -48,7 +50,7 @@ func applyConfig(fs *flag.FlagSet, path string, env []string) error {
 			if set[name] {
 				continue
 			}
-			if err := fs.Set(name, v); err != nil {
+			if err := cli.Set(fs, name, v); err != nil {
 				return fmt.Errorf("config file %s: %s = %q: %v", path, fileKey(name), v, err)
 			}
 			set[name] = true
@@ -67,7 +69,7 @@ func applyConfig(fs *flag.FlagSet, path string, env []string) error {
 			return
 		}
 		if v, ok := envs[envKey(f.Name)]; ok {
-			if err := fs.Set(f.Name, v); err != nil {
+			if err := cli.Set(fs, f.Name, v); err != nil {
 				errs = append(errs, fmt.Errorf("environment %s=%q: %v", envKey(f.Name), v, err))
 			}
 		}
@@ -100,7 +102,15 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 	for _, k := range keys {
 		name, ok := byKey[k]
 		if !ok {
-			return nil, fmt.Errorf("config file %s: unknown key %q (see moonmq serve --help; keys use underscores, e.g. max_connections)", path, k)
+			known := make([]string, 0, len(byKey))
+			for key := range byKey {
+				known = append(known, key)
+			}
+			hint := cli.DidYouMean(k, known, "")
+			if hint == "" {
+				hint = " (see moonmq serve --help; keys use underscores, e.g. max_connections)"
+			}
+			return nil, fmt.Errorf("config file %s: unknown key %q%s", path, k, hint)
 		}
 		switch v := raw[k].(type) {
 		case string:

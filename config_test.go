@@ -91,3 +91,56 @@ func TestPrintConfigRoundTrips(t *testing.T) {
 	require.Equal(t, 4, cfg.nodeID)
 	require.Equal(t, "127.0.0.1:9999", cfg.listen)
 }
+
+// Issue 11: a config or flag mistake says what was expected, and a
+// misspelt key or flag names the nearest valid one, whichever source it
+// came from.
+func TestConfigErrorsSayWhatWasExpected(t *testing.T) {
+	for _, tc := range []struct {
+		name, file string
+		args, env  []string
+		want       string
+	}{
+		{name: "integer in file", file: "node_id = \"one\"\n", want: `node_id = "one": want an integer, e.g. 1`},
+		{name: "duration without unit", file: "shutdown_timeout = \"10\"\n", want: "a duration needs a unit, e.g. 10s"},
+		{name: "bad duration in env", env: []string{"MOONMQ_SHUTDOWN_TIMEOUT=soon"}, want: "want a duration such as 10s"},
+		{name: "boolean in env", env: []string{"MOONMQ_AUTO_CREATE_TOPICS=maybe"}, want: "want true or false"},
+		{name: "misspelt key", file: "log_levle = \"debug\"\n", want: `unknown key "log_levle"; did you mean log_level?`},
+		{name: "bad advertise", args: []string{"--advertise", "nohost"}, want: `advertise "nohost": want host:port`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if tc.file != "" {
+				args = append(args, "--config", writeConfig(t, tc.file))
+			}
+			_, err := load(t, args, tc.env)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listn", "x"}, "unknown flag --listn; did you mean --listen?"},
+		{[]string{"--node-id", "one"}, `--node-id "one": want an integer, e.g. 1`},
+		{[]string{"--shutdown-timeout", "10"}, "a duration needs a unit, e.g. 10s"},
+		{[]string{"--auto-create-topics=maybe"}, `--auto-create-topics "maybe": want true or false`},
+	} {
+		var out, errb bytes.Buffer
+		_, err := loadServeConfig(tc.args, nil, &out, &errb)
+		require.ErrorIs(t, err, errUsage, "%v", tc.args)
+		require.Contains(t, errb.String(), tc.want, "%v", tc.args)
+		require.NotContains(t, errb.String(), "Usage:", "one line, not the whole usage: %v", tc.args)
+	}
+}
+
+// --print-config refuses what serve would: it used to print a log level
+// that serve then rejected, and exit 0.
+func TestPrintConfigValidatesLikeServe(t *testing.T) {
+	var out, errb bytes.Buffer
+	_, err := loadServeConfig([]string{"--print-config", "--log-level", "verbose"}, nil, &out, &errb)
+	require.ErrorContains(t, err, `log-level "verbose": want debug, info, warn or error`)
+	require.Empty(t, out.String())
+	_, err = loadServeConfig([]string{"--print-config", "--log-format", "xml"}, nil, &out, &errb)
+	require.ErrorContains(t, err, "log-format")
+}

@@ -17,9 +17,11 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/moonmq/moonmq/internal/bench"
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 // version is set with -ldflags "-X main.version=..." by the Makefile.
@@ -63,7 +65,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "moonmq: unknown command %q\n\n%s", args[0], usage)
+		if isMQLInvocation(args) {
+			// Toolkit flags before the mode: moonmq --addr A -e '...'.
+			return mqlCommand(ctx, args, stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "moonmq: unknown command %q%s\n\n%s", args[0], cli.DidYouMean(strings.TrimLeft(args[0], "-"), commands, ""), usage)
 		return 2
 	}
 	switch {
@@ -77,6 +83,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "moonmq:", err)
 		return 1
 	}
+}
+
+// commands are the first arguments run knows, for suggestions.
+var commands = []string{"serve", "bench", "top", "run", "version", "help"}
+
+// isMQLInvocation reports whether args, which start with a flag, name an
+// MQL mode (--repl, -e or run) somewhere.
+func isMQLInvocation(args []string) bool {
+	if len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return false
+	}
+	for _, a := range args {
+		switch a {
+		case "--repl", "-repl", "-e", "--e", "run":
+			return true
+		}
+		if strings.HasPrefix(a, "-e=") || strings.HasPrefix(a, "--e=") || strings.HasPrefix(a, "--repl=") {
+			return true
+		}
+	}
+	return false
 }
 
 // errUsage marks an error already reported by a FlagSet.

@@ -13,6 +13,7 @@ import (
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/internal/lag"
 	"github.com/moonmq/moonmq/net/httpapi"
 )
 
@@ -181,8 +182,8 @@ func groupStatsOf(coord *group.Coordinator, b *broker.Broker) []httpapi.GroupSta
 			ps := httpapi.GroupPartitionStat{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset, End: -1, Lag: -1}
 			if p, err := b.Partition(broker.TopicPartition{Topic: o.Topic, Partition: o.Partition}); err == nil {
 				ps.End = p.Log().HighWatermark()
-				ps.Lag = max(ps.End-o.Offset, 0)
-				gs.Lag += ps.Lag
+				ps.Lag = lag.Of(o.Offset, ps.End)
+				gs.Lag = lag.Sum(gs.Lag, ps.Lag)
 			}
 			gs.Partitions = append(gs.Partitions, ps)
 		}

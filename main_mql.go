@@ -21,11 +21,10 @@ import (
 
 	"github.com/chzyer/readline"
 
+	"github.com/moonmq/moonmq/internal/cli"
 	"github.com/moonmq/moonmq/mql"
 	"github.com/moonmq/moonmq/mql/repl"
 )
-
-const defaultMQLAddr = "127.0.0.1:9092"
 
 type mqlConfig struct {
 	repl            bool
@@ -42,10 +41,6 @@ func mqlFlags(name string, stderr io.Writer) (*flag.FlagSet, *mqlConfig) {
 	cfg := &mqlConfig{}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := os.Getenv("MOONMQ_ADDR")
-	if addr == "" {
-		addr = defaultMQLAddr
-	}
 	home, _ := os.UserHomeDir()
 	history := ""
 	if home != "" {
@@ -53,7 +48,7 @@ func mqlFlags(name string, stderr io.Writer) (*flag.FlagSet, *mqlConfig) {
 	}
 	fs.BoolVar(&cfg.repl, "repl", false, "open the interactive MQL console")
 	fs.StringVar(&cfg.exec, "e", "", "run one or more statements and exit")
-	fs.StringVar(&cfg.addr, "addr", addr, "broker address host:port[,host:port] (env MOONMQ_ADDR)")
+	fs.StringVar(&cfg.addr, "addr", cli.Addr(), cli.AddrUsage)
 	fs.StringVar(&cfg.user, "user", "", "SASL user (not supported yet: the client has no SASL)")
 	fs.StringVar(&cfg.password, "password", "", "SASL password (with --user)")
 	fs.StringVar(&cfg.output, "output", "table", "output format: table, json or csv")
@@ -75,10 +70,10 @@ Flags:
 
 // parseInterleaved parses flags that may come before, between or after
 // positional arguments (moonmq run a.mql --output json).
-func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseInterleaved(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args, stderr); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -96,18 +91,24 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 // mqlCommand runs `moonmq --repl`, `moonmq run` and `moonmq -e`, returning
 // the process exit code: 0 success, 1 a failed statement, 2 usage.
 func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	name, rest := "moonmq", args
-	isRun := len(args) > 0 && args[0] == "run"
-	if isRun {
-		name, rest = "moonmq run", args[1:]
+	name := "moonmq"
+	if len(args) > 0 && args[0] == "run" {
+		name = "moonmq run"
 	}
 	fs, cfg := mqlFlags(name, stderr)
-	files, err := parseInterleaved(fs, rest)
+	// Flags may come anywhere, before or after the mode: `moonmq --addr A
+	// -e ...`, `moonmq -e ... --addr A` and `moonmq --output json run f.mql`
+	// all mean the same. "run" is the first positional argument.
+	files, err := parseInterleaved(fs, args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	isRun := len(files) > 0 && files[0] == "run"
+	if isRun {
+		files = files[1:]
 	}
 	format, err := mql.ParseFormat(cfg.output)
 	if err != nil {

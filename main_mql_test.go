@@ -172,3 +172,41 @@ func TestMQLCommandLine(t *testing.T) {
 		require.Equal(t, 2, res.exit, "%v: %s", args, res.stderr)
 	}
 }
+
+// Issue 11: the toolkit's flags may come before or after the mode, every
+// command takes its address the same way (--addr, then MOONMQ_ADDR, then
+// the default), and a misspelt command or flag names the nearest one.
+func TestToolkitFlagsAnywhere(t *testing.T) {
+	b := testbroker.Start(t)
+	for _, args := range [][]string{
+		{"--addr", b.Addr, "-e", "SHOW TOPICS;"},
+		{"-e", "SHOW TOPICS;", "--addr", b.Addr},
+		{"--output", "json", "--addr", b.Addr, "-e", "SHOW TOPICS;"},
+	} {
+		res := runMoonMQ(t, "", args...)
+		require.Equal(t, 0, res.exit, "%v: %s", args, res.stderr)
+	}
+	script := filepath.Join(t.TempDir(), "s.mql")
+	require.NoError(t, os.WriteFile(script, []byte("SHOW TOPICS;\n"), 0o644))
+	res := runMoonMQ(t, "", "--addr", b.Addr, "run", script)
+	require.Equal(t, 0, res.exit, res.stderr)
+	res = runMoonMQ(t, "", "--addr", b.Addr, "--repl")
+	require.Equal(t, 0, res.exit, res.stderr)
+
+	res = runMoonMQ(t, "", "serv")
+	require.Equal(t, 2, res.exit)
+	require.Contains(t, res.stderr, `unknown command "serv"; did you mean serve?`)
+	res = runMoonMQ(t, "", "-e", "SHOW TOPICS;", "--adr", b.Addr)
+	require.Equal(t, 2, res.exit)
+	require.Contains(t, res.stderr, "unknown flag --adr; did you mean --addr?")
+
+	// moonmq bench reads MOONMQ_ADDR too: it used to load-test
+	// 127.0.0.1:9092 whatever the environment said.
+	cmd := exec.Command(testbroker.Binary(t), "bench", "produce", "--topic", "benched", "--create", "--records", "10", "--output", "json")
+	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+b.Addr)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	res = runMoonMQ(t, "", "--addr", b.Addr, "-e", "SELECT count(*) FROM benched;")
+	require.Equal(t, 0, res.exit, res.stderr)
+	require.Contains(t, res.stdout, "10")
+}

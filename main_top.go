@@ -11,23 +11,17 @@ import (
 
 	"github.com/charmbracelet/x/term"
 
+	"github.com/moonmq/moonmq/internal/cli"
 	"github.com/moonmq/moonmq/net/client"
 	"github.com/moonmq/moonmq/tui"
 )
 
-// topAddrEnv names the environment variable that overrides the default
-// broker address of `moonmq top`.
-const topAddrEnv = "MOONMQ_ADDR"
-
 // top runs `moonmq top`: the live dashboard.
 func top(ctx context.Context, args []string, stderr io.Writer) error {
-	addr := os.Getenv(topAddrEnv)
-	if addr == "" {
-		addr = "127.0.0.1:9092"
-	}
+	addr := cli.Addr()
 	fs := flag.NewFlagSet("moonmq top", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&addr, "addr", addr, "broker address host:port[,host:port...] (env "+topAddrEnv+")")
+	fs.StringVar(&addr, "addr", addr, cli.AddrUsage)
 	refresh := fs.Duration("refresh", tui.DefaultRefresh, "refresh interval")
 	history := fs.Duration("history", tui.DefaultHistory, "how far back the sparklines reach")
 	fs.Usage = func() {
@@ -36,11 +30,8 @@ func top(ctx context.Context, args []string, stderr io.Writer) error {
 			"partitions, consumer groups and lag, live records. Press ? inside for keys.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("top: unexpected argument %q", fs.Arg(0))

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 // TestTopCommandLine covers what `moonmq top` checks before it takes over
@@ -18,7 +20,8 @@ func TestTopCommandLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"top", "--help"}, "", 0, "Usage: moonmq top"},
-		{[]string{"top", "--bogus"}, "", 2, "flag provided but not defined"},
+		{[]string{"top", "--bogus"}, "", 2, "unknown flag --bogus"},
+		{[]string{"top", "--adr", "x"}, "", 2, "did you mean --addr?"},
 		{[]string{"top", "extra"}, "", 1, `unexpected argument "extra"`},
 		{[]string{"top", "--addr", "nohost"}, "", 1, `broker address "nohost" has no port`},
 		{[]string{"top"}, "envhost", 1, `broker address "envhost" has no port`},
@@ -26,7 +29,7 @@ func TestTopCommandLine(t *testing.T) {
 		{[]string{"top", "--refresh", "1m"}, "", 1, "must cover at least 10 refreshes"},
 		{[]string{"top"}, "", 1, "needs an interactive terminal"},
 	} {
-		t.Setenv(topAddrEnv, c.env)
+		t.Setenv(cli.AddrEnv, c.env)
 		var stdout, stderr bytes.Buffer
 		code := run(c.args, &stdout, &stderr)
 		require.Equal(t, c.code, code, "%v: %s", c.args, stderr.String())

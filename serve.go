@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -112,7 +113,15 @@ func (c *serveConfig) validate() error {
 	case c.data == "":
 		return errors.New("data: must not be empty")
 	}
-	return nil
+	if c.advertise != "" {
+		if _, _, err := net.SplitHostPort(c.advertise); err != nil {
+			return fmt.Errorf("advertise %q: want host:port: %v", c.advertise, err)
+		}
+	}
+	// The logger is built after validation; check its settings here so
+	// --print-config refuses exactly what a start would.
+	_, err := newLogger(c.logLevel, c.logFormat, io.Discard)
+	return err
 }
 
 func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
@@ -141,11 +150,8 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 // the environment.
 func loadServeConfig(args []string, env []string, stdout, stderr io.Writer) (*serveConfig, error) {
 	fs, cfg := serveFlags(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, errUsage
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))

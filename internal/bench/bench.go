@@ -22,9 +22,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"sort"
 	"text/tabwriter"
+
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 // ErrUsage marks errors in the command line (unknown subcommand, bad flag or
@@ -96,21 +97,14 @@ func finish(stdout io.Writer, output string, res Result, err error) error {
 	return err
 }
 
-// flagRef finds flag names in the flag package's messages ("flag -x",
-// "defined: -x", "argument: -x") so they can be shown as the user types
-// them, with two dashes.
-var flagRef = regexp.MustCompile(`(flag|defined:|argument:) -`)
-
 // parseFlags parses args into fs, turning flag-package errors into ErrUsage
 // errors that name the flag. help reports --help / -h.
 func parseFlags(cmd string, fs *flag.FlagSet, args []string) (help bool, err error) {
-	fs.SetOutput(io.Discard) // we print usage and errors ourselves
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args); err != nil { // prints nothing: we print usage and errors ourselves
 		if errors.Is(err, flag.ErrHelp) {
 			return true, nil
 		}
-		return false, fmt.Errorf("bench %s: %w: %s (see 'moonmq bench %s --help')", cmd, ErrUsage,
-			flagRef.ReplaceAllString(err.Error(), "$1 --"), cmd)
+		return false, fmt.Errorf("bench %s: %w: %v (see 'moonmq bench %s --help')", cmd, ErrUsage, err, cmd)
 	}
 	if fs.NArg() > 0 {
 		return false, fmt.Errorf("bench %s: %w: unexpected argument %q (flags only)", cmd, ErrUsage, fs.Arg(0))

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/moonmq/moonmq/internal/cli"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -47,7 +48,7 @@ type ConsumeConfig struct {
 // DefaultConsumeConfig returns the CLI defaults.
 func DefaultConsumeConfig() ConsumeConfig {
 	return ConsumeConfig{
-		Addr:              "127.0.0.1:9092",
+		Addr:              cli.Addr(),
 		From:              "earliest",
 		FetchMaxBytes:     50 << 20,
 		FetchMaxPartBytes: 8 << 20,
@@ -61,7 +62,7 @@ func parseConsume(args []string) (ConsumeConfig, bool, error) {
 	cfg := DefaultConsumeConfig()
 	fs := flag.NewFlagSet("consume", flag.ContinueOnError)
 	cfg.flags = fs
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "broker `host:port` (comma-separated seeds)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, cli.AddrUsage)
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "`topic` to read (required)")
 	fs.Int64Var(&cfg.Records, "records", cfg.Records, "records to read (`N`), 0 = up to the end offsets at start")
 	fs.StringVar(&cfg.From, "from", cfg.From, "start `position`: earliest, latest, an offset, -N from the end, or an RFC 3339 time")

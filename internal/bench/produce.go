@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/moonmq/moonmq/internal/cli"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -47,7 +48,7 @@ type ProduceConfig struct {
 // DefaultProduceConfig returns the CLI defaults.
 func DefaultProduceConfig() ProduceConfig {
 	return ProduceConfig{
-		Addr:             "127.0.0.1:9092",
+		Addr:             cli.Addr(),
 		Records:          100_000,
 		Size:             100,
 		Acks:             "all",
@@ -65,7 +66,7 @@ func parseProduce(args []string) (ProduceConfig, bool, error) {
 	cfg := DefaultProduceConfig()
 	fs := flag.NewFlagSet("produce", flag.ContinueOnError)
 	cfg.flags = fs
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "broker `host:port` (comma-separated seeds)")
+	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, cli.AddrUsage)
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "`topic` to produce to (required)")
 	fs.Int64Var(&cfg.Records, "records", cfg.Records, "total number of records (`N`)")
 	fs.IntVar(&cfg.Size, "size", cfg.Size, "value size in `bytes` (random, incompressible)")

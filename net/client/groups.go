@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/moonmq/moonmq/internal/lag"
 )
 
 // Group states as reported by Kafka (classic protocol names).
@@ -161,23 +163,23 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		d.Members = append(d.Members, gm)
 	}
 	for _, ml := range l.Lag.Sorted() {
+		// kadm counts a partition without a commit from its log start;
+		// MoonMQ's lag (package lag) leaves it unknown, as /stats does.
 		o := GroupOffset{
 			Topic:     ml.Topic,
 			Partition: ml.Partition,
 			Committed: ml.Commit.At,
 			End:       -1,
-			Lag:       ml.Lag,
 			Err:       ml.Err,
 		}
 		if ml.End.Err == nil {
 			o.End = ml.End.Offset
 		}
+		o.Lag = lag.Of(o.Committed, o.End)
 		if ml.Member != nil {
 			o.MemberID = ml.Member.MemberID
 		}
-		if o.Lag > 0 {
-			d.TotalLag += o.Lag
-		}
+		d.TotalLag = lag.Sum(d.TotalLag, o.Lag)
 		d.Offsets = append(d.Offsets, o)
 	}
 	return d, nil
@@ -247,10 +249,9 @@ func (c *Client) describeConsumerGroup(ctx context.Context, group string) (Group
 	for t := range parts {
 		topics = append(topics, t)
 	}
-	var starts, ends kadm.ListedOffsets
+	var ends kadm.ListedOffsets
 	if len(topics) > 0 {
 		// Shard errors leave partitions out; they show up with Err below.
-		starts, _ = c.adm.ListStartOffsets(ctx, topics...)
 		ends, _ = c.adm.ListEndOffsets(ctx, topics...)
 	}
 	for t, ps := range parts {
@@ -267,16 +268,8 @@ func (c *Client) describeConsumerGroup(ctx context.Context, group string) (Group
 				o.Err = end.Err
 			default:
 				o.End = end.Offset
-				from := o.Committed
-				if from < 0 {
-					if s, ok := starts.Lookup(t, p); ok && s.Err == nil {
-						from = s.Offset
-					}
-				}
-				if from >= 0 {
-					o.Lag = max(o.End-from, 0)
-					d.TotalLag += o.Lag
-				}
+				o.Lag = lag.Of(o.Committed, o.End)
+				d.TotalLag = lag.Sum(d.TotalLag, o.Lag)
 			}
 			d.Offsets = append(d.Offsets, o)
 		}
@@ -400,7 +393,7 @@ func (c *Client) ResetGroup(ctx context.Context, group, topic string, to Positio
 		for _, r := range ranges {
 			os.AddOffset(t, r.Partition, r.From, -1)
 			out = append(out, GroupOffset{
-				Topic: t, Partition: r.Partition, Committed: r.From, End: r.End, Lag: r.Records(),
+				Topic: t, Partition: r.Partition, Committed: r.From, End: r.End, Lag: lag.Of(r.From, r.End),
 			})
 		}
 	}
