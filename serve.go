@@ -46,6 +46,7 @@ type serveConfig struct {
 	retentionCheck                time.Duration
 	groupCommitWindow             time.Duration
 	shutdownTimeout               time.Duration
+	shutdownDelay                 time.Duration
 	connectionsMaxIdle            time.Duration
 	requestTimeout                time.Duration
 	groups                        *groupFlags // main_groups.go
@@ -74,6 +75,8 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	fs.DurationVar(&cfg.groupCommitWindow, "group-commit-window", time.Millisecond,
 		"shortest time between two fsyncs of one partition; acks=all produces arriving sooner share the next (0 = fsync back to back)")
 	fs.DurationVar(&cfg.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	fs.DurationVar(&cfg.shutdownDelay, "shutdown-delay", 0,
+		"how long a graceful shutdown keeps serving, with /readyz answering 503, before it stops accepting: time for a load balancer to see the node leave")
 	fs.DurationVar(&cfg.connectionsMaxIdle, "connections-max-idle", 10*time.Minute,
 		"close client connections idle this long: no request, no reply owed (Kafka's connections.max.idle.ms; 0 = never)")
 	fs.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second,
@@ -106,6 +109,8 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("group-commit-window %v: must be between 0 and 1s", c.groupCommitWindow)
 	case c.shutdownTimeout <= 0:
 		return fmt.Errorf("shutdown-timeout %v: must be positive", c.shutdownTimeout)
+	case c.shutdownDelay < 0 || c.shutdownDelay > 10*time.Minute:
+		return fmt.Errorf("shutdown-delay %v: must be between 0 and 10m", c.shutdownDelay)
 	case c.connectionsMaxIdle < 0:
 		return fmt.Errorf("connections-max-idle %v: must not be negative (0 keeps idle connections)", c.connectionsMaxIdle)
 	case c.requestTimeout <= 0:
@@ -129,7 +134,7 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("log-level %q: want debug, info, warn or error", level)
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: durationsAsText}
 	if format == "auto" {
 		format = "json"
 		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
@@ -144,6 +149,15 @@ func newLogger(level, format string, w io.Writer) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log-format %q: want text, json or auto", format)
 	}
+}
+
+// durationsAsText writes durations as Go duration strings ("1.5s",
+// "479µs"): slog's JSON handler would print raw nanoseconds.
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }
 
 // loadServeConfig parses flags, then fills the rest from the config file and
@@ -187,6 +201,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	start := time.Now()
+	// Registered first, so it runs last: after the deferred closes below
+	// have flushed and checkpointed every partition.
+	var shutdownStart time.Time
+	defer func() {
+		if !shutdownStart.IsZero() {
+			logger.Info("shutdown complete", "took", time.Since(shutdownStart).Round(time.Millisecond))
+		}
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -222,6 +244,21 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}()
 	}
 
+	// Bind the Kafka port before the data directory is touched: a start
+	// that cannot listen (a bad address, a port in use) must not leave a
+	// fresh data directory and cluster id behind. Connections made while
+	// storage recovers wait in the listen backlog.
+	kln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return fmt.Errorf("kafka listener: %w", err)
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			kln.Close()
+		}
+	}()
+
 	fds := planDescriptors(cfg.maxConnections)
 	b, err := broker.Open(broker.Options{DataDir: cfg.data, Logger: logger,
 		RetentionCheckInterval: cfg.retentionCheck, GroupCommitWindow: cfg.groupCommitWindow, OnFsync: storage.ObserveFsync,
@@ -252,8 +289,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer groups.Close()
 
+	handedOver = true
 	ks, err := kafka.Listen(kafka.Options{
-		Listen: cfg.listen, Advertise: cfg.advertise, NodeID: int32(cfg.nodeID),
+		Listen: cfg.listen, Listener: kln, Advertise: cfg.advertise, NodeID: int32(cfg.nodeID),
 		MaxRequestSize: int32(cfg.maxRequestSize), AutoCreateTopics: cfg.autoCreate,
 		DefaultPartitions: int32(cfg.defaultPartitions), MaxConnections: cfg.maxConnections,
 		MaxConnectionsPerIP: cfg.maxConnectionsPerIP, Metrics: kmetrics, Logger: logger, Version: version,
@@ -284,8 +322,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return readiness(shuttingDown.Load(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
 		})
 	}
+	// One line sums up the start; each partition's own opening is logged
+	// at DEBUG.
+	parts := summarizePartitions(b.PartitionStates())
 	logger.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
 		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "version", version,
+		"topics", len(ctrl.Topics()), "partitions", parts.total, "recovered_unclean", parts.unclean,
+		"offline", parts.offline, "damaged", parts.damaged,
 		"startup", time.Since(start).Round(time.Millisecond))
 
 	select {
@@ -308,8 +351,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	logger.Info("shutting down", "timeout", cfg.shutdownTimeout)
-	shuttingDown.Store(true)
+	shutdownStart = time.Now()
+	shuttingDown.Store(true) // /readyz answers 503 from here to the end
+	logger.Info("shutting down", "timeout", cfg.shutdownTimeout, "delay", cfg.shutdownDelay)
+	if cfg.shutdownDelay > 0 {
+		// Keep serving while load balancers and orchestrators notice the
+		// 503 and stop sending new clients here; a second signal cuts it
+		// short (above).
+		time.Sleep(cfg.shutdownDelay)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
 	// Parked JoinGroup/SyncGroup requests can wait minutes for a rebalance;
@@ -320,6 +370,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		logger.Warn("in-flight requests abandoned at shutdown", "err", err)
 	}
 	return nil // deferred closes flush, fsync and checkpoint every partition
+}
+
+// partitionSummary counts the hosted partitions for the start-up line.
+type partitionSummary struct{ total, unclean, offline, damaged int }
+
+func summarizePartitions(states []broker.PartitionState) partitionSummary {
+	var s partitionSummary
+	for _, p := range states {
+		s.total++
+		switch {
+		case !p.Online:
+			s.offline++
+		case p.Stats.UncleanOpen:
+			s.unclean++
+		}
+		if len(p.CorruptRanges) > 0 {
+			s.damaged++
+		}
+	}
+	return s
 }
 
 // readiness decides /readyz: the node is ready when it serves everything

@@ -51,7 +51,7 @@ func (l *Log) Heal() error {
 	durable := l.durable.Load()
 	fresh := &Log{dir: l.dir, st: l.st, logger: l.logger, healFloor: durable}
 	fresh.opts.Store(l.opts.Load())
-	if _, err := fresh.recover(); err != nil {
+	if _, _, err := fresh.recover(); err != nil {
 		fresh.dropSegments(true)
 		// Recovery may have rewritten index files under the live segments:
 		// stop trusting them (lookups scan) until they are rebuilt.

@@ -252,6 +252,7 @@ type Stats struct {
 	CorruptRanges   int    // damaged stretches known now
 	IndexFailures   uint64 // index entries found not to match their segment
 	Failed          bool   // an I/O error took the log offline; Heal brings it back
+	UncleanOpen     bool   // opened after an unclean shutdown: its unflushed tail was scanned
 }
 
 // Log is one partition's log. All methods are safe for concurrent use.
@@ -260,6 +261,9 @@ type Log struct {
 	st     *storage
 	opts   atomic.Pointer[Options]
 	logger *slog.Logger
+	// uncleanOpen: Open found no clean-shutdown marker on an existing
+	// log. Set before Open returns, never changed.
+	uncleanOpen bool
 
 	syncMu   sync.Mutex
 	appendMu sync.Mutex
@@ -458,6 +462,7 @@ func (l *Log) Stats() Stats {
 		LogEndOffset:    l.leo.Load(),
 		HighWatermark:   l.hw.Load(),
 		CorruptRanges:   len(l.CorruptRanges()),
+		UncleanOpen:     l.uncleanOpen,
 		IndexFailures:   l.st.health.indexFailures.Load(),
 		Failed:          l.failure() != nil,
 	}

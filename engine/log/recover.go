@@ -2,11 +2,13 @@ package log
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -62,13 +64,19 @@ func Open(dir string, opts Options) (*Log, error) {
 	l.opts.Store(&opts)
 	l.rewritten()
 	start := time.Now()
-	clean, err := l.recover()
+	clean, created, err := l.recover()
 	if err != nil {
 		l.dropSegments(false)
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	l.logger.Debug("log opened", "clean", clean, "segments", len(l.segments),
-		"log_start", l.logStart.Load(), "log_end", l.leo.Load(), "took", time.Since(start))
+	l.uncleanOpen = !clean && !created
+	if created {
+		// Not "clean": false, which would read as a crash to recover from.
+		l.logger.Debug("log created", "log_start", l.logStart.Load(), "took", time.Since(start))
+	} else {
+		l.logger.Debug("log opened", "clean", clean, "segments", len(l.segments),
+			"log_start", l.logStart.Load(), "log_end", l.leo.Load(), "took", time.Since(start))
+	}
 	go l.runFlusher()
 	return l, nil
 }
@@ -88,18 +96,18 @@ func (l *Log) dropSegments(keepFiles bool) {
 
 // recover builds the in-memory state from the directory. It runs before the
 // Log is shared (or, when healing, with every lock held).
-func (l *Log) recover() (clean bool, err error) {
+func (l *Log) recover() (clean, created bool, err error) {
 	opts := l.opts.Load()
 	bases, err := l.listSegments()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	fsys := opts.FS
 
 	epochsTrusted := true
 	if l.epochs, err = loadEpochCache(fsys, l.dir); err != nil {
 		if !errors.Is(err, ErrCorrupt) {
-			return false, err
+			return false, false, err
 		}
 		l.logger.Warn("leader epoch checkpoint unreadable; rebuilding it from the batches", "err", err)
 		l.epochs = &epochCache{fs: fsys, dir: l.dir}
@@ -110,7 +118,7 @@ func (l *Log) recover() (clean bool, err error) {
 	logStart, _, err := readOffsetCheckpoint(fsys, l.dir, logStartFile)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
-			return false, err
+			return false, false, err
 		}
 		l.logger.Warn("log start checkpoint unreadable; using the first segment", "err", err)
 		logStart = 0
@@ -118,7 +126,7 @@ func (l *Log) recover() (clean bool, err error) {
 	rp, rpOK, err := readOffsetCheckpoint(fsys, l.dir, recoveryPointFile)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
-			return false, err
+			return false, false, err
 		}
 		l.logger.Warn("recovery point checkpoint unreadable", "err", err)
 		rpOK = false
@@ -126,7 +134,7 @@ func (l *Log) recover() (clean bool, err error) {
 	missing, err := readMissingRanges(fsys, l.dir)
 	if err != nil {
 		if !errors.Is(err, ErrCorrupt) {
-			return false, err
+			return false, false, err
 		}
 		l.logger.Error("missing-offsets checkpoint unreadable: offsets an earlier recovery found gone may read as empty", "err", err)
 		missing = nil
@@ -138,16 +146,16 @@ func (l *Log) recover() (clean bool, err error) {
 	}
 	cs, hasClean, err := readCleanState(fsys, l.dir)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
-		return false, err
+		return false, false, err
 	}
 	if err != nil || hasClean {
 		// Remove the marker durably before anything can be written: a crash
 		// after this open must not trust a stale marker.
 		if err := fsys.Remove(filepath.Join(l.dir, cleanFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return false, fmt.Errorf("remove clean marker: %w", err)
+			return false, false, fmt.Errorf("remove clean marker: %w", err)
 		}
 		if err := fsys.SyncDir(l.dir); err != nil {
-			return false, fmt.Errorf("sync dir %s: %w", l.dir, err)
+			return false, false, fmt.Errorf("sync dir %s: %w", l.dir, err)
 		}
 	}
 
@@ -155,7 +163,7 @@ func (l *Log) recover() (clean bool, err error) {
 	// a crash interrupted.
 	for len(bases) > 1 && bases[1] <= logStart {
 		if err := newSegment(l.st, bases[0]).removeFiles(); err != nil {
-			return false, err
+			return false, false, err
 		}
 		bases = bases[1:]
 	}
@@ -164,10 +172,10 @@ func (l *Log) recover() (clean bool, err error) {
 			// Nothing is left that they could be missing from; new
 			// records get those offsets.
 			if err := writeMissingRanges(fsys, l.dir, nil); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
-		return false, l.recoverEmpty(logStart)
+		return false, true, l.recoverEmpty(logStart)
 	}
 	if bases[0] > logStart {
 		logStart = bases[0]
@@ -214,7 +222,7 @@ func (l *Log) recover() (clean bool, err error) {
 	for i, base := range bases {
 		s, idxOK, err := openSegment(l.st, base)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		l.segments = append(l.segments, s)
 		isLast := i == len(bases)-1
@@ -223,7 +231,7 @@ func (l *Log) recover() (clean bool, err error) {
 		if !needScan {
 			ok, err := s.checkIndexes()
 			if err != nil {
-				return false, err
+				return false, false, err
 			}
 			if !ok {
 				l.logger.Warn("segment indexes stale; rebuilding", "segment", base)
@@ -234,18 +242,18 @@ func (l *Log) recover() (clean bool, err error) {
 		}
 		if !needScan {
 			if err := s.loadIndexState(); err != nil {
-				return false, err
+				return false, false, err
 			}
 			if isLast {
 				if err := s.offIdx.load(); err != nil {
-					return false, err
+					return false, false, err
 				}
 				if err := s.timeIdx.load(); err != nil {
-					return false, err
+					return false, false, err
 				}
 				leo = cs.LogEnd
 				if firstTs, err = s.firstBatchTimestamp(); err != nil {
-					return false, err
+					return false, false, err
 				}
 			}
 			continue
@@ -261,7 +269,7 @@ func (l *Log) recover() (clean bool, err error) {
 		}
 		res, err := s.scan(opts.IndexIntervalBytes, scanEpochs, rp, segEnd)
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
 		if cut, ok := straddlesFloor(res.bad, l.healFloor); ok {
 			// A heal: damage runs from fsynced data past the last good
@@ -272,16 +280,16 @@ func (l *Log) recover() (clean bool, err error) {
 			l.logger.Warn("dropping what follows damage that runs past the last good fsync", "segment", base,
 				"heal_floor", l.healFloor, "dropped_bytes", s.size.Load()-cut)
 			if err := s.truncateFile(cut); err != nil {
-				return false, err
+				return false, false, err
 			}
 			for _, b := range bases[i+1:] {
 				if err := newSegment(l.st, b).removeFiles(); err != nil {
-					return false, err
+					return false, false, err
 				}
 			}
 			isLast, segEnd = true, -1
 			if res, err = s.scan(opts.IndexIntervalBytes, scanEpochs, rp, segEnd); err != nil {
-				return false, err
+				return false, false, err
 			}
 		}
 		if n := len(res.bad); isLast && n > 0 && res.bad[n-1].toOffset < 0 {
@@ -309,13 +317,13 @@ func (l *Log) recover() (clean bool, err error) {
 				l.logger.Warn("truncating torn or unfinished tail", "segment", base,
 					"valid_bytes", res.validBytes, "dropped_bytes", size-res.validBytes, "reason", res.stopReason)
 				if err := s.truncateFile(res.validBytes); err != nil {
-					return false, err
+					return false, false, err
 				}
 				truncated = !isLast
 			}
 		}
 		if err := s.flushIndexes(); err != nil {
-			return false, err
+			return false, false, err
 		}
 		scanned = append(scanned, s)
 		if isLast || truncated {
@@ -325,7 +333,7 @@ func (l *Log) recover() (clean bool, err error) {
 			for _, b := range bases[i+1:] {
 				l.logger.Warn("deleting segment after the torn tail", "segment", b)
 				if err := newSegment(l.st, b).removeFiles(); err != nil {
-					return false, err
+					return false, false, err
 				}
 			}
 			break
@@ -334,7 +342,7 @@ func (l *Log) recover() (clean bool, err error) {
 			break // (also when segments after it were dropped)
 		}
 		if err := s.seal(); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	l.active = l.segments[len(l.segments)-1]
@@ -349,16 +357,16 @@ func (l *Log) recover() (clean bool, err error) {
 		}
 		l.st.health.missingFound(l.active, leo, knownEnd)
 		if err := l.reopenAfterDamage(knownEnd, "flushed batches are missing at its end"); err != nil {
-			return false, err
+			return false, false, err
 		}
 		leo, firstTs = knownEnd, -1
 	} else if lastBad != nil {
 		if err := l.reopenAfterDamage(lastBad.toOffset, "it ends in damaged data"); err != nil {
-			return false, err
+			return false, false, err
 		}
 		leo, firstTs = lastBad.toOffset, -1
 	} else if err := l.active.pin(); err != nil {
-		return false, err
+		return false, false, err
 	}
 	if l.active.size.Load() > 0 {
 		now := opts.Now()
@@ -371,7 +379,7 @@ func (l *Log) recover() (clean bool, err error) {
 	// Make what was recovered durable before serving it as committed.
 	for _, s := range scanned {
 		if err := s.syncAll(); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	// Ranges found gone now or by an earlier recovery, still in the log;
@@ -380,13 +388,13 @@ func (l *Log) recover() (clean bool, err error) {
 	kept, clipped := clipMissing(missing, logStart, leo)
 	if clipped || len(missing) > persistedMissing {
 		if err := writeMissingRanges(fsys, l.dir, kept); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	l.missing = kept
 	if len(scanned) > 0 || truncated || lastBad != nil || l.missing != nil {
 		if err := fsys.SyncDir(l.dir); err != nil {
-			return false, fmt.Errorf("sync dir %s: %w", l.dir, err)
+			return false, false, fmt.Errorf("sync dir %s: %w", l.dir, err)
 		}
 	}
 	l.scannedAtOpen = len(scanned)
@@ -395,7 +403,7 @@ func (l *Log) recover() (clean bool, err error) {
 		// DeleteRecordsBefore(end) was persisted but a crash lost the tail
 		// it covered: everything below the start is gone by definition.
 		l.logger.Warn("log start beyond recovered end; restarting empty", "log_start", logStart, "log_end", leo)
-		return false, l.resetLocked(logStart)
+		return false, false, l.resetLocked(logStart)
 	}
 	// Everything up to the recovered end is on disk now. A heal cuts what
 	// is above its floor next; should it fail, that must not count as
@@ -406,7 +414,7 @@ func (l *Log) recover() (clean bool, err error) {
 	}
 	if !rpOK || rp != newRP {
 		if err := writeOffsetCheckpoint(fsys, l.dir, recoveryPointFile, newRP); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
 	l.recoveryPoint = newRP
@@ -418,7 +426,7 @@ func (l *Log) recover() (clean bool, err error) {
 	changed := false
 	if !epochsTrusted {
 		if err := l.rebuildEpochs(); err != nil {
-			return false, err
+			return false, false, err
 		}
 		changed = true
 	}
@@ -426,10 +434,10 @@ func (l *Log) recover() (clean bool, err error) {
 	changed = l.epochs.truncateFromStart(logStart) || changed
 	if changed || len(scanned) > 0 {
 		if err := l.epochs.persist(); err != nil {
-			return false, err
+			return false, false, err
 		}
 	}
-	return clean, nil
+	return clean, false, nil
 }
 
 // straddlesFloor finds damage that starts below a heal's floor (fsynced)
@@ -489,7 +497,13 @@ func (l *Log) rebuildEpochs() error {
 			return err
 		}
 	}
-	l.logger.Info("leader epoch checkpoint rebuilt from the batches", "entries", len(l.epochs.snapshot()))
+	// An empty log has never written a checkpoint: nothing was lost, so
+	// that rebuild is not worth an operator's attention.
+	level := slog.LevelInfo
+	if len(l.epochs.snapshot()) == 0 {
+		level = slog.LevelDebug
+	}
+	l.logger.Log(context.Background(), level, "leader epoch checkpoint rebuilt from the batches", "entries", len(l.epochs.snapshot()))
 	return nil
 }
 

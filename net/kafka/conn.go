@@ -11,6 +11,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kbin"
@@ -101,6 +102,11 @@ func (c *conn) serve() {
 		c.s.log.Debug("connection closed", "peer", c.peer)
 	case errors.Is(err, errIdle):
 		c.s.log.Debug("closing idle connection", "peer", c.peer, "reason", err)
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ETIMEDOUT):
+		// A client that drops its connection is normal client behaviour
+		// (a killed consumer, a load balancer's probe): nothing for an
+		// operator to look at.
+		c.s.log.Debug("connection dropped by the client", "peer", c.peer, "reason", err)
 	default:
 		c.s.log.Warn("closing connection", "peer", c.peer, "reason", err)
 	}

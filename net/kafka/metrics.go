@@ -59,12 +59,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, out_of_file_descriptors, accept_error).",
 		}, []string{"reason"}),
 	}
+	// Every reason exists from the start, at 0, so a rate() or an alert
+	// on it has a series before the first rejection.
+	for _, reason := range []string{rejectMaxConnections, rejectMaxConnectionsPerIP, rejectOutOfFDs, rejectAcceptError} {
+		m.connRejects.WithLabelValues(reason)
+	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
 			m.recordsIn, m.recordsOut, m.connections, m.connRejects)
 	}
 	return m
 }
+
+// Reasons of moonmq_connection_rejects_total.
+const (
+	rejectMaxConnections      = "max_connections"
+	rejectMaxConnectionsPerIP = "max_connections_per_ip"
+	rejectOutOfFDs            = "out_of_file_descriptors"
+	rejectAcceptError         = "accept_error"
+)
 
 // observe records one answered request.
 func (m *Metrics) observe(r *request, resp kmsg.Response) {

@@ -33,6 +33,10 @@ import (
 type Options struct {
 	// Listen is the address to bind (host:port; port 0 picks one).
 	Listen string
+	// Listener, when set, is used instead of listening on Listen: serve
+	// binds the port before it touches the data directory, so a start
+	// that cannot listen leaves nothing behind. The server owns it.
+	Listener net.Listener
 	// Advertise is the host:port returned in Metadata; empty means the bound
 	// address (with 0.0.0.0/:: replaced by 127.0.0.1... only a guess, so
 	// operators set --advertise when exposing the port).
@@ -184,11 +188,17 @@ type Server struct {
 func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
+		if opts.Listener != nil {
+			opts.Listener.Close()
+		}
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("kafka: listen on %s: %w", opts.Listen, err)
+	ln := opts.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", opts.Listen); err != nil {
+			return nil, fmt.Errorf("kafka: listen on %s: %w", opts.Listen, err)
+		}
 	}
 	adv := opts.Advertise
 	if adv == "" {
@@ -316,9 +326,9 @@ func (s *Server) isDraining() bool {
 func (s *Server) refuse(ip string) string {
 	switch {
 	case s.opts.MaxConnections > 0 && len(s.conns) >= s.opts.MaxConnections:
-		return "max_connections"
+		return rejectMaxConnections
 	case s.opts.MaxConnectionsPerIP > 0 && s.perIP[ip] >= s.opts.MaxConnectionsPerIP:
-		return "max_connections_per_ip"
+		return rejectMaxConnectionsPerIP
 	}
 	return ""
 }
@@ -343,9 +353,9 @@ func (s *Server) AcceptError() error {
 func acceptFailureReason(err error) string {
 	switch {
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-		return "out_of_file_descriptors"
+		return rejectOutOfFDs
 	default:
-		return "accept_error"
+		return rejectAcceptError
 	}
 }
 
