@@ -102,9 +102,6 @@ type Def struct {
 	Default string
 	// Doc is Kafka's documentation of the key, with MoonMQ's differences.
 	Doc string
-	// Valid describes the accepted values ("[0,...,1]", "one of: a, b"), as
-	// Kafka's documentation tables do; empty when any value of Kind goes.
-	Valid string
 	// NotApplied is empty when MoonMQ acts on the key; otherwise it says why
 	// the value is only validated, stored and reported.
 	NotApplied string
@@ -133,7 +130,7 @@ const (
 
 var defs = []Def{
 	{
-		Name: CleanupPolicy, Kind: KindList, Default: "delete", Valid: "[compact, delete]",
+		Name: CleanupPolicy, Kind: KindList, Default: "delete",
 		Doc: "The retention policy to use on log segments. The \"delete\" policy (the default) discards old segments " +
 			"when their retention time or size limit has been reached. The \"compact\" policy enables log compaction, " +
 			"which retains the latest value for each key. Both may be given as a comma-separated list " +
@@ -144,31 +141,31 @@ var defs = []Def{
 	},
 	{
 		Name: CompressionType, Kind: KindString, Default: CompressionProducer,
-		Valid: "[uncompressed, zstd, lz4, snappy, gzip, producer]",
 		Doc: "The final compression type for the topic: one of the standard codecs ('gzip', 'snappy', 'lz4', " +
 			"'zstd'), 'uncompressed' (no compression), or 'producer' (retain the codec the producer chose). A batch " +
 			"produced with a different codec is recompressed by the broker before it is stored, as in Kafka.",
 		check: oneOf(CompressionUncompressed, CompressionZstd, CompressionLZ4, CompressionSnappy, CompressionGzip, CompressionProducer),
 	},
 	{
-		Name: CompressionGzipLevel, Kind: KindInt, Default: "-1", Valid: "[1,...,9] or -1",
+		Name: CompressionGzipLevel, Kind: KindInt, Default: "-1",
 		Doc:   "The compression level to use if compression.type is set to gzip (-1: the codec's default).",
 		check: gzipLevel,
 	},
 	{
-		Name: CompressionLZ4Level, Kind: KindInt, Default: "9", Valid: "[1,...,17]",
-		Doc: "The compression level to use if compression.type is set to lz4. MoonMQ's lz4 encoder has levels " +
-			"1 to 9; levels above 9 compress as 9.",
+		Name: CompressionLZ4Level, Kind: KindInt, Default: "9",
+		Doc: "The compression level to use if compression.type is set to lz4. The default, 9, uses the fast " +
+			"compressor and any other level the high-compression one, as in Kafka; MoonMQ's high-compression " +
+			"encoder has levels 1 to 9, so levels above 9 compress as 9.",
 		check: between(1, 17),
 	},
 	{
-		Name: CompressionZstdLevel, Kind: KindInt, Default: "3", Valid: "[-131072,...,22]",
+		Name: CompressionZstdLevel, Kind: KindInt, Default: "3",
 		Doc: "The compression level to use if compression.type is set to zstd. MoonMQ's zstd encoder maps the " +
 			"level to its nearest speed (fastest below 3, default 3 to 5, better 6 to 9, best above).",
 		check: between(-131072, 22),
 	},
 	{
-		Name: DeleteRetentionMs, Kind: KindLong, Default: "86400000", Valid: "[0,...]",
+		Name: DeleteRetentionMs, Kind: KindLong, Default: "86400000",
 		Doc: "The amount of time to retain delete tombstone markers for log compacted topics. This setting also " +
 			"bounds the time in which a consumer must complete a read if it begins from offset 0 to be sure of a " +
 			"valid snapshot of the final state (otherwise tombstones may be collected before it completes its scan).",
@@ -176,13 +173,13 @@ var defs = []Def{
 		check:      atLeast(0),
 	},
 	{
-		Name: FileDeleteDelayMs, Kind: KindLong, Default: "60000", Valid: "[0,...]",
+		Name: FileDeleteDelayMs, Kind: KindLong, Default: "60000",
 		Doc:        "The time to wait before deleting a file from the filesystem.",
 		NotApplied: "a segment deleted by retention is removed at once; readers that hold it open finish their reads, so no delay is needed.",
 		check:      atLeast(0),
 	},
 	{
-		Name: FlushMessages, Kind: KindLong, Default: maxLong, Valid: "[1,...]",
+		Name: FlushMessages, Kind: KindLong, Default: maxLong,
 		Doc: "An interval, in messages, at which an fsync of data written to the log is forced: 1 fsyncs after every " +
 			"message, 5 after every five. In MoonMQ it applies with flush.policy=interval (an fsync starts once this " +
 			"many messages are not yet on disk, besides every flush.ms); flush.policy=always already fsyncs every " +
@@ -190,14 +187,14 @@ var defs = []Def{
 		check: atLeast(1),
 	},
 	{
-		Name: FlushMs, Kind: KindLong, Default: "1000", Valid: "[1,...]",
+		Name: FlushMs, Kind: KindLong, Default: "1000",
 		Doc: "A time interval at which an fsync of data written to the log is forced. In MoonMQ it applies with " +
 			"flush.policy=interval: data is fsynced every flush.ms milliseconds and acknowledged before it is on " +
 			"disk. MoonMQ's default is 1000 and its minimum 1 (Kafka's default is never, relying on replication).",
 		check: atLeast(1),
 	},
 	{
-		Name: FlushPolicy, Kind: KindString, Default: "always", Valid: "[always, interval]",
+		Name: FlushPolicy, Kind: KindString, Default: "always",
 		Doc: "MoonMQ's durability policy (not a Kafka key): always fsyncs before acknowledging a produce " +
 			"(group commit shares one fsync between concurrent producers); interval fsyncs every flush.ms " +
 			"(or every flush.messages messages) and acknowledges at once.",
@@ -205,7 +202,6 @@ var defs = []Def{
 	},
 	{
 		Name: FollowerReplicationThrottledReplicas, Kind: KindList, Default: "",
-		Valid: "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
 		Doc: "A list of replicas for which log replication should be throttled on the follower side, in the form " +
 			"[PartitionId]:[BrokerId],[PartitionId]:[BrokerId],..., or the wildcard '*' to throttle all replicas " +
 			"of the topic.",
@@ -213,7 +209,7 @@ var defs = []Def{
 		check:      throttledReplicas,
 	},
 	{
-		Name: IndexIntervalBytes, Kind: KindInt, Default: "4096", Valid: "[0,...]",
+		Name: IndexIntervalBytes, Kind: KindInt, Default: "4096",
 		Doc: "How frequently an entry is added to the offset index: the default indexes a batch roughly every " +
 			"4096 bytes. More indexing lets reads jump closer to the exact position in the log but makes the " +
 			"index larger.",
@@ -221,7 +217,6 @@ var defs = []Def{
 	},
 	{
 		Name: LeaderReplicationThrottledReplicas, Kind: KindList, Default: "",
-		Valid: "[partitionId]:[brokerId],[partitionId]:[brokerId],...",
 		Doc: "A list of replicas for which log replication should be throttled on the leader side, in the form " +
 			"[PartitionId]:[BrokerId],[PartitionId]:[BrokerId],..., or the wildcard '*' to throttle all replicas " +
 			"of the topic.",
@@ -229,7 +224,7 @@ var defs = []Def{
 		check:      throttledReplicas,
 	},
 	{
-		Name: LocalRetentionBytes, Kind: KindLong, Default: "-2", Valid: "[-2,...]",
+		Name: LocalRetentionBytes, Kind: KindLong, Default: "-2",
 		Doc: "With tiered storage, the maximum size local log segments of a partition can grow to before the " +
 			"oldest are deleted locally. -2 means the value of retention.bytes. The effective value should be at " +
 			"most retention.bytes.",
@@ -237,21 +232,21 @@ var defs = []Def{
 		check:      atLeast(-2),
 	},
 	{
-		Name: LocalRetentionMs, Kind: KindLong, Default: "-2", Valid: "[-2,...]",
+		Name: LocalRetentionMs, Kind: KindLong, Default: "-2",
 		Doc: "With tiered storage, the number of milliseconds to keep a local log segment before it is deleted " +
 			"locally. -2 means the value of retention.ms. The effective value should be at most retention.ms.",
 		NotApplied: noTiering,
 		check:      atLeast(-2),
 	},
 	{
-		Name: MaxCompactionLagMs, Kind: KindLong, Default: maxLong, Valid: "[1,...]",
+		Name: MaxCompactionLagMs, Kind: KindLong, Default: maxLong,
 		Doc: "The maximum time a message will remain ineligible for compaction in the log. Only applicable for " +
 			"logs that are being compacted. Must not be below min.compaction.lag.ms.",
 		NotApplied: noCompaction,
 		check:      atLeast(1),
 	},
 	{
-		Name: MaxMessageBytes, Kind: KindInt, Default: "1048588", Valid: "[0,...]",
+		Name: MaxMessageBytes, Kind: KindInt, Default: "1048588",
 		Doc: "The largest record batch size allowed (after compression if compression is enabled); a larger batch " +
 			"is refused with MESSAGE_TOO_LARGE.",
 		check: atLeast(0),
@@ -264,7 +259,7 @@ var defs = []Def{
 		NotApplied: "there is nothing to down-convert: only record format v2 is stored and served.",
 	},
 	{
-		Name: MessageTimestampAfterMaxMs, Kind: KindLong, Default: "3600000", Valid: "[0,...]",
+		Name: MessageTimestampAfterMaxMs, Kind: KindLong, Default: "3600000",
 		Doc: "The allowable difference between a message's timestamp and the broker's clock when the message is " +
 			"later: a produce whose record timestamp is more than this many milliseconds in the future is refused " +
 			"with INVALID_TIMESTAMP. Ignored if message.timestamp.type=LogAppendTime. Kafka 4.0 lowered the " +
@@ -272,14 +267,14 @@ var defs = []Def{
 		check: atLeast(0),
 	},
 	{
-		Name: MessageTimestampBeforeMaxMs, Kind: KindLong, Default: maxLong, Valid: "[0,...]",
+		Name: MessageTimestampBeforeMaxMs, Kind: KindLong, Default: maxLong,
 		Doc: "The allowable difference between the broker's clock and a message's timestamp when the message is " +
 			"earlier: a produce whose record timestamp is more than this many milliseconds in the past is refused " +
 			"with INVALID_TIMESTAMP. Ignored if message.timestamp.type=LogAppendTime.",
 		check: atLeast(0),
 	},
 	{
-		Name: MessageTimestampDifferenceMaxMs, Kind: KindLong, Default: maxLong, Valid: "[0,...]",
+		Name: MessageTimestampDifferenceMaxMs, Kind: KindLong, Default: maxLong,
 		Doc: "[DEPRECATED] The maximum difference allowed between the timestamp when a broker receives a message " +
 			"and the timestamp specified in the message. Kafka 3.6 replaced it with message.timestamp.before.max.ms " +
 			"and message.timestamp.after.max.ms and Kafka 4.0 removed it; MoonMQ still accepts it for tools " +
@@ -288,13 +283,13 @@ var defs = []Def{
 		check: atLeast(0),
 	},
 	{
-		Name: MessageTimestampType, Kind: KindString, Default: "CreateTime", Valid: "[CreateTime, LogAppendTime]",
+		Name: MessageTimestampType, Kind: KindString, Default: "CreateTime",
 		Doc: "Whether the timestamp in the message is the message create time (set by the producer) or the log " +
 			"append time (set by the broker when it stores the batch).",
 		check: oneOf("CreateTime", "LogAppendTime"),
 	},
 	{
-		Name: MinCleanableDirtyRatio, Kind: KindDouble, Default: "0.5", Valid: "[0,...,1]",
+		Name: MinCleanableDirtyRatio, Kind: KindDouble, Default: "0.5",
 		Doc: "How frequently the log compactor will attempt to clean the log: a log is not cleaned while less than " +
 			"this fraction of it is dirty (uncompacted). A higher ratio means fewer, more efficient cleanings but " +
 			"more wasted space. With max.compaction.lag.ms or min.compaction.lag.ms the log is eligible as soon " +
@@ -304,14 +299,14 @@ var defs = []Def{
 		check:      betweenFloat(0, 1),
 	},
 	{
-		Name: MinCompactionLagMs, Kind: KindLong, Default: "0", Valid: "[0,...]",
+		Name: MinCompactionLagMs, Kind: KindLong, Default: "0",
 		Doc: "The minimum time a message will remain uncompacted in the log. Only applicable for logs that are " +
 			"being compacted. Must not exceed max.compaction.lag.ms.",
 		NotApplied: noCompaction,
 		check:      atLeast(0),
 	},
 	{
-		Name: MinInsyncReplicas, Kind: KindInt, Default: "1", Valid: "[1,...]",
+		Name: MinInsyncReplicas, Kind: KindInt, Default: "1",
 		Doc: "When a producer sets acks to \"all\" (or \"-1\"), the minimum number of replicas that must acknowledge " +
 			"a write for it to succeed; otherwise the producer gets NOT_ENOUGH_REPLICAS.",
 		NotApplied: noReplicas,
@@ -349,33 +344,33 @@ var defs = []Def{
 			"to compute the topic's retention in bytes.",
 	},
 	{
-		Name: RetentionMs, Kind: KindLong, Default: "604800000", Valid: "[-1,...]",
+		Name: RetentionMs, Kind: KindLong, Default: "604800000",
 		Doc: "The maximum time a log is retained before old log segments are discarded to free up space, if the " +
 			"\"delete\" retention policy is used. It is an SLA on how soon consumers must read their data. If set " +
 			"to -1, no time limit is applied.",
 		check: atLeast(-1),
 	},
 	{
-		Name: SegmentBytes, Kind: KindInt, Default: "1073741824", Valid: "[1024,...]",
+		Name: SegmentBytes, Kind: KindInt, Default: "1073741824",
 		Doc: "The segment file size of the log. Retention and cleaning are always done a file at a time, so a larger " +
 			"segment size means fewer files but less granular control over retention. MoonMQ's minimum is 1024 bytes.",
 		check: atLeast(1024),
 	},
 	{
-		Name: SegmentIndexBytes, Kind: KindInt, Default: "10485760", Valid: "[4,...]",
+		Name: SegmentIndexBytes, Kind: KindInt, Default: "10485760",
 		Doc: "The size of the index that maps offsets to file positions: when a segment's offset index (8 bytes an " +
 			"entry) or time index (12 bytes an entry) would outgrow it, the log rolls to a new segment. You " +
 			"generally should not need to change this setting.",
 		check: atLeast(4),
 	},
 	{
-		Name: SegmentJitterMs, Kind: KindLong, Default: "0", Valid: "[0,...]",
+		Name: SegmentJitterMs, Kind: KindLong, Default: "0",
 		Doc: "The maximum random jitter subtracted from the scheduled segment roll time (segment.ms), to avoid " +
 			"thundering herds of segment rolling.",
 		check: atLeast(0),
 	},
 	{
-		Name: SegmentMs, Kind: KindLong, Default: "604800000", Valid: "[1,...]",
+		Name: SegmentMs, Kind: KindLong, Default: "604800000",
 		Doc: "The period of time after which the log is rolled even if the segment file is not full, so that " +
 			"retention can delete or compact old data.",
 		check: atLeast(1),
