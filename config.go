@@ -81,7 +81,8 @@ func applyConfig(fs *flag.FlagSet, path string, env []string) error {
 // keys that are not settings.
 func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 	raw := map[string]any{}
-	if _, err := toml.DecodeFile(path, &raw); err != nil {
+	md, err := toml.DecodeFile(path, &raw)
+	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("config file %s does not exist", path)
 		}
@@ -93,6 +94,9 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 			byKey[fileKey(f.Name)] = f.Name
 		}
 	})
+	if err := checkDottedKeys(path, md, byKey); err != nil {
+		return nil, err
+	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
 		keys = append(keys, k)
@@ -126,6 +130,95 @@ func readConfigFile(path string, fs *flag.FlagSet) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkDottedKeys names a Kafka-style dotted key (log.retention.hours = 168)
+// whole. TOML reads such a key as nested tables, so without this the error
+// would name only its first part ("log"), which the user never wrote as a
+// key. A table the file declares itself ([kafka]) is left to the caller. A
+// quoted dotted key ("log.retention.hours" = 168) is one key in TOML but
+// gets the same hint.
+func checkDottedKeys(path string, md toml.MetaData, byKey map[string]string) error {
+	tables := map[string]bool{}
+	for _, k := range md.Keys() {
+		if len(k) == 1 && md.Type(k...) == "Hash" {
+			tables[k[0]] = true
+		}
+	}
+	for _, k := range md.Keys() {
+		name := strings.Join(k, ".")
+		if _, known := byKey[k[0]]; known || tables[k[0]] || !strings.Contains(name, ".") || md.Type(k...) == "Hash" {
+			continue
+		}
+		msg := fmt.Sprintf("config file %s: unknown key %q: MoonMQ's keys are its flag names with underscores "+
+			"(e.g. max_connections), not Kafka's dotted broker settings", path, name)
+		if hint := kafkaKeyHint(name); hint != "" {
+			msg += "; " + hint
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// kafkaBrokerKeys maps Kafka broker settings to what MoonMQ has instead.
+var kafkaBrokerKeys = map[string]string{
+	"auto.create.topics.enable":            "use auto_create_topics",
+	"num.partitions":                       "use default_partitions",
+	"broker.id":                            "use node_id",
+	"node.id":                              "use node_id",
+	"log.dirs":                             "use data",
+	"log.dir":                              "use data",
+	"advertised.listeners":                 "use advertise (host:port)",
+	"socket.request.max.bytes":             "use max_request_size",
+	"max.connections":                      "use max_connections",
+	"max.connections.per.ip":               "use max_connections_per_ip",
+	"connections.max.idle.ms":              "use connections_max_idle (a duration, e.g. 10m)",
+	"log.retention.check.interval.ms":      "use retention_check_interval (a duration, e.g. 30s)",
+	"group.min.session.timeout.ms":         "use group_min_session_timeout (a duration)",
+	"group.max.session.timeout.ms":         "use group_max_session_timeout (a duration)",
+	"group.initial.rebalance.delay.ms":     "use group_initial_rebalance_delay (a duration)",
+	"group.max.size":                       "use group_max_size",
+	"group.consumer.session.timeout.ms":    "use group_consumer_session_timeout (a duration)",
+	"group.consumer.heartbeat.interval.ms": "use group_consumer_heartbeat_interval (a duration)",
+	"offsets.retention.minutes":            "use offsets_retention (a duration, e.g. 168h)",
+	"offsets.retention.check.interval.ms":  "use offsets_retention_check_interval (a duration)",
+	"offsets.topic.num.partitions":         "use offsets_topic_partitions",
+	"offset.metadata.max.bytes":            "use offset_metadata_max_bytes",
+}
+
+// kafkaTopicDefaults maps Kafka's broker-wide defaults of topic configs to
+// the topic config: MoonMQ has no broker-wide default for them.
+var kafkaTopicDefaults = map[string]string{
+	"log.retention.hours":         "retention.ms",
+	"log.retention.minutes":       "retention.ms",
+	"log.retention.ms":            "retention.ms",
+	"log.retention.bytes":         "retention.bytes",
+	"log.segment.bytes":           "segment.bytes",
+	"log.roll.hours":              "segment.ms",
+	"log.roll.ms":                 "segment.ms",
+	"log.roll.jitter.hours":       "segment.jitter.ms",
+	"log.roll.jitter.ms":          "segment.jitter.ms",
+	"log.index.size.max.bytes":    "segment.index.bytes",
+	"log.index.interval.bytes":    "index.interval.bytes",
+	"log.flush.interval.messages": "flush.messages",
+	"log.flush.interval.ms":       "flush.ms",
+	"log.cleanup.policy":          "cleanup.policy",
+	"log.message.timestamp.type":  "message.timestamp.type",
+	"log.preallocate":             "preallocate",
+	"message.max.bytes":           "max.message.bytes",
+	"min.insync.replicas":         "min.insync.replicas",
+	"compression.type":            "compression.type",
+}
+
+func kafkaKeyHint(name string) string {
+	if hint, ok := kafkaBrokerKeys[name]; ok {
+		return hint
+	}
+	if topic, ok := kafkaTopicDefaults[name]; ok {
+		return fmt.Sprintf("MoonMQ has no broker-wide default for it: set the topic config %s on each topic "+
+			"(CreateTopics configs, or MQL CREATE TOPIC ... WITH (%s = ...))", topic, topic)
+	}
+	return ""
 }
 
 // printConfig writes the effective settings as a config file that

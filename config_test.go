@@ -78,6 +78,30 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 	require.ErrorContains(t, err, "log-level")
 }
 
+// A Kafka-style dotted key, which TOML reads as nested tables, is named
+// whole, with what MoonMQ has instead when there is an obvious equivalent.
+func TestConfigDottedKafkaKeyNamedWhole(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want []string
+	}{
+		{"listen = \"127.0.0.1:7000\"\nlog.retention.hours = 168\n",
+			[]string{`unknown key "log.retention.hours"`, "not Kafka's dotted broker settings", "the topic config retention.ms"}},
+		{"[log.retention]\nhours = 168\n", []string{`unknown key "log.retention.hours"`}},
+		{"\"log.retention.hours\" = 168\n", []string{`unknown key "log.retention.hours"`, "retention.ms"}},
+		{"num.partitions = 3\n", []string{`unknown key "num.partitions"`, "use default_partitions"}},
+		{"auto.create.topics.enable = true\n", []string{`unknown key "auto.create.topics.enable"`, "use auto_create_topics"}},
+		{"some.thing.else = 1\n", []string{`unknown key "some.thing.else"`, "underscores"}},
+	} {
+		_, err := load(t, []string{"--config", writeConfig(t, tc.file)}, nil)
+		require.Error(t, err, tc.file)
+		for _, w := range tc.want {
+			require.ErrorContains(t, err, w, tc.file)
+		}
+		require.NotContains(t, err.Error(), `unknown key "log"`, tc.file)
+	}
+}
+
 func TestPrintConfigRoundTrips(t *testing.T) {
 	var out, errb bytes.Buffer
 	_, err := loadServeConfig([]string{"--print-config", "--node-id", "4", "--listen", "127.0.0.1:9999"}, nil, &out, &errb)

@@ -142,6 +142,45 @@ type Header struct {
 	NumRecords           int32
 }
 
+// Validated is a batch header with what validation learned from the
+// batch's records.
+type Validated struct {
+	Header
+	// MinTimestamp and MaxTimestamp are the smallest and largest record
+	// timestamps (FirstTimestamp plus each record's delta), leaving out
+	// records without one (NoTimestamp); both are NoTimestamp when no record
+	// has one. For a compressed batch decoded past MaxValidatedDecoded they
+	// are FirstTimestamp and MaxTimestamp, the bounds the producer declared.
+	MinTimestamp, MaxTimestamp int64
+}
+
+// NoTimestamp is the timestamp of a record that has none (Kafka's
+// RecordBatch.NO_TIMESTAMP).
+const NoTimestamp = -1
+
+// tsRange accumulates the record timestamps Validate sees.
+type tsRange struct {
+	min, max int64
+	any      bool
+}
+
+func (r *tsRange) add(ts int64) {
+	switch {
+	case ts == NoTimestamp:
+	case !r.any:
+		r.min, r.max, r.any = ts, ts, true
+	default:
+		r.min, r.max = min(r.min, ts), max(r.max, ts)
+	}
+}
+
+func (r *tsRange) validated(h Header) Validated {
+	if !r.any {
+		return Validated{Header: h, MinTimestamp: NoTimestamp, MaxTimestamp: NoTimestamp}
+	}
+	return Validated{Header: h, MinTimestamp: r.min, MaxTimestamp: r.max}
+}
+
 // Compression returns the compression codec (attributes & 7).
 func (h Header) Compression() int8 { return int8(h.Attributes & CompressionMask) }
 
@@ -240,26 +279,41 @@ func checkFraming(b []byte) (Header, error) {
 // records checked the same way (ErrCorrupt if it does not decode), up to
 // MaxValidatedDecoded decoded bytes.
 func Validate(b []byte, maxBytes int) (Header, error) {
+	v, err := ValidateRecords(b, maxBytes)
+	return v.Header, err
+}
+
+// ValidateRecords is Validate, also returning the records' timestamp range
+// found by the walk over them (the produce path checks it against the
+// topic's message.timestamp bounds without decoding the batch again).
+func ValidateRecords(b []byte, maxBytes int) (Validated, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
-		return h, err
+		return Validated{Header: h}, err
 	}
 	// Size is checked before the CRC, as Kafka does, so an oversized batch is
 	// reported as too large rather than costing a full checksum pass.
 	if maxBytes > 0 && len(b) > maxBytes {
-		return h, fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTooLarge, len(b), maxBytes)
+		return Validated{Header: h}, fmt.Errorf("%w: %d bytes exceeds the limit of %d", ErrTooLarge, len(b), maxBytes)
 	}
 	if h, err = checkFraming(b); err != nil {
-		return h, err
+		return Validated{Header: h}, err
 	}
 	if h.NumRecords < 1 {
-		return h, fmt.Errorf("%w: batch declares %d records", ErrCorrupt, h.NumRecords)
+		return Validated{Header: h}, fmt.Errorf("%w: batch declares %d records", ErrCorrupt, h.NumRecords)
 	}
 	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
-		return h, fmt.Errorf("%w: %d records but last offset delta %d", ErrCorrupt, h.NumRecords, h.LastOffsetDelta)
+		return Validated{Header: h}, fmt.Errorf("%w: %d records but last offset delta %d", ErrCorrupt, h.NumRecords, h.LastOffsetDelta)
 	}
+	var ts tsRange
 	if h.Compression() != CompressionNone {
-		return h, validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords)
+		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts)
+		if err == nil && !checked {
+			ts = tsRange{}
+			ts.add(h.FirstTimestamp)
+			ts.add(h.MaxTimestamp)
+		}
+		return ts.validated(h), err
 	}
 	n := int32(0)
 	err = walkRecords(b[HeaderSize:], h.NumRecords, false, func(r Record) bool {
@@ -267,16 +321,17 @@ func Validate(b []byte, maxBytes int) (Header, error) {
 			err = fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, n, r.OffsetDelta)
 			return false
 		}
+		ts.add(h.FirstTimestamp + r.TimestampDelta)
 		n++
 		return true
 	})
 	if err != nil {
-		return h, err
+		return Validated{Header: h}, err
 	}
 	if n != h.NumRecords {
-		return h, fmt.Errorf("%w: found %d records, header declares %d", ErrInvalidRecord, n, h.NumRecords)
+		return Validated{Header: h}, fmt.Errorf("%w: found %d records, header declares %d", ErrInvalidRecord, n, h.NumRecords)
 	}
-	return h, nil
+	return ts.validated(h), nil
 }
 
 // ValidateStored checks a batch read back from a log or received from a
@@ -297,16 +352,16 @@ func ValidateStored(b []byte) (Header, error) {
 }
 
 // Split splits a produce request's records field (one or more concatenated
-// batches) into batches, validating each with Validate. Trailing bytes that do
+// batches) into batches, validating each with ValidateRecords. Trailing bytes that do
 // not form a whole batch are ErrCorrupt; an empty field is ErrInvalidRecord.
 // The returned batches alias records.
-func Split(records []byte, maxBytes int) ([][]byte, []Header, error) {
+func Split(records []byte, maxBytes int) ([][]byte, []Validated, error) {
 	if len(records) == 0 {
 		return nil, nil, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
 	}
 	var (
 		batches [][]byte
-		headers []Header
+		headers []Validated
 	)
 	for rest := records; len(rest) > 0; {
 		if len(rest) < LengthFieldEnd {
@@ -327,7 +382,7 @@ func Split(records []byte, maxBytes int) ([][]byte, []Header, error) {
 			return nil, nil, fmt.Errorf("%w: batch of %d bytes truncated to %d", ErrCorrupt, size, len(rest))
 		}
 		b := rest[:size:size]
-		h, err := Validate(b, maxBytes)
+		h, err := ValidateRecords(b, maxBytes)
 		if err != nil {
 			return nil, nil, fmt.Errorf("batch %d: %w", len(batches), err)
 		}

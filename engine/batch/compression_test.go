@@ -170,7 +170,7 @@ func FuzzValidateCompressed(f *testing.F) {
 		if n < 1 || n > 1000 {
 			return
 		}
-		if validateCompressed(codec, payload, n) == nil && codec != CompressionNone {
+		if _, err := validateCompressed(codec, payload, n, 0, &tsRange{}); err == nil && codec != CompressionNone {
 			out, err := Decompress(codec, payload, MaxValidatedDecoded)
 			if err != nil || len(out) > MaxValidatedDecoded {
 				return // accepted past the validation limit, or a codec quirk Decompress rejects
@@ -203,4 +203,117 @@ func BenchmarkValidateCompressed(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Compress writes what Decompress (and so any Kafka consumer) reads, at
+// every level Kafka accepts for the codec.
+func TestCompressRoundTrip(t *testing.T) {
+	src := bytes.Repeat([]byte("moonmq record payload "), 5000) // 110 KB: several snappy and lz4 blocks
+	for _, tc := range []struct {
+		codec  int8
+		levels []int
+	}{
+		{CompressionNone, []int{0}},
+		{CompressionGzip, []int{-1, 1, 5, 9}},
+		{CompressionSnappy, []int{0}},
+		{CompressionLZ4, []int{1, 2, 8, 9, 10, 17}},
+		{CompressionZstd, []int{-131072, -1, 1, 3, 6, 10, 22}},
+	} {
+		for _, level := range tc.levels {
+			enc, err := Compress(tc.codec, level, src)
+			require.NoError(t, err, "codec %d level %d", tc.codec, level)
+			out, err := Decompress(tc.codec, enc, 1<<20)
+			require.NoError(t, err, "codec %d level %d", tc.codec, level)
+			require.Equal(t, src, out)
+			if tc.codec != CompressionNone {
+				require.Less(t, len(enc), len(src)/4, "codec %d level %d compresses", tc.codec, level)
+			}
+			empty, err := Compress(tc.codec, level, nil)
+			require.NoError(t, err)
+			out, err = Decompress(tc.codec, empty, 1<<20)
+			require.NoError(t, err)
+			require.Empty(t, out)
+		}
+	}
+	enc, err := Compress(CompressionSnappy, 0, src)
+	require.NoError(t, err)
+	require.Equal(t, xerialHeader, enc[:len(xerialHeader)], "snappy is xerial-framed, as Java writes it")
+	_, err = Compress(CompressionGzip, 0, src)
+	require.Error(t, err)
+	_, err = Compress(9, 0, src)
+	require.Error(t, err)
+}
+
+// Recompress converts between every pair of codecs and keeps everything but
+// the codec bits, the length and the CRC.
+func TestRecompress(t *testing.T) {
+	recs := testRecords(50)
+	plain := Build(Header{ProducerID: 42, ProducerEpoch: 3, BaseSequence: 7, FirstTimestamp: 1000, MaxTimestamp: 1490,
+		Attributes: 0}, recs)
+	sources := map[string][]byte{"none": plain}
+	for name := range codecs {
+		sources[name] = compressedBatch(t, name, recs, nil)
+	}
+	for name, src := range sources {
+		srcHeader, err := Validate(src, 0)
+		require.NoError(t, err, name)
+		for _, to := range []int8{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+			out, err := Recompress(src, to, 0)
+			if to == CompressionGzip {
+				out, err = Recompress(src, to, -1)
+			}
+			require.NoError(t, err, "%s -> %d", name, to)
+			h, err := Validate(out, 0)
+			require.NoError(t, err, "%s -> %d", name, to)
+			require.Equal(t, to, h.Compression())
+			if srcHeader.Compression() == to {
+				require.Equal(t, src, out, "same codec: kept as is")
+			}
+			want := srcHeader
+			want.Attributes = srcHeader.Attributes&^CompressionMask | int16(to)
+			want.Length, want.CRC = h.Length, h.CRC
+			require.Equal(t, want, h, "%s -> %d: header kept", name, to)
+
+			var got []Record
+			require.NoError(t, DecodeRecords(out, 1<<20, func(r Record) bool { got = append(got, r); return true }))
+			require.Len(t, got, len(recs))
+			for i := range recs {
+				require.Equal(t, recs[i].Value, got[i].Value)
+				require.Equal(t, recs[i].TimestampDelta, got[i].TimestampDelta)
+			}
+		}
+	}
+	_, err := Recompress(plain[:10], CompressionGzip, -1)
+	require.ErrorIs(t, err, ErrCorrupt)
+}
+
+// Validate reports the records' timestamp range, skipping records without
+// a timestamp, for compressed batches too.
+func TestValidateRecordTimestamps(t *testing.T) {
+	recs := []Record{{OffsetDelta: 0, TimestampDelta: 5}, {OffsetDelta: 1, TimestampDelta: -3}, {OffsetDelta: 2, TimestampDelta: 40}}
+	b := Build(Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1040}, recs)
+	for _, codec := range []int8{CompressionNone, CompressionGzip, CompressionZstd} {
+		c, err := Recompress(b, codec, 3)
+		if codec == CompressionGzip {
+			c, err = Recompress(b, codec, -1)
+		}
+		require.NoError(t, err)
+		h, err := ValidateRecords(c, 0)
+		require.NoError(t, err)
+		require.Equal(t, int64(997), h.MinTimestamp, "codec %d", codec)
+		require.Equal(t, int64(1040), h.MaxTimestamp, "codec %d", codec)
+	}
+	// A record whose timestamp is NoTimestamp (-1) has none.
+	b = Build(Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: -1, MaxTimestamp: -1},
+		[]Record{{OffsetDelta: 0}, {OffsetDelta: 1}})
+	h, err := ValidateRecords(b, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(NoTimestamp), h.MinTimestamp)
+	require.Equal(t, int64(NoTimestamp), h.MaxTimestamp)
+	b = Build(Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: -1, MaxTimestamp: 5},
+		[]Record{{OffsetDelta: 0}, {OffsetDelta: 1, TimestampDelta: 6}})
+	h, err = ValidateRecords(b, 0)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), h.MinTimestamp)
+	require.Equal(t, int64(5), h.MaxTimestamp)
 }

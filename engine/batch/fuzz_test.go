@@ -169,11 +169,26 @@ func FuzzSplit(f *testing.F) {
 		}
 		var joined []byte
 		for i, b := range batches {
-			checkValidBatch(t, b, hs[i])
+			checkValidBatch(t, b, hs[i].Header)
+			checkTimestamps(t, b, hs[i])
 			joined = append(joined, b...)
 		}
 		if !bytes.Equal(joined, records) {
 			t.Fatal("batches do not concatenate to the input")
 		}
 	})
+}
+
+// checkTimestamps recomputes an uncompressed batch's record timestamp range.
+func checkTimestamps(t *testing.T, b []byte, v Validated) {
+	if v.Compression() != CompressionNone {
+		return
+	}
+	var ts tsRange
+	if err := Records(b, func(r Record) bool { ts.add(v.FirstTimestamp + r.TimestampDelta); return true }); err != nil {
+		t.Fatalf("Records over a valid batch: %v", err)
+	}
+	if want := ts.validated(v.Header); want != v {
+		t.Fatalf("timestamps %d..%d, records say %d..%d", v.MinTimestamp, v.MaxTimestamp, want.MinTimestamp, want.MaxTimestamp)
+	}
 }

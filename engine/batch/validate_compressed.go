@@ -41,11 +41,13 @@ const maxPooledSnappy = 8 << 20
 // deltas 0..n-1, exactly n records and nothing after them. Keys, values and
 // headers are skipped, not kept, so memory stays small whatever the payload
 // expands to. A payload that does not decode is ErrCorrupt; bad record
-// framing is ErrInvalidRecord.
-func validateCompressed(codec int8, payload []byte, n int32) error {
+// framing is ErrInvalidRecord. The records' timestamps (firstTs plus their
+// deltas) go into ts. checked is false when the walk stopped at
+// MaxValidatedDecoded (the batch is accepted; ts is then partial).
+func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *tsRange) (checked bool, err error) {
 	src, release, err := openDecoder(codec, payload)
 	if err != nil {
-		return fmt.Errorf("%w: codec %d: %v", ErrCorrupt, codec, err)
+		return false, fmt.Errorf("%w: codec %d: %v", ErrCorrupt, codec, err)
 	}
 	defer release()
 	br := bufReaders.Get().(*bufio.Reader)
@@ -54,20 +56,20 @@ func validateCompressed(codec int8, payload []byte, n int32) error {
 		br.Reset(nil)
 		bufReaders.Put(br)
 	}()
-	err = walkRecordStream(br, n)
+	err = walkRecordStream(br, n, firstTs, ts)
 	switch {
 	case errors.Is(err, errUnchecked):
-		return nil
+		return false, nil
 	case err != nil:
-		return err
+		return false, err
 	}
 	switch _, err := br.ReadByte(); {
 	case err == nil:
-		return fmt.Errorf("%w: bytes after the last of %d records", ErrInvalidRecord, n)
+		return false, fmt.Errorf("%w: bytes after the last of %d records", ErrInvalidRecord, n)
 	case err == io.EOF, errors.Is(err, errUnchecked):
-		return nil
+		return true, nil // every record was walked; only the check for trailing bytes hit the limit
 	default:
-		return decodeErr(err)
+		return false, decodeErr(err)
 	}
 }
 
@@ -213,8 +215,9 @@ func (r *recordReader) skip(n, min int64, what string) {
 	}
 }
 
-// walkRecordStream checks n records read from br.
-func walkRecordStream(br *bufio.Reader, n int32) error {
+// walkRecordStream checks n records read from br, adding their timestamps
+// (firstTs plus each delta) to ts.
+func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange) error {
 	r := &recordReader{br: br} // one per walk: it escapes into binary.ReadVarint
 	for i := int32(0); i < n; i++ {
 		length, err := binary.ReadVarint(br)
@@ -228,7 +231,7 @@ func walkRecordStream(br *bufio.Reader, n int32) error {
 		if _, err := r.ReadByte(); err != nil { // attributes
 			r.err = err
 		}
-		r.varint() // timestamp delta
+		tsDelta := r.varint()
 		if delta := r.varint(); r.err == nil && delta != int64(i) {
 			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, i, delta)
 		}
@@ -245,6 +248,7 @@ func walkRecordStream(br *bufio.Reader, n int32) error {
 		if r.err != nil {
 			return fmt.Errorf("record %d: %w", i, decodeErr(r.err))
 		}
+		ts.add(firstTs + tsDelta)
 		if r.left != 0 {
 			return fmt.Errorf("%w: record %d declares %d bytes, its fields take %d", ErrInvalidRecord, i, length, length-r.left)
 		}

@@ -53,6 +53,10 @@ var (
 	// ErrOverCapacity: hosting more partitions would exceed the file
 	// descriptor budget.
 	ErrOverCapacity = errors.New("not enough file descriptors for more partitions")
+	// ErrInvalidTimestamp: a CreateTime record's timestamp is further from
+	// the broker's clock than the topic's message.timestamp.before.max.ms or
+	// message.timestamp.after.max.ms allows (Kafka INVALID_TIMESTAMP).
+	ErrInvalidTimestamp = errors.New("record timestamp out of range")
 )
 
 // Options configures a Broker.

@@ -108,6 +108,152 @@ func TestLogAppendTimeStampsBatches(t *testing.T) {
 	require.Equal(t, int64(1_700_000_000_000), h.MaxTimestamp)
 }
 
+// timedBatch is a one-record batch stamped ts (CreateTime).
+func timedBatch(ts int64) []byte {
+	return batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: ts, MaxTimestamp: ts},
+		[]batch.Record{{Value: []byte("v")}})
+}
+
+// message.timestamp.before.max.ms and .after.max.ms refuse CreateTime
+// records too far from the broker's clock with INVALID_TIMESTAMP, storing
+// nothing of the request; the deprecated difference stands in for unset
+// bounds; LogAppendTime topics are not checked.
+func TestTimestampBounds(t *testing.T) {
+	const now = 1_700_000_000_000
+	b := open(t, t.TempDir())
+	defer b.Close()
+	part := func(name string, cfg map[string]string) *Partition {
+		p, err := b.EnsurePartition(TopicPartition{Topic: name, Partition: 0}, cfg)
+		require.NoError(t, err)
+		return p
+	}
+
+	def := part("defaults", nil)
+	_, err := def.Append(timedBatch(1000), 0)
+	require.NoError(t, err, "no lower bound by default")
+	_, err = def.Append(timedBatch(now+time.Hour.Milliseconds()), 0)
+	require.NoError(t, err, "an hour ahead is Kafka 4's default limit")
+	_, err = def.Append(timedBatch(now+time.Hour.Milliseconds()+1), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+	require.Contains(t, err.Error(), "message.timestamp.after.max.ms allows 3600000")
+
+	p := part("bounded", map[string]string{"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "0"})
+	_, err = p.Append(timedBatch(now-60000), 0)
+	require.NoError(t, err)
+	_, err = p.Append(append(timedBatch(now), timedBatch(now-60001)...), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+	require.Contains(t, err.Error(), "batch 1 has a record with timestamp 1699999939999, 60001 ms before")
+	require.Contains(t, err.Error(), "[1699999940000, 1700000000000]")
+	_, err = p.Append(timedBatch(now+1), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+	_, err = p.Append(timedBatch(batch.NoTimestamp), 0)
+	require.NoError(t, err, "records without a timestamp are not checked")
+	require.Equal(t, int64(2), p.Log().LogEndOffset())
+
+	// One record out of range in a batch is enough.
+	mixed := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: now, MaxTimestamp: now},
+		[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, TimestampDelta: -120000, Value: []byte("b")}})
+	_, err = p.Append(mixed, 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+
+	diff := part("difference", map[string]string{"message.timestamp.difference.max.ms": "1000"})
+	_, err = diff.Append(timedBatch(now-1001), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+	_, err = diff.Append(timedBatch(now+1001), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+	_, err = diff.Append(timedBatch(now-1000), 0)
+	require.NoError(t, err)
+
+	lat := part("append-time", map[string]string{"message.timestamp.type": "LogAppendTime", "message.timestamp.after.max.ms": "0"})
+	_, err = lat.Append(timedBatch(now+time.Hour.Milliseconds()*10), 0)
+	require.NoError(t, err)
+
+	// A far-off timestamp does not overflow the comparison.
+	_, err = p.Append(timedBatch(-1<<62), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+	_, err = def.Append(timedBatch(1<<62), 0)
+	require.ErrorIs(t, err, ErrInvalidTimestamp)
+}
+
+// compression.type other than producer stores every batch in that codec,
+// recompressed by the broker; the records are the producer's.
+func TestCompressionTypeRecompresses(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	values := []string{"alpha", "beta", "gamma", "delta"}
+	plain := producerBatch(9, 1, 0, values...)
+	gz, err := batch.Recompress(plain, batch.CompressionGzip, -1)
+	require.NoError(t, err)
+
+	for i, tc := range []struct {
+		cfg  map[string]string
+		in   []byte
+		want int8
+	}{
+		{map[string]string{"compression.type": "zstd"}, plain, batch.CompressionZstd},
+		{map[string]string{"compression.type": "lz4", "compression.lz4.level": "4"}, gz, batch.CompressionLZ4},
+		{map[string]string{"compression.type": "snappy"}, plain, batch.CompressionSnappy},
+		{map[string]string{"compression.type": "gzip", "compression.gzip.level": "1"}, plain, batch.CompressionGzip},
+		{map[string]string{"compression.type": "uncompressed"}, gz, batch.CompressionNone},
+		{map[string]string{"compression.type": "gzip"}, gz, batch.CompressionGzip},
+		{nil, gz, batch.CompressionGzip},
+		{map[string]string{"compression.type": "producer"}, plain, batch.CompressionNone},
+	} {
+		p, err := b.EnsurePartition(TopicPartition{Topic: "c", Partition: int32(i)}, tc.cfg)
+		require.NoError(t, err)
+		res, err := p.Append(append([]byte(nil), tc.in...), 0)
+		require.NoError(t, err, "case %d", i)
+		require.NoError(t, p.WaitDurable(context.Background(), res))
+		data, err := p.Read(0, 1<<20)
+		require.NoError(t, err)
+		h, err := batch.Validate(data, 0)
+		require.NoError(t, err, "case %d: the stored batch is valid", i)
+		require.Equal(t, tc.want, h.Compression(), "case %d", i)
+		require.Equal(t, int64(9), h.ProducerID, "case %d: producer fields kept", i)
+		require.Equal(t, res.Bytes, len(data), "case %d: the stored size is reported", i)
+		var got []string
+		require.NoError(t, batch.DecodeRecords(data, 1<<20, func(r batch.Record) bool { got = append(got, string(r.Value)); return true }))
+		require.Equal(t, values, got, "case %d", i)
+		if tc.in[21+1]&7 == byte(tc.want) { // attributes low byte: same codec in and out
+			require.Equal(t, tc.in, data[:len(tc.in)], "case %d: a batch already in the codec is stored as produced", i)
+		}
+	}
+
+	// max.message.bytes applies to the recompressed batch too.
+	big := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1000},
+		[]batch.Record{{Value: make([]byte, 4000)}})
+	small, err := batch.Recompress(big, batch.CompressionZstd, 3)
+	require.NoError(t, err)
+	require.Less(t, len(small), 1000)
+	p, err := b.EnsurePartition(TopicPartition{Topic: "limit", Partition: 0},
+		map[string]string{"compression.type": "uncompressed", "max.message.bytes": "1000"})
+	require.NoError(t, err)
+	_, err = p.Append(small, 0)
+	require.ErrorIs(t, err, batch.ErrTooLarge)
+	require.Contains(t, err.Error(), "recompressed with uncompressed")
+	require.Zero(t, p.Log().LogEndOffset())
+}
+
+// The log options carry segment.jitter.ms, segment.index.bytes and
+// flush.messages; segment.index.bytes=4 (no index entry fits) rolls a
+// segment per batch.
+func TestLogOptionsCarryTopicConfigs(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	p, err := b.EnsurePartition(TopicPartition{Topic: "idx", Partition: 0}, map[string]string{
+		"segment.index.bytes": "4", "index.interval.bytes": "1", "segment.jitter.ms": "1000", "flush.messages": "3"})
+	require.NoError(t, err)
+	o := logOptions(p.tp, p.cfg, p.opts)
+	require.Equal(t, 4, o.MaxIndexBytes)
+	require.Equal(t, time.Second, o.SegmentJitter)
+	require.Equal(t, int64(3), o.FlushMessages)
+	for i := 0; i < 3; i++ {
+		_, err := p.Append(producerBatch(-1, -1, -1, "x"), 0)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 3, p.Log().SegmentCount())
+}
+
 func TestDataDirIsLocked(t *testing.T) {
 	dir := t.TempDir()
 	b := open(t, dir)

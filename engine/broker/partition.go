@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -75,12 +76,15 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 	return log.Options{
 		SegmentBytes:       cfg.SegmentBytes,
 		SegmentAge:         cfg.SegmentAge,
+		SegmentJitter:      cfg.SegmentJitter,
+		MaxIndexBytes:      cfg.SegmentIndexBytes,
 		Retention:          retention,
 		RetentionBytes:     retentionBytes,
 		IndexIntervalBytes: nonZero(cfg.IndexIntervalBytes),
 		MaxMessageBytes:    cfg.MaxMessageBytes,
 		FlushAlways:        cfg.FlushAlways,
 		FlushInterval:      cfg.FlushInterval,
+		FlushMessages:      cfg.FlushMessages,
 		GroupCommitWindow:  opts.GroupCommitWindow,
 		FS:                 opts.FS,
 		Files:              opts.Files,
@@ -151,16 +155,25 @@ type ProduceResult struct {
 // caller waits for durability with WaitDurable when the producer asked for an
 // acknowledgement.
 func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, error) {
-	// Validation, which decodes compressed payloads, runs outside the lock
-	// so that producers to one partition do not queue behind each other's.
+	// Validation, which decodes compressed payloads, and recompression run
+	// outside the lock so that producers to one partition do not queue
+	// behind each other's.
 	p.mu.Lock()
-	deleted, maxBytes := p.deleted, p.cfg.MaxMessageBytes
+	deleted, cfg := p.deleted, p.cfg
 	p.mu.Unlock()
 	if deleted {
 		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
 	}
-	batches, headers, err := batch.Split(records, maxBytes)
+	batches, headers, err := batch.Split(records, cfg.MaxMessageBytes)
 	if err != nil {
+		return ProduceResult{}, err
+	}
+	if !cfg.LogAppendTime {
+		if err := checkTimestamps(headers, p.opts.Now().UnixMilli(), cfg); err != nil {
+			return ProduceResult{}, err
+		}
+	}
+	if err := recompress(batches, headers, cfg); err != nil {
 		return ProduceResult{}, err
 	}
 	p.mu.Lock()
@@ -231,6 +244,98 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 		out.Bytes += len(batches[i])
 	}
 	return out, nil
+}
+
+// checkTimestamps applies message.timestamp.before.max.ms and
+// message.timestamp.after.max.ms to every record of a CreateTime topic, as
+// Kafka's LogValidator does (records without a timestamp are not checked).
+func checkTimestamps(headers []batch.Validated, now int64, cfg topicconfig.Config) error {
+	lo, hi := sub(now, cfg.TimestampBeforeMaxMs), add(now, cfg.TimestampAfterMaxMs)
+	for i, h := range headers {
+		if h.MinTimestamp == batch.NoTimestamp && h.MaxTimestamp == batch.NoTimestamp {
+			continue
+		}
+		var ts, by, limit int64
+		var key, side string
+		switch {
+		case ahead(now, h.MinTimestamp) > cfg.TimestampBeforeMaxMs:
+			ts, by, limit = h.MinTimestamp, ahead(now, h.MinTimestamp), cfg.TimestampBeforeMaxMs
+			key, side = topicconfig.MessageTimestampBeforeMaxMs, "before"
+		case ahead(h.MaxTimestamp, now) > cfg.TimestampAfterMaxMs:
+			ts, by, limit = h.MaxTimestamp, ahead(h.MaxTimestamp, now), cfg.TimestampAfterMaxMs
+			key, side = topicconfig.MessageTimestampAfterMaxMs, "after"
+		default:
+			continue
+		}
+		return fmt.Errorf("%w: batch %d has a record with timestamp %d, %d ms %s the broker's clock (%d) where %s allows %d: "+
+			"the timestamp should be within [%d, %d]", ErrInvalidTimestamp, i, ts, by, side, now, key, limit, lo, hi)
+	}
+	return nil
+}
+
+// ahead is how far a is ahead of b (a-b), 0 when it is not, saturating at
+// math.MaxInt64 instead of overflowing for far-off timestamps.
+func ahead(a, b int64) int64 {
+	if a <= b {
+		return 0
+	}
+	if d := a - b; d > 0 {
+		return d
+	}
+	return math.MaxInt64
+}
+
+func sub(a, b int64) int64 {
+	if b > 0 && a < math.MinInt64+b {
+		return math.MinInt64
+	}
+	return a - b
+}
+
+func add(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// codecs maps compression.type to the codec batches are stored with.
+var codecs = map[string]int8{
+	topicconfig.CompressionUncompressed: batch.CompressionNone,
+	topicconfig.CompressionGzip:         batch.CompressionGzip,
+	topicconfig.CompressionSnappy:       batch.CompressionSnappy,
+	topicconfig.CompressionLZ4:          batch.CompressionLZ4,
+	topicconfig.CompressionZstd:         batch.CompressionZstd,
+}
+
+// recompress applies compression.type: unless it is producer, every batch
+// in another codec is recompressed in place of the producer's, and must
+// still fit max.message.bytes (Kafka checks the size again after
+// recompression too).
+func recompress(batches [][]byte, headers []batch.Validated, cfg topicconfig.Config) error {
+	codec, ok := codecs[cfg.Compression]
+	if !ok {
+		return nil // producer
+	}
+	for i, b := range batches {
+		if headers[i].Compression() == codec {
+			continue
+		}
+		nb, err := batch.Recompress(b, codec, cfg.CompressionLevel)
+		if err != nil {
+			return fmt.Errorf("batch %d: %w", i, err)
+		}
+		if len(nb) > cfg.MaxMessageBytes {
+			return fmt.Errorf("%w: batch %d is %d bytes recompressed with %s, the limit (max.message.bytes) is %d",
+				batch.ErrTooLarge, i, len(nb), cfg.Compression, cfg.MaxMessageBytes)
+		}
+		h, err := batch.ParseHeader(nb)
+		if err != nil {
+			return fmt.Errorf("batch %d recompressed: %w", i, err)
+		}
+		batches[i], headers[i].Header = nb, h
+	}
+	return nil
 }
 
 // snapshotAtRoll writes the producer snapshot at offset, the log end before

@@ -142,6 +142,9 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 		l.kickFlusher()
 	} else {
 		l.raiseHW(next)
+		if next-l.durable.Load() >= opts.FlushMessages {
+			l.kickFlusher() // flush.messages: enough is waiting for the disk not to wait for the ticker
+		}
 	}
 	return AppendResult{BaseOffset: first, LastOffset: last, LogStartOffset: l.logStart.Load(), Rolled: rolled}, nil
 }
@@ -159,10 +162,10 @@ func (l *Log) shouldRoll(act *segment, opts *Options, total, first, last int64) 
 	if size == 0 {
 		return false
 	}
-	if size+total > opts.SegmentBytes {
+	if size+total > opts.SegmentBytes || act.indexFull(opts.MaxIndexBytes) {
 		return true
 	}
-	return !act.rollStart.IsZero() && opts.Now().Sub(act.rollStart) >= opts.SegmentAge
+	return act.rollDue(opts.Now(), opts)
 }
 
 // roll seals the active segment and starts a new one at base. An empty

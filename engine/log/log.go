@@ -100,6 +100,7 @@ const (
 	DefaultIndexIntervalBytes = 4096
 	DefaultMaxMessageBytes    = 1048588
 	DefaultFlushInterval      = time.Second
+	DefaultMaxIndexBytes      = 10 << 20 // Kafka's segment.index.bytes
 	// DefaultRecoveryPointInterval is how often a log with new durable data
 	// checkpoints its recovery point (Kafka's
 	// log.flush.offset.checkpoint.interval.ms).
@@ -114,6 +115,14 @@ type Options struct {
 	// would take it past SegmentBytes, or when it is older than SegmentAge.
 	SegmentBytes int64
 	SegmentAge   time.Duration
+	// SegmentJitter rolls each segment up to this much before SegmentAge
+	// (a per-segment random share of min(SegmentJitter, SegmentAge)); 0 is
+	// none.
+	SegmentJitter time.Duration
+	// MaxIndexBytes rolls the active segment once its offset index (8 bytes
+	// an entry) or time index (12 bytes an entry) holds this many bytes of
+	// entries (default DefaultMaxIndexBytes).
+	MaxIndexBytes int
 	// Retention deletes sealed segments whose newest timestamp is older than
 	// this (negative: unlimited). RetentionBytes deletes the oldest sealed
 	// segments while the log stays at least this large (negative: unlimited).
@@ -129,6 +138,10 @@ type Options struct {
 	// FlushInterval and let the high watermark follow the log end.
 	FlushAlways   bool
 	FlushInterval time.Duration
+	// FlushMessages, when FlushAlways is off, also starts an fsync round as
+	// soon as this many offsets are appended but not yet durable (default
+	// math.MaxInt64: only the interval).
+	FlushMessages int64
 	// GroupCommitWindow is the shortest time between the starts of two
 	// fsync rounds under FlushAlways: appends arriving sooner wait for the
 	// window to pass and share the next round. Zero (no window) starts a
@@ -183,6 +196,12 @@ func (o *Options) EnsureDefaults() {
 	if o.FlushInterval == 0 {
 		o.FlushInterval = DefaultFlushInterval
 	}
+	if o.FlushMessages == 0 {
+		o.FlushMessages = math.MaxInt64
+	}
+	if o.MaxIndexBytes == 0 {
+		o.MaxIndexBytes = DefaultMaxIndexBytes
+	}
 	if o.RecoveryPointInterval == 0 {
 		o.RecoveryPointInterval = DefaultRecoveryPointInterval
 	}
@@ -213,6 +232,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: MaxMessageBytes %d must be positive", ErrInvalidOptions, o.MaxMessageBytes)
 	case o.FlushInterval <= 0:
 		return fmt.Errorf("%w: FlushInterval %v must be positive", ErrInvalidOptions, o.FlushInterval)
+	case o.FlushMessages <= 0:
+		return fmt.Errorf("%w: FlushMessages %d must be positive", ErrInvalidOptions, o.FlushMessages)
+	case o.SegmentJitter < 0:
+		return fmt.Errorf("%w: SegmentJitter %v must not be negative", ErrInvalidOptions, o.SegmentJitter)
+	case o.MaxIndexBytes < 0:
+		return fmt.Errorf("%w: MaxIndexBytes %d must not be negative", ErrInvalidOptions, o.MaxIndexBytes)
 	case o.RecoveryPointInterval <= 0:
 		return fmt.Errorf("%w: RecoveryPointInterval %v must be positive", ErrInvalidOptions, o.RecoveryPointInterval)
 	case o.FS == nil || o.Files == nil:

@@ -426,6 +426,27 @@ func TestIntervalFlush(t *testing.T) {
 	require.NotZero(t, l.Stats().Fsyncs)
 }
 
+// flush.messages under the interval policy: an fsync starts once that many
+// offsets wait for the disk, without waiting for the (here: hour-long) tick.
+func TestFlushMessages(t *testing.T) {
+	opts := testOptions(nil)
+	opts.FlushAlways = false
+	opts.FlushInterval = time.Hour
+	opts.FlushMessages = 5
+	l := openLog(t, t.TempDir(), opts)
+	appendBatch(t, l, makeBatch(3, 10, 0, 0), 0)
+	time.Sleep(20 * time.Millisecond)
+	require.Zero(t, l.DurableOffset(), "3 offsets are fewer than flush.messages")
+	appendBatch(t, l, makeBatch(2, 10, 0, 0), 0)
+	waitFor(t, "flush.messages fsync", func() bool { return l.DurableOffset() == 5 })
+
+	opts.FlushMessages = 0 // the default: the interval only
+	l = openLog(t, t.TempDir(), opts)
+	appendBatch(t, l, makeBatch(10, 10, 0, 0), 0)
+	time.Sleep(20 * time.Millisecond)
+	require.Zero(t, l.DurableOffset())
+}
+
 func TestDelete(t *testing.T) {
 	dir := t.TempDir() + "/topic-0"
 	l, err := Open(dir, testOptions(nil))

@@ -23,7 +23,7 @@ func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 	}
 	opts := l.opts.Load()
 	now := opts.Now()
-	if act := l.active; l.failure() == nil && act.size.Load() > 0 && !act.rollStart.IsZero() && now.Sub(act.rollStart) >= opts.SegmentAge {
+	if act := l.active; l.failure() == nil && act.size.Load() > 0 && act.rollDue(now, opts) {
 		if err := l.roll(l.leo.Load()); err != nil {
 			return 0, l.fail(err)
 		}

@@ -108,6 +108,82 @@ func TestSegmentAgeRoll(t *testing.T) {
 	require.Equal(t, 3, l.SegmentCount())
 }
 
+// segment.jitter.ms: a segment rolls its own share of the jitter before
+// SegmentAge, never after it, and the share of a jitter above SegmentAge is
+// taken of SegmentAge.
+func TestSegmentJitterRollsEarly(t *testing.T) {
+	clock := newFakeClock()
+	opts := testOptions(clock)
+	opts.SegmentBytes = 1 << 20
+	opts.SegmentAge = time.Hour
+	opts.SegmentJitter = 30 * time.Minute
+	l := openLog(t, t.TempDir(), opts)
+	for round := 0; round < 3; round++ {
+		appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+		l.appendMu.Lock()
+		act := l.active
+		act.jitterFrac = []float64{0.5, 0, 0.999}[round] // the draw, fixed for the test
+		jitter := time.Duration(act.jitterFrac * float64(opts.SegmentJitter))
+		l.appendMu.Unlock()
+		segs := l.SegmentCount()
+
+		clock.Advance(opts.SegmentAge - jitter - time.Millisecond)
+		_, err := l.EnforceRetention()
+		require.NoError(t, err)
+		require.Equal(t, segs, l.SegmentCount(), "round %d: rolled before its jittered age", round)
+		clock.Advance(time.Millisecond)
+		_, err = l.EnforceRetention()
+		require.NoError(t, err)
+		require.Equal(t, segs+1, l.SegmentCount(), "round %d: not rolled at SegmentAge-%v", round, jitter)
+	}
+
+	// A jitter larger than the age is bounded by it, as Kafka bounds it.
+	opts.SegmentJitter = 10 * time.Hour
+	require.NoError(t, l.SetOptions(opts))
+	appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+	l.appendMu.Lock()
+	l.active.jitterFrac = 0.75
+	l.appendMu.Unlock()
+	segs := l.SegmentCount()
+	clock.Advance(opts.SegmentAge / 4)
+	appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+	require.Equal(t, segs+1, l.SegmentCount(), "rolled at a quarter of SegmentAge (jitter 3/4 of SegmentAge)")
+
+	// New segments draw their own share.
+	fracs := map[float64]bool{}
+	for i := 0; i < 5; i++ {
+		fracs[newSegment(l.st, int64(i)).jitterFrac] = true
+	}
+	require.Greater(t, len(fracs), 1)
+}
+
+// segment.index.bytes: the log rolls once the active segment's offset index
+// (8 bytes an entry) or time index (12 bytes an entry) is full.
+func TestIndexBytesRollsFullSegment(t *testing.T) {
+	opts := testOptions(nil)
+	opts.SegmentBytes = 1 << 20
+	opts.IndexIntervalBytes = 1 // an index entry for every batch
+	opts.MaxIndexBytes = 3 * 12 // 4 offset entries, 3 time entries
+	l := openLog(t, t.TempDir(), opts)
+	for i := 0; i < 9; i++ {
+		appendBatch(t, l, makeBatch(1, 10, int64(i), i), 0) // rising timestamps: a time entry each
+	}
+	require.Equal(t, 3, l.SegmentCount(), "three batches per segment: the time index holds three entries")
+	l.appendMu.Lock()
+	require.LessOrEqual(t, l.active.timeIdx.count(), 3)
+	l.appendMu.Unlock()
+
+	// Kafka's minimum, 4 bytes, holds no entry at all: every batch gets a
+	// segment of its own.
+	opts.MaxIndexBytes = 4
+	require.NoError(t, l.SetOptions(opts))
+	before := l.SegmentCount()
+	for i := 0; i < 3; i++ {
+		appendBatch(t, l, makeBatch(1, 10, 100, i), 0)
+	}
+	require.Equal(t, before+3, l.SegmentCount())
+}
+
 func TestRetentionKeepsDataAboveHighWatermark(t *testing.T) {
 	opts := testOptions(nil)
 	opts.RetentionBytes = 1

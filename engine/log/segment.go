@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -100,6 +101,11 @@ type segment struct {
 	bytesSinceIndex int64     // bytes appended since the last offset index entry
 	lastTimeEntry   int64     // timestamp of the last time index entry; -1 when none
 	rollStart       time.Time // reference time for segment age; zero while empty
+	// jitterFrac, drawn in [0, 1) when the segment is made, is the share of
+	// Options.SegmentJitter this segment rolls early by, so segments of many
+	// partitions created together do not all roll at once. A fraction rather
+	// than a duration, so a changed SegmentJitter applies to it at once.
+	jitterFrac float64
 
 	// Damage found in this segment (by recovery or by a read), and the
 	// rebuild of indexes that failed validation when used.
@@ -122,7 +128,8 @@ type badRange struct {
 }
 
 func newSegment(st *storage, base int64) *segment {
-	s := &segment{base: base, st: st, logRef: st.ref(base, logExt), lastTimeEntry: -1, maxTsOffset: -1}
+	s := &segment{base: base, st: st, logRef: st.ref(base, logExt), lastTimeEntry: -1, maxTsOffset: -1,
+		jitterFrac: rand.Float64()}
 	s.maxTs.Store(-1)
 	s.offIdx = &sparseIndex{kind: offsetIndex, ref: st.ref(base, indexExt)}
 	s.timeIdx = &sparseIndex{kind: timeIndex, ref: st.ref(base, timeIndexExt)}
@@ -131,6 +138,25 @@ func newSegment(st *storage, base int64) *segment {
 }
 
 func (s *segment) name() string { return s.logRef.path }
+
+// rollDue reports whether the segment has reached its age limit: SegmentAge
+// since its roll clock started, less its share of SegmentJitter (Kafka draws
+// a jitter in [0, min(segment.jitter.ms, segment.ms)) per segment). An empty
+// segment is never due. Caller holds Log.appendMu.
+func (s *segment) rollDue(now time.Time, opts *Options) bool {
+	if s.rollStart.IsZero() {
+		return false
+	}
+	jitter := time.Duration(s.jitterFrac * float64(min(opts.SegmentJitter, opts.SegmentAge)))
+	return now.Sub(s.rollStart) >= opts.SegmentAge-jitter
+}
+
+// indexFull reports whether the offset or time index holds as many entries
+// as maxIndexBytes allows (Kafka's segment.index.bytes: the log rolls rather
+// than let either outgrow it). Caller holds Log.appendMu.
+func (s *segment) indexFull(maxIndexBytes int) bool {
+	return s.offIdx.count() >= maxIndexBytes/offsetEntrySize || s.timeIdx.count() >= maxIndexBytes/timeEntrySize
+}
 
 // createFile creates (or empties) a file and closes it.
 func createFile(r fileRef) error {

@@ -12,8 +12,14 @@ import (
 )
 
 // describeTopicConfigEntries lists a topic's effective configs: overrides
-// as DYNAMIC_TOPIC_CONFIG, everything else as DEFAULT_CONFIG.
-func describeTopicConfigEntries(overrides map[string]string, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+// as DYNAMIC_TOPIC_CONFIG, everything else as DEFAULT_CONFIG, each with its
+// Kafka config type and, when asked, its documentation (which says when
+// MoonMQ stores a key without acting on it). names filters the keys; an
+// unknown name is left out, as Kafka leaves it out. With synonyms (v1+)
+// each entry lists its sources in order of precedence, as Kafka does: the
+// topic's override, if any, then the default (under the topic key's own
+// name: MoonMQ has no broker-level log.* keys for them).
+func describeTopicConfigEntries(overrides map[string]string, names []string, docs, synonyms bool) []kmsg.DescribeConfigsResponseResourceConfig {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -36,8 +42,17 @@ func describeTopicConfigEntries(overrides map[string]string, names []string, doc
 			e.Source = kmsg.ConfigSourceDynamicTopicConfig
 		}
 		e.ConfigType = configType(d.Kind)
+		if synonyms {
+			if overridden {
+				e.ConfigSynonyms = append(e.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
+					Name: d.Name, Value: &v, Source: kmsg.ConfigSourceDynamicTopicConfig})
+			}
+			def := d.Default
+			e.ConfigSynonyms = append(e.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
+				Name: d.Name, Value: &def, Source: kmsg.ConfigSourceDefaultConfig})
+		}
 		if docs {
-			doc := d.Doc
+			doc := d.Documentation()
 			e.Documentation = &doc
 		}
 		out = append(out, e)
@@ -45,6 +60,7 @@ func describeTopicConfigEntries(overrides map[string]string, names []string, doc
 	return out
 }
 
+// configType is the DescribeConfigs (v3+) type code of a key's Kind.
 func configType(k topicconfig.Kind) kmsg.ConfigType {
 	switch k {
 	case topicconfig.KindInt:
@@ -53,6 +69,10 @@ func configType(k topicconfig.Kind) kmsg.ConfigType {
 		return kmsg.ConfigTypeLong
 	case topicconfig.KindList:
 		return kmsg.ConfigTypeList
+	case topicconfig.KindBoolean:
+		return kmsg.ConfigTypeBoolean
+	case topicconfig.KindDouble:
+		return kmsg.ConfigTypeDouble
 	default:
 		return kmsg.ConfigTypeString
 	}
@@ -87,7 +107,7 @@ func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Res
 				rr.ErrorMessage = errMessage(fmt.Errorf("topic %q does not exist", res.ResourceName))
 				break
 			}
-			rr.Configs = describeTopicConfigEntries(t.Configs, res.ConfigNames, req.IncludeDocumentation)
+			rr.Configs = describeTopicConfigEntries(t.Configs, res.ConfigNames, req.IncludeDocumentation, req.IncludeSynonyms)
 		case kmsg.ConfigResourceTypeBroker:
 			if res.ResourceName != "" && res.ResourceName != strconv.Itoa(int(c.s.opts.NodeID)) {
 				rr.ErrorCode = kerr.InvalidRequest.Code

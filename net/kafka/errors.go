@@ -24,6 +24,7 @@ var errorMap = []struct {
 	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
 	{broker.ErrPartitionOffline, kerr.KafkaStorageError},
 	{broker.ErrOverCapacity, kerr.PolicyViolation},
+	{broker.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{broker.ErrTransactionsUnsupported, kerr.InvalidTxnState},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},

@@ -218,7 +218,7 @@ func epochOf(epochs []int32, p int32) int32 {
 // produceErrMessage gives validation failures a message; other errors keep
 // the bare code so internal details do not leak to clients.
 func produceErrMessage(err error) *string {
-	for _, e := range []error{batch.ErrCorrupt, batch.ErrTooLarge, batch.ErrInvalidRecord, batch.ErrUnsupportedMagic} {
+	for _, e := range []error{batch.ErrCorrupt, batch.ErrTooLarge, batch.ErrInvalidRecord, batch.ErrUnsupportedMagic, broker.ErrInvalidTimestamp} {
 		if errors.Is(err, e) {
 			return errMessage(err)
 		}

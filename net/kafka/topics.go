@@ -117,7 +117,7 @@ func (c *conn) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignme
 
 func createTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	for _, e := range describeTopicConfigEntries(overrides, nil, false) {
+	for _, e := range describeTopicConfigEntries(overrides, nil, false, false) {
 		out = append(out, kmsg.CreateTopicsResponseTopicConfig{
 			Name: e.Name, Value: e.Value, ReadOnly: e.ReadOnly, Source: int8(e.Source), IsSensitive: e.IsSensitive,
 		})
