@@ -13,7 +13,7 @@ import (
 
 func (s *Session) showGroups(ctx context.Context, cl *client.Client, st *ShowGroups) error {
 	if err := s.require(ctx, cl, featGroupsList); err != nil {
-		return fmt.Errorf("SHOW GROUPS: %w", err)
+		return err
 	}
 	groups, err := cl.ListGroups(ctx)
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Session) showGroups(ctx context.Context, cl *client.Client, st *ShowGro
 
 func (s *Session) describeGroup(ctx context.Context, cl *client.Client, st *DescribeGroup) error {
 	if err := s.require(ctx, cl, featGroupsRead); err != nil {
-		return fmt.Errorf("DESCRIBE GROUP: %w", err)
+		return err
 	}
 	d, err := cl.DescribeGroup(ctx, string(st.Name))
 	if err != nil {
@@ -134,7 +134,7 @@ func (s *Session) commitOffset(ctx context.Context, cl *client.Client, st *Commi
 		return err
 	}
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
-		return fmt.Errorf("COMMIT: %w", err)
+		return err
 	}
 	topic, p := string(st.Topic), int32(st.Partition)
 	// Check the partition exists: Kafka accepts commits for unknown
@@ -144,8 +144,8 @@ func (s *Session) commitOffset(ctx context.Context, cl *client.Client, st *Commi
 		return err
 	}
 	if int(p) >= len(ranges) {
-		return fmt.Errorf("commit offset for group %s: partition %d of topic %s does not exist (it has %s)",
-			quoteRes(group), p, quoteRes(topic), plural(int64(len(ranges)), "partition"))
+		return fmt.Errorf("partition %d of topic %s does not exist (it has %s)",
+			p, quoteRes(topic), plural(int64(len(ranges)), "partition"))
 	}
 	if err := s.commit(ctx, cl, group, topic, map[int32]int64{p: int64(st.Offset)}); err != nil {
 		return err
@@ -156,7 +156,7 @@ func (s *Session) commitOffset(ctx context.Context, cl *client.Client, st *Commi
 
 func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGroup) error {
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
-		return fmt.Errorf("RESET GROUP: %w", err)
+		return err
 	}
 	to, err := startPosition(st.To, nil)
 	if err != nil {
@@ -183,7 +183,7 @@ func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGr
 
 func (s *Session) dropGroup(ctx context.Context, cl *client.Client, st *DropGroup) error {
 	if err := s.require(ctx, cl, featGroupsDelete); err != nil {
-		return fmt.Errorf("DROP GROUP: %w", err)
+		return err
 	}
 	name := string(st.Name)
 	err := cl.DeleteGroup(ctx, name)
@@ -200,7 +200,7 @@ func (s *Session) dropGroup(ctx context.Context, cl *client.Client, st *DropGrou
 
 func (s *Session) joinGroup(ctx context.Context, cl *client.Client, st *JoinGroup) error {
 	if err := s.require(ctx, cl, featGroupsMember); err != nil {
-		return fmt.Errorf("JOIN GROUP: %w", err)
+		return err
 	}
 	group := string(st.Group)
 	if s.member != nil {

@@ -550,7 +550,7 @@ func (s *Session) subscribe(ctx context.Context, cl *client.Client, st *Subscrib
 	if st.Group != nil {
 		group = string(*st.Group)
 		if err := s.require(ctx, cl, featGroupsMember); err != nil {
-			return fmt.Errorf("SUBSCRIBE ... GROUP: %w", err)
+			return err
 		}
 	}
 	from := client.Latest()
@@ -613,7 +613,7 @@ func (s *Session) fetch(ctx context.Context, cl *client.Client, st *Fetch) error
 		return err
 	}
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
-		return fmt.Errorf("FETCH: %w", err)
+		return err
 	}
 	topic := string(st.Topic)
 	ranges, err := cl.ListOffsets(ctx, topic)

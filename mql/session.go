@@ -428,25 +428,29 @@ func (s *Session) brokerAPIs(ctx context.Context, cl *client.Client) (*client.Br
 func (s *Session) require(ctx context.Context, cl *client.Client, f feature) error {
 	apis, err := s.brokerAPIs(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("asking the broker which APIs it supports: %w", err)
+		return err // "cannot list the broker's APIs: ..."
 	}
 	for _, k := range f.keys {
 		if !apis.Supports(k) {
-			return fmt.Errorf("%s: %w: it does not implement the Kafka %s API (key %d)",
-				f.name, errNotSupportedByBroker, k, int16(k))
+			return &UnsupportedError{Feature: f.name, API: k}
 		}
 	}
 	return nil
 }
 
-// errNotSupportedByBroker wraps client.ErrUnsupported with the wording the
-// console uses.
-var errNotSupportedByBroker = fmt.Errorf("%w by this broker", notSupported{})
+// UnsupportedError says the broker lacks a feature a statement needs, and
+// which Kafka API shows it. It matches client.ErrUnsupported.
+type UnsupportedError struct {
+	Feature string
+	API     client.APIKey
+}
 
-type notSupported struct{}
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("this broker does not support %s: it does not implement the Kafka %s API (key %d)", e.Feature, e.API, int16(e.API))
+}
 
-func (notSupported) Error() string        { return "not supported" }
-func (notSupported) Is(target error) bool { return target == client.ErrUnsupported }
+// Is makes errors.Is(err, client.ErrUnsupported) hold.
+func (e *UnsupportedError) Is(target error) bool { return target == client.ErrUnsupported }
 
 // TopicNames returns topic names for completion (internal topics
 // excluded), or nil if the session is not connected or the broker does not
