@@ -158,7 +158,7 @@ func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGr
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
 		return err
 	}
-	to, err := startPosition(st.To, nil)
+	to, err := startPosition(st.To, nil, s.opts.Now())
 	if err != nil {
 		return err
 	}

@@ -188,7 +188,7 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 func (s *Session) showOffsets(ctx context.Context, cl *client.Client, st *ShowOffsets) error {
 	name := string(st.Name)
 	if st.At != nil {
-		at, err := ParseTime(string(*st.At))
+		at, err := ParseTime(string(*st.At), s.opts.Now())
 		if err != nil {
 			return err
 		}

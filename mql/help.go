@@ -41,7 +41,8 @@ var HelpEntries = []HelpEntry{
 	{"SELECT", "SELECT * | count(*) | column, ... FROM topic [PARTITION n] [WHERE condition] [FROM EARLIEST | LATEST | OFFSET n | TIMESTAMP 'time'] [LIMIT n]",
 		"read a bounded range (stops at the end of the log). Columns: partition, offset, timestamp, key, value, headers, header('name').\n" +
 			"  WHERE: key, value, header('name') with = != < > LIKE IS [NOT] NULL; offset, partition, timestamp with = != < <= > >=; AND OR NOT ( ).\n" +
-			"  FROM LATEST LIMIT n reads the newest n records of each partition.",
+			"  FROM LATEST LIMIT n reads the newest n records of each partition.\n" +
+			"  A 'time' is RFC 3339 ('2026-11-30T10:00:00Z'), a date ('2026-11-30'), a duration ago ('5m', '1h30m', '2d') or '@unix-millis'.",
 		"SELECT offset, key, value FROM orders WHERE key = 'k1' AND offset >= 10 LIMIT 20;"},
 	{"FETCH", "FETCH FROM topic [GROUP name] [LIMIT n]",
 		"read from the group's committed position (the start of the log without one) and commit past what was returned", "FETCH FROM orders GROUP billing LIMIT 10;"},

@@ -56,6 +56,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientID is sent to the broker. Default "moonmq-mql".
 	ClientID string
+	// Now is the clock relative timestamps ('5m' ago) count back from.
+	// Default time.Now; tests pass a fixed time.
+	Now func() time.Time
 }
 
 // Session executes statements against one cluster connection, which it
@@ -86,6 +89,9 @@ func NewSession(opts Options) *Session {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	return &Session{opts: opts, out: NewRenderer(opts.Out, opts.Format, opts.Color), addr: opts.Addr}
 }

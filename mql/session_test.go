@@ -373,3 +373,30 @@ PRODUCE INTO lt PARTITION 1 VALUE 'new2' TIMESTAMP '2026-01-01T00:00:02Z';`)
 	require.ErrorIs(t, err, client.ErrNotFound)
 	require.ErrorContains(t, err, "group 'nosuch' ")
 }
+
+// Relative timestamps count back from the session's clock (Options.Now),
+// in every statement that takes a TIMESTAMP.
+func TestSessionRelativeTimestamps(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	h := newHarness(t, newFake(t))
+	h.s.opts.Now = func() time.Time { return now }
+	h.exec(`CREATE TOPIC rt PARTITIONS 1;
+		PRODUCE INTO rt KEY 'day' VALUE 'a' TIMESTAMP '1d';
+		PRODUCE INTO rt KEY 'hour' VALUE 'b' TIMESTAMP '1h ago';
+		PRODUCE INTO rt KEY 'minute' VALUE 'c' TIMESTAMP '-1m';
+		PRODUCE INTO rt KEY 'millis' VALUE 'd' TIMESTAMP '@1777636800000';`)
+	got := rows(t, h.exec(`SELECT key, timestamp FROM rt;`))
+	require.Equal(t, []map[string]any{
+		{"key": "day", "timestamp": "2026-04-30T12:00:00.000Z"},
+		{"key": "hour", "timestamp": "2026-05-01T11:00:00.000Z"},
+		{"key": "minute", "timestamp": "2026-05-01T11:59:00.000Z"},
+		{"key": "millis", "timestamp": "2026-05-01T12:00:00.000Z"},
+	}, got)
+	require.Equal(t, []map[string]any{{"count": 3.0}}, rows(t, h.exec(`SELECT count(*) FROM rt WHERE timestamp > '90m';`)))
+	require.Equal(t, []map[string]any{{"key": "minute"}, {"key": "millis"}}, rows(t, h.exec(`SELECT key FROM rt FROM TIMESTAMP '30m';`)))
+	require.Equal(t, []map[string]any{{"partition": 0.0, "offset": 1.0, "timestamp": "2026-05-01T11:00:00.000Z"}},
+		rows(t, h.exec(`SHOW OFFSETS rt AT TIMESTAMP '2h';`)))
+	h.exec(`ASSERT (SELECT timestamp FROM rt LIMIT 1) < '23h';`)
+	got = rows(t, h.exec(`RESET GROUP rg TOPIC rt TO TIMESTAMP '5m';`))
+	require.Equal(t, 2.0, got[0]["committed"], "%v", got)
+}

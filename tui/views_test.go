@@ -437,6 +437,12 @@ func TestParseJump(t *testing.T) {
 		"90s":      client.Timestamp(t0.Add(-90 * time.Second)),
 		"-1h":      client.Timestamp(t0.Add(-time.Hour)),
 		"@0":       client.Timestamp(time.UnixMilli(0)),
+		// The forms MQL's TIMESTAMP takes too (internal/when).
+		"2d":                   client.Timestamp(t0.Add(-48 * time.Hour)),
+		"5m ago":               client.Timestamp(t0.Add(-5 * time.Minute)),
+		"2026-05-01":           client.Timestamp(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
+		"2026-05-01 11:00:00":  client.Timestamp(time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)),
+		"2026-05-01T11:00:00Z": client.Timestamp(time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)),
 	} {
 		got, err := parseJump(in, t0)
 		require.NoError(t, err, in)
