@@ -137,8 +137,12 @@ func mergeByTime(recs []client.Record) []client.Record {
 	return out
 }
 
-// recordColumns are the columns of SELECT * and of FETCH and SUBSCRIBE.
-var recordColumns = []string{"partition", "offset", "timestamp", "key", "value", "headers"}
+// recordColumns are the columns of SELECT * and of FETCH and SUBSCRIBE;
+// recordNumeric marks those that hold numbers.
+var (
+	recordColumns = []string{"partition", "offset", "timestamp", "key", "value", "headers"}
+	recordNumeric = []bool{true, true, false, false, false, false}
+)
 
 func recordRow(r client.Record) []any {
 	return []any{int64(r.Partition), r.Offset, r.Timestamp, nilBytes(r.Key), nilBytes(r.Value), headersCell(r.Headers)}
@@ -588,7 +592,7 @@ func (s *Session) subscribe(ctx context.Context, cl *client.Client, st *Subscrib
 			return nil
 		}
 	}
-	s.out.BeginStream(recordColumns, []int{9, 6, 24, 8, 16, 7})
+	s.out.BeginStream(recordColumns, []int{9, 6, 24, 8, 16, 7}, recordNumeric)
 	n := 0
 	err = cl.Consume(ctx, string(st.Topic), group, from, func(r client.Record) error {
 		// Records after the limit return an error so a group does not

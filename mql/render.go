@@ -42,6 +42,7 @@ type Renderer struct {
 	// streaming state
 	stream     []string
 	widths     []int
+	numeric    []bool
 	streamRows int
 }
 
@@ -197,9 +198,13 @@ func rowCount(n int) string {
 }
 
 // BeginStream starts a streamed table with these columns. minWidths are
-// the widths the table format pads to, since later rows are unknown.
-func (r *Renderer) BeginStream(columns []string, minWidths []int) {
+// the widths the table format pads to, since later rows are unknown;
+// numeric marks the columns that hold numbers, right-aligned as Table
+// aligns them (a stream cannot look at its rows first).
+func (r *Renderer) BeginStream(columns []string, minWidths []int, numeric []bool) {
 	r.stream, r.streamRows = columns, 0
+	r.numeric = make([]bool, len(columns))
+	copy(r.numeric, numeric)
 	r.widths = make([]int, len(columns))
 	for i, c := range columns {
 		r.widths[i] = lipgloss.Width(c)
@@ -235,7 +240,7 @@ func (r *Renderer) StreamRow(row []any) {
 				cells[i] = cellText(row[i])
 			}
 		}
-		r.line(r.tableLine(cells, r.widths, nil, false, row...))
+		r.line(r.tableLine(cells, r.widths, r.numeric, false, row...))
 	}
 	if f, ok := r.w.(interface{ Flush() error }); ok {
 		_ = f.Flush()
