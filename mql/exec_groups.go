@@ -31,9 +31,7 @@ func (s *Session) showGroups(ctx context.Context, cl *client.Client, st *ShowGro
 		row := []any{g.Name, g.State, nil, nil, nil}
 		if d, err := cl.DescribeGroup(ctx, g.Name); err == nil {
 			row[1] = d.State
-			if d.Protocol != "" {
-				row[2] = d.Protocol
-			}
+			row[2] = orNone(d.Protocol)
 			row[3] = int64(len(d.Members))
 			row[4] = d.TotalLag
 		}
@@ -51,24 +49,25 @@ func (s *Session) describeGroup(ctx context.Context, cl *client.Client, st *Desc
 	if err != nil {
 		return err
 	}
-	proto := d.Protocol
-	if proto == "" {
-		proto = "none"
+	// The group's own row has SHOW GROUPS's columns (and the
+	// coordinator), so a value reads the same in both: an empty group has
+	// no protocol, NULL like any absent value (null in JSON).
+	summary := &Table{
+		Kind:    "group",
+		Columns: []string{"group", "state", "protocol", "coordinator", "members", "lag"},
+		Rows:    [][]any{{d.Name, d.State, orNone(d.Protocol), int64(d.Coordinator), int64(len(d.Members)), d.TotalLag}},
 	}
-	members := &Table{
-		Title: fmt.Sprintf("group %s: %s, protocol %s, coordinator %d, total lag %d",
-			quoteRes(d.Name), d.State, proto, d.Coordinator, d.TotalLag),
-		Columns: []string{"member", "client_id", "host", "assigned"},
-	}
+	s.out.Table(summary)
+	members := &Table{Title: "members", Kind: "member", Columns: []string{"member", "client_id", "host", "assigned"}}
 	for _, m := range d.Members {
 		var as []string
 		for _, tp := range m.Assigned {
 			as = append(as, tpString(tp.Topic, tp.Partitions))
 		}
-		members.Rows = append(members.Rows, []any{m.ID, m.ClientID, m.Host, strings.Join(as, " ")})
+		members.Rows = append(members.Rows, []any{m.ID, m.ClientID, m.Host, orNone(strings.Join(as, " "))})
 	}
 	s.out.Table(members)
-	offsets := &Table{Title: "offsets", Columns: []string{"topic", "partition", "committed", "end", "lag", "member"}}
+	offsets := &Table{Title: "offsets", Kind: "offset", Columns: []string{"topic", "partition", "committed", "end", "lag", "member"}}
 	for _, o := range d.Offsets {
 		var member any
 		if o.MemberID != "" {
@@ -78,6 +77,15 @@ func (s *Session) describeGroup(ctx context.Context, cl *client.Client, st *Desc
 	}
 	s.out.Table(offsets)
 	return nil
+}
+
+// orNone maps an empty string (a group without a protocol, a member
+// without partitions) to NULL.
+func orNone(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // tpString renders orders[0,1,2].

@@ -22,9 +22,28 @@ import (
 // renderers know how to show each in every format.
 type Table struct {
 	// Title, if set, is printed above the table in table format only.
-	Title   string
+	Title string
+	// Kind names what a row is ("partition", "config") when a statement
+	// prints tables of different rows. In JSON and CSV each row then
+	// starts with a "kind" field, so a consumer of the one stream can tell
+	// the rows apart; the table format shows Title instead.
+	Kind    string
 	Columns []string
 	Rows    [][]any
+}
+
+// withKind returns the columns and rows the machine formats print: with a
+// leading "kind" field when the table has a Kind.
+func (t *Table) withKind() ([]string, [][]any) {
+	if t.Kind == "" {
+		return t.Columns, t.Rows
+	}
+	cols := append([]string{"kind"}, t.Columns...)
+	rows := make([][]any, len(t.Rows))
+	for i, r := range t.Rows {
+		rows[i] = append([]any{t.Kind}, r...)
+	}
+	return cols, rows
 }
 
 // Bytes is a record key, value or header value: shown as text when it is
@@ -102,12 +121,14 @@ func (r *Renderer) line(s string) { fmt.Fprintln(r.w, s) }
 func (r *Renderer) Table(t *Table) {
 	switch r.format {
 	case FormatJSON:
-		for _, row := range t.Rows {
-			r.jsonObject(t.Columns, row)
+		cols, rows := t.withKind()
+		for _, row := range rows {
+			r.jsonObject(cols, row)
 		}
 	case FormatCSV:
-		r.csvRow(t.Columns)
-		for _, row := range t.Rows {
+		cols, rows := t.withKind()
+		r.csvRow(cols)
+		for _, row := range rows {
 			r.csvRow(cellsCSV(row))
 		}
 	default:

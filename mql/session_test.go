@@ -132,6 +132,35 @@ func TestSessionRecords(t *testing.T) {
 	require.ErrorIs(t, h.fail(`SELECT * FROM missing;`), client.ErrNotFound)
 }
 
+// DESCRIBE TOPIC in JSON: every row says whether it is a partition or a
+// config (or a storage problem), so a consumer of the one stream can tell
+// them apart.
+func TestDescribeTopicJSONKinds(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC dk PARTITIONS 2;`)
+	kinds := map[any]int{}
+	for _, r := range rows(t, h.exec(`DESCRIBE TOPIC dk;`)) {
+		kinds[r["kind"]]++
+		switch r["kind"] {
+		case "partition":
+			require.Contains(t, r, "leader")
+		case "config":
+			require.Contains(t, r, "config")
+		default:
+			t.Fatalf("row without a known kind: %v", r)
+		}
+	}
+	require.Equal(t, 2, kinds["partition"])
+	require.Positive(t, kinds["config"])
+	// A single-table statement has no kind field.
+	require.NotContains(t, rows(t, h.exec(`SHOW TOPICS;`))[0], "kind")
+	// CSV carries the kind too.
+	h.exec(`SET FORMAT csv;`)
+	out := h.exec(`DESCRIBE TOPIC dk;`)
+	require.True(t, strings.HasPrefix(out, "kind,partition,leader,"), out)
+	require.Contains(t, out, "\nkind,config,value,source\n")
+}
+
 func TestSessionGroupsAndMembership(t *testing.T) {
 	h := newHarness(t, newFake(t))
 	h.exec(`CREATE TOPIC t PARTITIONS 2;
@@ -151,7 +180,13 @@ func TestSessionGroupsAndMembership(t *testing.T) {
 	require.Contains(t, out, "joined group 'live' as member ")
 	require.Contains(t, out, "assigned t[0,1]")
 	desc := rows(t, h.exec(`DESCRIBE GROUP live;`))
-	require.Equal(t, "t[0,1]", desc[0]["assigned"], "%v", desc)
+	// JSON rows say what they are: the group, its members, its offsets.
+	require.Equal(t, "group", desc[0]["kind"], "%v", desc)
+	require.Equal(t, "live", desc[0]["group"])
+	require.NotNil(t, desc[0]["protocol"], "a group with a member has a protocol")
+	require.Equal(t, 1.0, desc[0]["members"])
+	require.Equal(t, "member", desc[1]["kind"])
+	require.Equal(t, "t[0,1]", desc[1]["assigned"], "%v", desc)
 	require.ErrorContains(t, h.fail(`JOIN GROUP other ON t;`), "already a member")
 	// The group is not empty: an admin reset is refused, but FETCH and
 	// COMMIT go through the member (USE GROUP was set by JOIN).
@@ -160,13 +195,26 @@ func TestSessionGroupsAndMembership(t *testing.T) {
 	h.exec(`COMMIT t PARTITION 1 OFFSET 1;`)
 	offs := rows(t, h.exec(`DESCRIBE GROUP live;`))
 	committed := map[float64]float64{}
-	for _, r := range offs[1:] {
-		committed[r["partition"].(float64)] = r["committed"].(float64)
+	for _, r := range offs {
+		if r["kind"] == "offset" {
+			committed[r["partition"].(float64)] = r["committed"].(float64)
+		}
 	}
 	require.Equal(t, map[float64]float64{0: 2, 1: 1}, committed, "%v", offs)
 	require.ErrorContains(t, h.fail(`LEAVE GROUP other;`), "not a member of group 'other'")
 	require.Contains(t, h.exec(`LEAVE GROUP;`), "left group 'live'")
 	require.ErrorContains(t, h.fail(`LEAVE GROUP;`), "not a member")
+
+	// An empty group has no protocol: null in DESCRIBE GROUP and SHOW
+	// GROUPS alike.
+	desc = rows(t, h.exec(`DESCRIBE GROUP g;`))
+	require.Equal(t, "group", desc[0]["kind"])
+	require.Contains(t, desc[0], "protocol")
+	require.Nil(t, desc[0]["protocol"])
+	for _, g := range rows(t, h.exec(`SHOW GROUPS LIKE 'g';`)) {
+		require.Contains(t, g, "protocol")
+		require.Nil(t, g["protocol"])
+	}
 
 	groups := rows(t, h.exec(`SHOW GROUPS;`))
 	names := map[string]bool{}

@@ -135,7 +135,8 @@ func TestREPLOnTerminal(t *testing.T) {
 	tm.send("DESCRIBE GROUP bill\t")
 	tm.expect("billing-repl ")
 	tm.send(";\r")
-	tm.expect("group 'billing-repl'")
+	tm.expect("coordinator")
+	tm.expect("billing-repl  Empty  NULL")
 	tm.expect("mq> ")
 
 	// Ctrl-C while typing drops the unfinished statement.
