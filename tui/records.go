@@ -311,7 +311,7 @@ func (m *recordsModel) rebuild() {
 	for i, r := range m.recs {
 		k, v := oneLine(r.Key), oneLine(r.Value)
 		if r.Key == nil {
-			k = unknown
+			k = null
 		}
 		if !matchFilter(m.filter, k, v) {
 			continue

@@ -224,7 +224,9 @@ func TestGroupsView(t *testing.T) {
 	m.dataChanged()
 	require.Equal(t, []string{"analytics", "billing"}, rowKeys(&m.tbl))
 	view := ansi.Strip(m.view())
-	require.Regexp(t, `billing +Stable +consumer/cooperative-sticky +2 +60 +40 `, view)
+	require.Regexp(t, `billing +Stable +cooperative-sticky +2 +60 +40 `, view)
+	// An empty group has no protocol: NULL, as MQL's SHOW GROUPS shows it.
+	require.Regexp(t, `analytics +Empty +NULL +0 +800 `, view)
 	requireFrame(t, m.view(), 140, 10)
 
 	for m.sort.col != gcLag {
@@ -281,7 +283,15 @@ func TestGroupDetailView(t *testing.T) {
 	m.update(keyMsg("enter"))
 	require.Len(t, act.navs, 1, "members do not open anything")
 
+	// An empty group: no members, no protocol (NULL, as in MQL's
+	// DESCRIBE GROUP), offsets without a member (NULL).
+	m.open("analytics")
+	view = ansi.Strip(m.view())
+	require.Contains(t, view, "type consumer · protocol NULL · coordinator 1")
+	require.Regexp(t, `payments +0 +1000 +1500 +500 NULL`, view)
+
 	// The group disappears.
+	m.open("billing")
 	s3 := *s2
 	s3.at = s2.at.Add(time.Second)
 	s3.groups = s3.groups[:1]
@@ -425,6 +435,14 @@ func TestRecordsViewJump(t *testing.T) {
 	require.Equal(t, []int{2}, act.stops)
 	require.Equal(t, 0, m.tbl.cursor, "a jump starts at the top")
 	require.Contains(t, ansi.Strip(m.view()), "stopped after")
+}
+
+// protocolOf tells a group without a protocol (NULL) from one that could
+// not be described (–).
+func TestProtocolOf(t *testing.T) {
+	require.Equal(t, unknown, protocolOf(groupState{}))
+	require.Equal(t, null, protocolOf(groupState{desc: &client.GroupDescription{ProtocolType: "consumer"}}))
+	require.Equal(t, "range", protocolOf(groupState{desc: &client.GroupDescription{ProtocolType: "consumer", Protocol: "range"}}))
 }
 
 func TestParseJump(t *testing.T) {
