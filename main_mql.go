@@ -142,7 +142,7 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	stdoutTTY := stdout == io.Writer(os.Stdout) && readline.IsTerminal(int(os.Stdout.Fd()))
 	sess := mql.NewSession(mql.Options{
 		Addr: cfg.addr, RequestTimeout: cfg.timeout, DialTimeout: min(cfg.timeout, 5*time.Second),
-		Out: stdout, Format: format, Color: stdoutTTY && os.Getenv("NO_COLOR") == "",
+		Out: stdout, Status: stderr, Format: format, Color: stdoutTTY && os.Getenv("NO_COLOR") == "",
 	})
 	defer sess.Close()
 	runOpts := mql.RunOptions{ContinueOnError: cfg.continueOnError, Stderr: stderr}

@@ -159,6 +159,13 @@ func TestMQLCommandLine(t *testing.T) {
 	require.Equal(t, 1, res.exit)
 	require.Equal(t, 3, strings.Count(res.stdout, "(1 row)"), res.stdout)
 
+	// A json run's stdout is rows only: what a script consumer pipes into
+	// jq. Acknowledgements, SET FORMAT's too, go to stderr.
+	res = runMoonMQ(t, "", "-e", "SET FORMAT json; CREATE TOPIC cli2; PRODUCE INTO cli2 KEY 'a' VALUE '1'; SELECT key, value FROM cli2;", "--addr", b.Addr)
+	require.Equal(t, 0, res.exit, res.stderr)
+	require.Equal(t, `{"key":"a","value":1}`+"\n", res.stdout)
+	require.Equal(t, "OK format json\nOK topic 'cli2' created (1 partition)\nOK produced to cli2 → partition 0, offset 0\n", res.stderr)
+
 	// A broker that is not there: a clear error, exit 1.
 	res = runMoonMQ(t, "", "-e", "SHOW TOPICS;", "--addr", "127.0.0.1:1", "--timeout", "2s")
 	require.Equal(t, 1, res.exit)

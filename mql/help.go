@@ -21,7 +21,7 @@ var HelpEntries = []HelpEntry{
 	{"CONNECT", "CONNECT 'host:port'", "connect to another cluster (USER/PASSWORD/MECHANISM/TLS are not supported yet)", "CONNECT 'localhost:9092';"},
 	{"DISCONNECT", "DISCONNECT", "close the connection", "DISCONNECT;"},
 	{"USE GROUP", "USE GROUP name", "set the default group of FETCH, COMMIT and SUBSCRIBE", "USE GROUP billing;"},
-	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row)", "SET FORMAT json;"},
+	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row; in json and csv, OK messages go to stderr)", "SET FORMAT json;"},
 	{"HELP", "HELP [statement]", "list the statements, or show one's syntax", "HELP SELECT;"},
 	{"EXIT", "EXIT | QUIT", "leave the console (Ctrl-D too)", "EXIT;"},
 

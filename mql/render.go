@@ -55,6 +55,7 @@ type Bytes []byte
 // table format can align columns); streams (SUBSCRIBE) row by row.
 type Renderer struct {
 	w      io.Writer
+	status io.Writer // acknowledgements in json and csv; nil drops them
 	format Format
 	color  bool
 
@@ -71,6 +72,12 @@ func NewRenderer(w io.Writer, format Format, color bool) *Renderer {
 	return &Renderer{w: w, format: format, color: color}
 }
 
+// SetStatus sets where acknowledgements (OK ...) go in the json and csv
+// formats. Those formats are data streams for programs: a line that is not
+// a row would break them, so acknowledgements never share the stream (nil
+// drops them). In the table format, meant for people, they stay inline.
+func (r *Renderer) SetStatus(w io.Writer) { r.status = w }
+
 // SetFormat changes the output format.
 func (r *Renderer) SetFormat(f Format) { r.format = f }
 
@@ -85,13 +92,14 @@ var (
 	styleTitle  = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Cyan)
 )
 
-// OK prints a success message: "OK <msg>" (in JSON, {"ok": msg}).
+// OK prints a success message, "OK <msg>": with the results in the table
+// format, to the status writer in json and csv (see SetStatus).
 func (r *Renderer) OK(msg string) {
-	switch r.format {
-	case FormatJSON:
-		r.jsonObject([]string{"ok"}, []any{msg})
-	default:
+	switch {
+	case r.format == FormatTable:
 		r.line(r.style(styleOK, "OK") + " " + msg)
+	case r.status != nil:
+		fmt.Fprintln(r.status, "OK "+msg)
 	}
 }
 

@@ -48,6 +48,11 @@ type Options struct {
 	DialTimeout, RequestTimeout time.Duration
 	// Out receives results. Required.
 	Out io.Writer
+	// Status receives acknowledgements ("OK topic 'x' created") in the
+	// json and csv formats, so that Out carries data rows only and a
+	// script's output can be fed to a JSON or CSV reader as is. The CLI
+	// passes stderr; nil drops them. In the table format they go to Out.
+	Status io.Writer
 	// Format is the initial output format.
 	Format Format
 	// Color enables ANSI styling of tables; set it only for a terminal.
@@ -93,7 +98,9 @@ func NewSession(opts Options) *Session {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Session{opts: opts, out: NewRenderer(opts.Out, opts.Format, opts.Color), addr: opts.Addr}
+	r := NewRenderer(opts.Out, opts.Format, opts.Color)
+	r.SetStatus(opts.Status)
+	return &Session{opts: opts, out: r, addr: opts.Addr}
 }
 
 // Renderer returns the session's renderer (its format follows SET FORMAT).

@@ -44,10 +44,11 @@ func (s *syncBuffer) Reset() {
 }
 
 type harness struct {
-	t   *testing.T
-	s   *Session
-	out *syncBuffer
-	ctx context.Context
+	t      *testing.T
+	s      *Session
+	out    *syncBuffer // results: JSON rows
+	status *syncBuffer // acknowledgements, which never share the JSON stream
+	ctx    context.Context
 }
 
 func newFake(t *testing.T, opts ...kfake.Opt) string {
@@ -62,21 +63,29 @@ func newHarness(t *testing.T, addr string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	out := &syncBuffer{}
-	s := NewSession(Options{Addr: addr, Out: out, Format: FormatJSON, RequestTimeout: 5 * time.Second, DialTimeout: 2 * time.Second})
+	out, status := &syncBuffer{}, &syncBuffer{}
+	s := NewSession(Options{Addr: addr, Out: out, Status: status, Format: FormatJSON, RequestTimeout: 5 * time.Second, DialTimeout: 2 * time.Second})
 	t.Cleanup(s.Close)
-	return &harness{t: t, s: s, out: out, ctx: ctx}
+	return &harness{t: t, s: s, out: out, status: status, ctx: ctx}
 }
 
-// exec runs statements and returns what they printed.
+// exec runs statements and returns the results they printed.
 func (h *harness) exec(src string) string {
 	h.t.Helper()
 	h.out.Reset()
+	h.status.Reset()
 	for _, p := range ParseScript("", src) {
 		require.Nil(h.t, p.Err, "%s", src)
 		require.NoError(h.t, h.s.Exec(h.ctx, p.Stmt), "%s", p.Text)
 	}
 	return h.out.String()
+}
+
+// ack runs statements and returns their acknowledgements ("OK ...").
+func (h *harness) ack(src string) string {
+	h.t.Helper()
+	h.exec(src)
+	return h.status.String()
 }
 
 func (h *harness) fail(src string) error {
@@ -176,7 +185,7 @@ func TestSessionGroupsAndMembership(t *testing.T) {
 	require.Empty(t, rows(t, h.exec(`FETCH FROM t GROUP g;`)))
 
 	// JOIN GROUP: the session becomes a live member holding partitions.
-	out := h.exec(`JOIN GROUP live ON t;`)
+	out := h.ack(`JOIN GROUP live ON t;`)
 	require.Contains(t, out, "joined group 'live' as member ")
 	require.Contains(t, out, "assigned t[0,1]")
 	desc := rows(t, h.exec(`DESCRIBE GROUP live;`))
@@ -202,7 +211,7 @@ func TestSessionGroupsAndMembership(t *testing.T) {
 	}
 	require.Equal(t, map[float64]float64{0: 2, 1: 1}, committed, "%v", offs)
 	require.ErrorContains(t, h.fail(`LEAVE GROUP other;`), "not a member of group 'other'")
-	require.Contains(t, h.exec(`LEAVE GROUP;`), "left group 'live'")
+	require.Contains(t, h.ack(`LEAVE GROUP;`), "left group 'live'")
 	require.ErrorContains(t, h.fail(`LEAVE GROUP;`), "not a member")
 
 	// An empty group has no protocol: null in DESCRIBE GROUP and SHOW
@@ -275,16 +284,16 @@ func TestSessionTransactions(t *testing.T) {
 	h := newHarness(t, newFake(t))
 	h.exec(`CREATE TOPIC t PARTITIONS 2;`)
 	require.ErrorContains(t, h.fail(`COMMIT TRANSACTION;`), "no transaction is open")
-	out := h.exec(`BEGIN TRANSACTION 'tx-1';
+	out := h.ack(`BEGIN TRANSACTION 'tx-1';
 		PRODUCE INTO t KEY 'a' VALUE '1';
 		PRODUCE INTO t PARTITION 1 VALUES ('b', '2'), (NULL, '3');`)
 	require.Contains(t, out, "(in transaction 'tx-1')")
 	require.ErrorContains(t, h.fail(`BEGIN TRANSACTION;`), "already open")
-	require.Contains(t, h.exec(`COMMIT TRANSACTION;`), "transaction 'tx-1' committed")
+	require.Contains(t, h.ack(`COMMIT TRANSACTION;`), "transaction 'tx-1' committed")
 	require.Equal(t, []map[string]any{{"count": 3.0}}, rows(t, h.exec(`SELECT count(*) FROM t;`)))
 
 	h.exec(`BEGIN TRANSACTION; PRODUCE INTO t PARTITION 0 VALUE 'aborted';`)
-	require.Contains(t, h.exec(`ABORT TRANSACTION;`), "aborted")
+	require.Contains(t, h.ack(`ABORT TRANSACTION;`), "aborted")
 	// Reads are read-uncommitted (net/client's Read), so the aborted
 	// record is visible, but the transaction ended and a new one may start.
 	h.exec(`BEGIN TRANSACTION 'tx-2'; ABORT TRANSACTION;`)
@@ -292,18 +301,18 @@ func TestSessionTransactions(t *testing.T) {
 
 func TestSessionSecurityAndCluster(t *testing.T) {
 	p := newHarness(t, newFake(t))
-	require.Contains(t, p.exec(`CREATE USER alice PASSWORD 'secret-pw';`), "user 'alice' created (SCRAM-SHA-256)")
+	require.Contains(t, p.ack(`CREATE USER alice PASSWORD 'secret-pw';`), "user 'alice' created (SCRAM-SHA-256)")
 	users := rows(t, p.exec(`SHOW USERS;`))
 	require.Equal(t, []map[string]any{{"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 8192.0}}, users)
-	require.Contains(t, p.exec(`DROP USER alice;`), "user 'alice' dropped")
+	require.Contains(t, p.ack(`DROP USER alice;`), "user 'alice' dropped")
 	require.ErrorIs(t, p.fail(`DROP USER alice;`), client.ErrNotFound)
 
-	require.Contains(t, p.exec(`GRANT READ, WRITE ON TOPIC orders PREFIXED TO alice;`), "granted READ, WRITE on topic 'orders' (prefix) to User:alice")
+	require.Contains(t, p.ack(`GRANT READ, WRITE ON TOPIC orders PREFIXED TO alice;`), "granted READ, WRITE on topic 'orders' (prefix) to User:alice")
 	acls := rows(t, p.exec(`SHOW ACLS FOR alice;`))
 	require.Len(t, acls, 2, "%v", acls)
 	require.Equal(t, "User:alice", acls[0]["principal"])
 	require.Equal(t, "prefixed", acls[0]["pattern"])
-	require.Contains(t, p.exec(`REVOKE WRITE ON TOPIC orders PREFIXED FROM alice;`), "(1 ACL removed)")
+	require.Contains(t, p.ack(`REVOKE WRITE ON TOPIC orders PREFIXED FROM alice;`), "(1 ACL removed)")
 	require.Len(t, rows(t, p.exec(`SHOW ACLS;`)), 1)
 
 	brokers := rows(t, p.exec(`SHOW BROKERS;`))
@@ -368,7 +377,7 @@ func TestSessionReconnect(t *testing.T) {
 
 	h.exec(`DISCONNECT;`)
 	require.ErrorIs(t, h.fail(`SHOW TOPICS;`), ErrNotConnected)
-	require.Contains(t, h.exec(`CONNECT '`+addr+`';`), "connected to "+addr)
+	require.Contains(t, h.ack(`CONNECT '`+addr+`';`), "connected to "+addr)
 	require.Contains(t, h.exec(`SHOW TOPICS;`), `"name":"t"`)
 }
 
@@ -378,8 +387,8 @@ func TestSessionLocalStatements(t *testing.T) {
 	require.Contains(t, h.exec(`HELP produce;`), "Example:\n  PRODUCE INTO orders")
 	require.Contains(t, h.exec(`HELP CREATE;`), "CREATE USER")
 	require.Contains(t, h.exec(`HELP SELCT;`), "did you mean HELP SELECT?")
-	require.Contains(t, h.exec(`USE GROUP billing;`), "using group 'billing'")
-	require.Contains(t, h.exec(`SET FORMAT csv;`), "OK format csv")
+	require.Contains(t, h.ack(`USE GROUP billing;`), "using group 'billing'")
+	require.Contains(t, h.ack(`SET FORMAT csv;`), "OK format csv")
 	require.True(t, errors.Is(h.s.Exec(h.ctx, &Exit{}), ErrExit))
 }
 
@@ -447,4 +456,41 @@ func TestSessionRelativeTimestamps(t *testing.T) {
 	h.exec(`ASSERT (SELECT timestamp FROM rt LIMIT 1) < '23h';`)
 	got = rows(t, h.exec(`RESET GROUP rg TOPIC rt TO TIMESTAMP '5m';`))
 	require.Equal(t, 2.0, got[0]["committed"], "%v", got)
+}
+
+// In json and csv, Out is a data stream: acknowledgements (SET FORMAT's
+// among them) go to Status, never into the rows. In the table format,
+// meant for people, they stay with the results.
+func TestAcknowledgementsStayOutOfDataStreams(t *testing.T) {
+	addr := newFake(t)
+	var out, status bytes.Buffer
+	s := NewSession(Options{Addr: addr, Out: &out, Status: &status, RequestTimeout: 5 * time.Second})
+	defer s.Close()
+	ctx := context.Background()
+	run := func(src string) {
+		t.Helper()
+		for _, p := range ParseScript("", src) {
+			require.Nil(t, p.Err)
+			require.NoError(t, s.Exec(ctx, p.Stmt), p.Text)
+		}
+	}
+	run(`SET FORMAT json; CREATE TOPIC ack PARTITIONS 1; PRODUCE INTO ack KEY 'k' VALUE 'v';
+		SELECT key, value FROM ack; USE GROUP g;`)
+	require.Equal(t, `{"key":"k","value":"v"}`+"\n", out.String(), "only data rows on the JSON stream")
+	require.Equal(t, "OK format json\nOK topic 'ack' created (1 partition)\nOK produced to ack → partition 0, offset 0\nOK using group 'g'\n", status.String())
+
+	out.Reset()
+	status.Reset()
+	run(`SET FORMAT csv; SELECT key FROM ack; SET FORMAT table; SHOW GROUPS LIKE 'none';`)
+	require.Equal(t, "key\nk\nOK format table\ngroup  state  protocol  members  lag\n-----  -----  --------  -------  ---\n(0 rows)\n", out.String())
+	require.Equal(t, "OK format csv\n", status.String())
+
+	// Without a Status writer, acknowledgements in json are dropped.
+	out.Reset()
+	quiet := NewSession(Options{Addr: addr, Out: &out, Format: FormatJSON})
+	defer quiet.Close()
+	st, err := Parse(`CREATE TOPIC ack2;`)
+	require.NoError(t, err)
+	require.NoError(t, quiet.Exec(ctx, st))
+	require.Empty(t, out.String())
 }
