@@ -186,7 +186,7 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	} else {
 		banner = head + " — " + banner
 	}
-	banner += "\nType HELP; for the statements. End statements with ';'. Ctrl-C cancels, Ctrl-D exits."
+	banner += "\nType HELP; for the statements. End statements with ';'. Ctrl-C cancels; exit, \\q or Ctrl-D leaves."
 	if err := repl.Run(context.WithoutCancel(ctx), repl.Options{
 		Session: sess, Stdout: stdout, Stderr: stderr, HistoryFile: strings.TrimSpace(cfg.history), Banner: banner,
 	}); err != nil {

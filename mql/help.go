@@ -23,7 +23,7 @@ var HelpEntries = []HelpEntry{
 	{"USE GROUP", "USE GROUP name", "set the default group of FETCH, COMMIT and SUBSCRIBE", "USE GROUP billing;"},
 	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row; in json and csv, OK messages go to stderr)", "SET FORMAT json;"},
 	{"HELP", "HELP [statement]", "list the statements, or show one's syntax", "HELP SELECT;"},
-	{"EXIT", "EXIT | QUIT", "leave the console (Ctrl-D too)", "EXIT;"},
+	{"EXIT", "EXIT | QUIT", "leave the console; in the REPL also without ';', or with \\q or Ctrl-D", "EXIT;"},
 
 	{"CREATE TOPIC", "CREATE TOPIC [IF NOT EXISTS] name [PARTITIONS n] [REPLICAS n] [WITH (key = value, ...)]",
 		"create a topic; durations and sizes may carry units for keys ending in .ms and .bytes",
