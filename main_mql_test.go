@@ -179,3 +179,78 @@ func TestMQLCommandLine(t *testing.T) {
 		require.Equal(t, 2, res.exit, "%v: %s", args, res.stderr)
 	}
 }
+
+// TestMQLExamples runs every examples/*.mql twice in a row against one
+// real broker that also holds a user's topic and group, named as the
+// testdata scripts name theirs (orders, billing). Each run must succeed
+// (exit 0, nothing but acknowledgements on stderr) and leave the broker's
+// topics, their records and its groups as they were: the examples are
+// re-runnable and safe against a broker with real data.
+func TestMQLExamples(t *testing.T) {
+	scripts, err := filepath.Glob("examples/*.mql")
+	require.NoError(t, err)
+	require.NotEmpty(t, scripts)
+	b := testbroker.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
+	require.NoError(t, err)
+	defer cl.Close()
+	require.NoError(t, cl.CreateTopic(ctx, "orders", 2, 1, nil))
+	_, err = cl.Produce(ctx, "orders", []client.Record{{Partition: 1, Key: []byte("mine"), Value: []byte("keep me")}})
+	require.NoError(t, err)
+	require.NoError(t, cl.CommitOffset(ctx, "billing", "orders", 1, 1))
+
+	// state is what a user would miss: every user topic with its records
+	// per partition, every group with its committed offsets. It asks
+	// through a new client each time: a client may answer a topic listing
+	// from metadata it fetched a moment ago, before a script created a
+	// topic.
+	state := func() string {
+		t.Helper()
+		cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
+		require.NoError(t, err)
+		defer cl.Close()
+		var sb strings.Builder
+		topics, err := cl.ListTopics(ctx)
+		require.NoError(t, err)
+		for _, ti := range topics {
+			if ti.Internal {
+				continue // __consumer_offsets grows with every commit
+			}
+			offs, err := cl.ListOffsets(ctx, ti.Name)
+			require.NoError(t, err)
+			fmt.Fprintf(&sb, "topic %s:", ti.Name)
+			for _, o := range offs {
+				fmt.Fprintf(&sb, " %d=[%d,%d)", o.Partition, o.Start, o.End)
+			}
+			sb.WriteString("\n")
+		}
+		groups, err := cl.ListGroups(ctx)
+		require.NoError(t, err)
+		for _, g := range groups {
+			d, err := cl.DescribeGroup(ctx, g.Name)
+			require.NoError(t, err)
+			fmt.Fprintf(&sb, "group %s:", g.Name)
+			for _, o := range d.Offsets {
+				fmt.Fprintf(&sb, " %s/%d@%d", o.Topic, o.Partition, o.Committed)
+			}
+			sb.WriteString("\n")
+		}
+		return sb.String()
+	}
+	before := state()
+	require.Contains(t, before, "topic orders: 0=[0,0) 1=[0,1)")
+	require.Contains(t, before, "group billing: orders/0@-1 orders/1@1")
+
+	for _, script := range scripts {
+		for run := 1; run <= 2; run++ {
+			res := runMoonMQ(t, "", "run", "--addr", b.Addr, "--timeout", "10s", script)
+			require.Equal(t, 0, res.exit, "%s, run %d:\nstdout:\n%s\nstderr:\n%s", script, run, res.stdout, res.stderr)
+			for _, line := range strings.Split(strings.TrimSpace(res.stderr), "\n") {
+				require.True(t, line == "" || strings.HasPrefix(line, "OK "), "%s, run %d: stderr has more than acknowledgements: %q", script, run, line)
+			}
+			require.Equal(t, before, state(), "%s, run %d, left the broker changed", script, run)
+		}
+	}
+}
