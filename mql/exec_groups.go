@@ -79,6 +79,15 @@ func (s *Session) describeGroup(ctx context.Context, cl *client.Client, st *Desc
 	return nil
 }
 
+// startText describes a position in prose: the keywords in lower case,
+// a timestamp literal as written ("timestamp '2026-01-01T10:00:00Z'").
+func startText(p *StartAt) string {
+	if p.Timestamp != nil {
+		return "timestamp " + Quote(string(*p.Timestamp))
+	}
+	return strings.ToLower(fmtStart(p))
+}
+
 // orNone maps an empty string (a group without a protocol, a member
 // without partitions) to NULL.
 func orNone(s string) any {
@@ -179,7 +188,7 @@ func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGr
 		return err
 	}
 	t := &Table{
-		Title:   fmt.Sprintf("group %s reset to %s", quoteRes(string(st.Group)), strings.ToLower(fmtStart(st.To))),
+		Title:   fmt.Sprintf("group %s reset to %s", quoteRes(string(st.Group)), startText(st.To)),
 		Columns: []string{"topic", "partition", "committed", "end", "lag"},
 	}
 	for _, o := range res {

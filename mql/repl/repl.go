@@ -168,6 +168,9 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		buf.Reset()
 		_ = rl.SaveHistory(historyLine(src))
+		// Every statement of the chunk runs; an error does not stop the
+		// next. (replLike in main_mqldoc_test.go runs docs/mql.md's
+		// examples the same way: keep the two alike.)
 		for _, p := range mql.ParseScript("", src) {
 			if p.Err != nil {
 				mql.Report(opts.Stderr, out, "", p, p.Err)
