@@ -44,3 +44,19 @@ func TestStreamAlignsLikeTable(t *testing.T) {
 	require.Equal(t, want.String(), got.String())
 	require.Contains(t, got.String(), "\n       11   12345  ")
 }
+
+// RESET GROUP's title names the position in lower case but keeps a
+// timestamp literal as written (it once lower-cased the whole, 'T' and
+// 'Z' included).
+func TestStartText(t *testing.T) {
+	for src, want := range map[string]string{
+		"RESET GROUP g TO EARLIEST":                         "earliest",
+		"RESET GROUP g TO LATEST":                           "latest",
+		"RESET GROUP g TO OFFSET 5":                         "offset 5",
+		"RESET GROUP g TO TIMESTAMP '2026-01-01T10:00:01Z'": "timestamp '2026-01-01T10:00:01Z'",
+	} {
+		st, err := Parse(src)
+		require.NoError(t, err)
+		require.Equal(t, want, startText(st.(*ResetGroup).To), src)
+	}
+}
