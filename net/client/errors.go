@@ -411,6 +411,9 @@ func explainTransport(err error) string {
 	if errors.As(err, &dnsErr) {
 		return "cannot resolve host " + dnsErr.Name
 	}
+	if ae, ok := errors.AsType[*net.AddrError](err); ok {
+		return ae.Err + " " + ae.Addr // "invalid port 99999"
+	}
 	return err.Error()
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"syscall"
 	"testing"
 
@@ -38,6 +39,8 @@ func TestExplain(t *testing.T) {
 		{wrap("op", "", fmt.Errorf("x: %w", syscall.ECONNREFUSED)),
 			"", "connection refused: is a broker listening at that address?", ErrUnreachable},
 		{wrap("op", "", context.DeadlineExceeded), "", "timed out waiting for the broker", ErrUnreachable},
+		{&Error{Op: "dial", Resource: "h:99999", Err: fmt.Errorf("%w: unable to dial: %w", ErrUnreachable, &net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: "invalid port", Addr: "99999"}})},
+			"", "invalid port 99999", ErrUnreachable},
 		// Unlisted codes fall back to franz-go's description.
 		{wrap("op", "", kerr.DuplicateSequenceNumber), "DUPLICATE_SEQUENCE_NUMBER",
 			"The broker received a duplicate sequence number", nil},
