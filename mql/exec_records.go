@@ -592,6 +592,11 @@ func (s *Session) subscribe(ctx context.Context, cl *client.Client, st *Subscrib
 			return nil
 		}
 	}
+	// A missing topic is an error on its own, not an empty table
+	// followed by one.
+	if _, err := cl.ListOffsets(ctx, string(st.Topic)); err != nil {
+		return err
+	}
 	s.out.BeginStream(recordColumns, []int{9, 6, 24, 8, 16, 7}, recordNumeric)
 	n := 0
 	err = cl.Consume(ctx, string(st.Topic), group, from, func(r client.Record) error {

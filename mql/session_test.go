@@ -278,6 +278,15 @@ func TestSessionSubscribe(t *testing.T) {
 
 	// TIMEOUT bounds a quiet subscription.
 	require.Empty(t, rows(t, h.exec(`SUBSCRIBE TO t TIMEOUT 200ms;`)))
+
+	// A missing topic fails before the stream starts: no table header.
+	var out bytes.Buffer
+	tbl := NewSession(Options{Addr: h.s.Addr(), Out: &out, RequestTimeout: 5 * time.Second})
+	defer tbl.Close()
+	st, err = Parse(`SUBSCRIBE TO missing TIMEOUT 1;`)
+	require.NoError(t, err)
+	require.EqualError(t, tbl.Exec(h.ctx, st), "topic 'missing' does not exist")
+	require.Empty(t, out.String())
 }
 
 func TestSessionTransactions(t *testing.T) {
