@@ -143,7 +143,7 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	stdoutTTY := stdout == io.Writer(os.Stdout) && readline.IsTerminal(int(os.Stdout.Fd()))
 	sess := mql.NewSession(mql.Options{
 		Addr: cfg.addr, RequestTimeout: cfg.timeout, DialTimeout: min(cfg.timeout, 5*time.Second),
-		Out: stdout, Format: format, Color: stdoutTTY && os.Getenv("NO_COLOR") == "",
+		Out: stdout, Status: stderr, Format: format, Color: stdoutTTY && os.Getenv("NO_COLOR") == "",
 	})
 	defer sess.Close()
 	runOpts := mql.RunOptions{ContinueOnError: cfg.continueOnError, Stderr: stderr}
@@ -179,15 +179,8 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	// the REPL handles signals itself and ignores the process context's
 	// cancellation (it still stops on SIGTERM and EXIT).
 	bctx, cancel := context.WithTimeout(context.Background(), cfg.timeout)
-	banner, err := sess.Banner(bctx)
+	banner := replBanner(bctx, sess)
 	cancel()
-	head := "MoonMQ console"
-	if err != nil {
-		banner = fmt.Sprintf("%s — not connected: %v\nUse CONNECT 'host:port'; to connect.", head, err)
-	} else {
-		banner = head + " — " + banner
-	}
-	banner += "\nType HELP; for the statements. End statements with ';'. Ctrl-C cancels, Ctrl-D exits."
 	if err := repl.Run(context.WithoutCancel(ctx), repl.Options{
 		Session: sess, Stdout: stdout, Stderr: stderr, HistoryFile: strings.TrimSpace(cfg.history), Banner: banner,
 	}); err != nil {
@@ -195,6 +188,20 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return 1
 	}
 	return 0
+}
+
+// replBanner is what the interactive console prints first: where it is
+// connected and how to use and leave it. The README shows it; its
+// walkthrough test compares the two.
+func replBanner(ctx context.Context, sess *mql.Session) string {
+	const head = "MoonMQ console"
+	banner, err := sess.Banner(ctx)
+	if err != nil {
+		banner = fmt.Sprintf("%s — not connected: %v\nUse CONNECT 'host:port'; to connect.", head, err)
+	} else {
+		banner = head + " — " + banner
+	}
+	return banner + "\nType HELP; for the statements. End statements with ';'. Ctrl-C cancels; exit, \\q or Ctrl-D leaves."
 }
 
 func exitCode(ok bool) int {

@@ -11,6 +11,7 @@ package main
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moonmq/moonmq/internal/testbroker"
+	"github.com/moonmq/moonmq/mql"
 )
 
 // readmeBlock is one fenced block of the README.
@@ -97,6 +99,24 @@ func parseTranscript(body []string) (banner []string, steps []transcriptStep) {
 	return banner, steps
 }
 
+// session is an MQL session to addr, for the banner.
+func session(addr string) *mql.Session {
+	return mql.NewSession(mql.Options{Addr: addr, Out: io.Discard, Status: io.Discard})
+}
+
+var (
+	bannerAddr    = regexp.MustCompile(`connected to \S+ —`)
+	bannerVersion = regexp.MustCompile(`— MoonMQ \S+, cluster \S+,`)
+)
+
+// maskBanner replaces what differs between brokers: the address, the
+// version and the cluster id.
+func maskBanner(t *testing.T, s string) string {
+	t.Helper()
+	s = bannerAddr.ReplaceAllString(s, "connected to ADDR —")
+	return bannerVersion.ReplaceAllString(s, "— MoonMQ VERSION, cluster ID,")
+}
+
 func TestREADMEWalkthrough(t *testing.T) {
 	if _, err := exec.LookPath("kcat"); err != nil {
 		t.Fatalf("kcat is not installed (make deps installs it): %v", err)
@@ -126,8 +146,16 @@ func TestREADMEWalkthrough(t *testing.T) {
 			}
 		case len(blk.body) > 0 && strings.HasPrefix(blk.body[0], "$ moonmq --repl"):
 			transcripts++
-			_, steps := parseTranscript(blk.body)
+			banner, steps := parseTranscript(blk.body)
+			sess := session(b.Addr)
+			require.Equal(t, maskBanner(t, replBanner(t.Context(), sess)), maskBanner(t, strings.Join(banner, "\n")),
+				"README.md:%d: the console's banner", blk.line)
+			sess.Close()
 			for _, st := range steps {
+				switch strings.TrimSuffix(strings.ToLower(st.stmt), ";") {
+				case "exit", "quit", `\q`:
+					continue // the REPL's own words: nothing to run
+				}
 				cmd := exec.Command(testbroker.Binary(t), "-e", st.stmt)
 				cmd.Env = env
 				cmd.WaitDelay = 30 * time.Second

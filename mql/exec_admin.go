@@ -25,7 +25,7 @@ func (s *Session) beginTxn(ctx context.Context, cl *client.Client, st *BeginTxn)
 		return fmt.Errorf("transaction %s is already open: COMMIT TRANSACTION or ABORT TRANSACTION first", quoteRes(s.txn.ID()))
 	}
 	if err := s.require(ctx, cl, featTxn); err != nil {
-		return fmt.Errorf("BEGIN TRANSACTION: %w", err)
+		return err
 	}
 	id := ""
 	if st.ID != nil {
@@ -82,7 +82,7 @@ func (s *Session) createUser(ctx context.Context, cl *client.Client, st *CreateU
 		return err
 	}
 	if err := s.require(ctx, cl, featUsers); err != nil {
-		return fmt.Errorf("CREATE USER: %w", err)
+		return err
 	}
 	user := string(st.Name)
 	if err := cl.UpsertUser(ctx, user, mech, string(st.Password), client.DefaultScramIterations); err != nil {
@@ -94,7 +94,7 @@ func (s *Session) createUser(ctx context.Context, cl *client.Client, st *CreateU
 
 func (s *Session) dropUser(ctx context.Context, cl *client.Client, st *DropUser) error {
 	if err := s.require(ctx, cl, featUsers); err != nil {
-		return fmt.Errorf("DROP USER: %w", err)
+		return err
 	}
 	user := string(st.Name)
 	var mechs []string
@@ -114,7 +114,7 @@ func (s *Session) dropUser(ctx context.Context, cl *client.Client, st *DropUser)
 
 func (s *Session) showUsers(ctx context.Context, cl *client.Client) error {
 	if err := s.require(ctx, cl, featUsers); err != nil {
-		return fmt.Errorf("SHOW USERS: %w", err)
+		return err
 	}
 	creds, err := cl.ListUsers(ctx)
 	if err != nil {
@@ -131,12 +131,8 @@ func (s *Session) showUsers(ctx context.Context, cl *client.Client) error {
 // ---- ACLs ----
 
 func (s *Session) grant(ctx context.Context, cl *client.Client, ops []Name, res *Resource, who string, allow bool) error {
-	what := "GRANT"
-	if !allow {
-		what = "REVOKE"
-	}
 	if err := s.require(ctx, cl, featACLs); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return err
 	}
 	names := make([]string, 0, len(ops))
 	for _, o := range ops {
@@ -178,7 +174,7 @@ func (s *Session) grant(ctx context.Context, cl *client.Client, ops []Name, res 
 
 func (s *Session) showAcls(ctx context.Context, cl *client.Client, st *ShowAcls) error {
 	if err := s.require(ctx, cl, featACLs); err != nil {
-		return fmt.Errorf("SHOW ACLS: %w", err)
+		return err
 	}
 	who := ""
 	if st.Principal != nil {
@@ -234,7 +230,7 @@ func (s *Session) showCluster(ctx context.Context, cl *client.Client) error {
 
 func (s *Session) movePartition(ctx context.Context, cl *client.Client, st *MovePartition) error {
 	if err := s.require(ctx, cl, featReassign); err != nil {
-		return fmt.Errorf("MOVE PARTITION: %w", err)
+		return err
 	}
 	topic, p := string(st.Topic), int32(st.Partition)
 	brokers := make([]int32, len(st.Brokers))
@@ -250,7 +246,7 @@ func (s *Session) movePartition(ctx context.Context, cl *client.Client, st *Move
 
 func (s *Session) showReassignments(ctx context.Context, cl *client.Client) error {
 	if err := s.require(ctx, cl, featReassign); err != nil {
-		return fmt.Errorf("SHOW REASSIGNMENTS: %w", err)
+		return err
 	}
 	rs, err := cl.ListReassignments(ctx)
 	if err != nil {

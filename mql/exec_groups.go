@@ -13,7 +13,7 @@ import (
 
 func (s *Session) showGroups(ctx context.Context, cl *client.Client, st *ShowGroups) error {
 	if err := s.require(ctx, cl, featGroupsList); err != nil {
-		return fmt.Errorf("SHOW GROUPS: %w", err)
+		return err
 	}
 	groups, err := cl.ListGroups(ctx)
 	if err != nil {
@@ -31,9 +31,7 @@ func (s *Session) showGroups(ctx context.Context, cl *client.Client, st *ShowGro
 		row := []any{g.Name, g.State, nil, nil, nil}
 		if d, err := cl.DescribeGroup(ctx, g.Name); err == nil {
 			row[1] = d.State
-			if d.Protocol != "" {
-				row[2] = d.Protocol
-			}
+			row[2] = orNone(d.Protocol)
 			row[3] = int64(len(d.Members))
 			row[4] = d.TotalLag
 		}
@@ -45,30 +43,31 @@ func (s *Session) showGroups(ctx context.Context, cl *client.Client, st *ShowGro
 
 func (s *Session) describeGroup(ctx context.Context, cl *client.Client, st *DescribeGroup) error {
 	if err := s.require(ctx, cl, featGroupsRead); err != nil {
-		return fmt.Errorf("DESCRIBE GROUP: %w", err)
+		return err
 	}
 	d, err := cl.DescribeGroup(ctx, string(st.Name))
 	if err != nil {
 		return err
 	}
-	proto := d.Protocol
-	if proto == "" {
-		proto = "none"
+	// The group's own row has SHOW GROUPS's columns (and the
+	// coordinator), so a value reads the same in both: an empty group has
+	// no protocol, NULL like any absent value (null in JSON).
+	summary := &Table{
+		Kind:    "group",
+		Columns: []string{"group", "state", "protocol", "coordinator", "members", "lag"},
+		Rows:    [][]any{{d.Name, d.State, orNone(d.Protocol), int64(d.Coordinator), int64(len(d.Members)), d.TotalLag}},
 	}
-	members := &Table{
-		Title: fmt.Sprintf("group %s: %s, protocol %s, coordinator %d, total lag %d",
-			quoteRes(d.Name), d.State, proto, d.Coordinator, d.TotalLag),
-		Columns: []string{"member", "client_id", "host", "assigned"},
-	}
+	s.out.Table(summary)
+	members := &Table{Title: "members", Kind: "member", Columns: []string{"member", "client_id", "host", "assigned"}}
 	for _, m := range d.Members {
 		var as []string
 		for _, tp := range m.Assigned {
 			as = append(as, tpString(tp.Topic, tp.Partitions))
 		}
-		members.Rows = append(members.Rows, []any{m.ID, m.ClientID, m.Host, strings.Join(as, " ")})
+		members.Rows = append(members.Rows, []any{m.ID, m.ClientID, m.Host, orNone(strings.Join(as, " "))})
 	}
 	s.out.Table(members)
-	offsets := &Table{Title: "offsets", Columns: []string{"topic", "partition", "committed", "end", "lag", "member"}}
+	offsets := &Table{Title: "offsets", Kind: "offset", Columns: []string{"topic", "partition", "committed", "end", "lag", "member"}}
 	for _, o := range d.Offsets {
 		var member any
 		if o.MemberID != "" {
@@ -78,6 +77,24 @@ func (s *Session) describeGroup(ctx context.Context, cl *client.Client, st *Desc
 	}
 	s.out.Table(offsets)
 	return nil
+}
+
+// startText describes a position in prose: the keywords in lower case,
+// a timestamp literal as written ("timestamp '2026-01-01T10:00:00Z'").
+func startText(p *StartAt) string {
+	if p.Timestamp != nil {
+		return "timestamp " + Quote(string(*p.Timestamp))
+	}
+	return strings.ToLower(fmtStart(p))
+}
+
+// orNone maps an empty string (a group without a protocol, a member
+// without partitions) to NULL.
+func orNone(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // tpString renders orders[0,1,2].
@@ -134,7 +151,7 @@ func (s *Session) commitOffset(ctx context.Context, cl *client.Client, st *Commi
 		return err
 	}
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
-		return fmt.Errorf("COMMIT: %w", err)
+		return err
 	}
 	topic, p := string(st.Topic), int32(st.Partition)
 	// Check the partition exists: Kafka accepts commits for unknown
@@ -144,8 +161,8 @@ func (s *Session) commitOffset(ctx context.Context, cl *client.Client, st *Commi
 		return err
 	}
 	if int(p) >= len(ranges) {
-		return fmt.Errorf("commit offset for group %s: partition %d of topic %s does not exist (it has %s)",
-			quoteRes(group), p, quoteRes(topic), plural(int64(len(ranges)), "partition"))
+		return fmt.Errorf("partition %d of topic %s does not exist (it has %s)",
+			p, quoteRes(topic), plural(int64(len(ranges)), "partition"))
 	}
 	if err := s.commit(ctx, cl, group, topic, map[int32]int64{p: int64(st.Offset)}); err != nil {
 		return err
@@ -156,9 +173,9 @@ func (s *Session) commitOffset(ctx context.Context, cl *client.Client, st *Commi
 
 func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGroup) error {
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
-		return fmt.Errorf("RESET GROUP: %w", err)
+		return err
 	}
-	to, err := startPosition(st.To, nil)
+	to, err := startPosition(st.To, nil, s.opts.Now())
 	if err != nil {
 		return err
 	}
@@ -171,7 +188,7 @@ func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGr
 		return err
 	}
 	t := &Table{
-		Title:   fmt.Sprintf("group %s reset to %s", quoteRes(string(st.Group)), strings.ToLower(fmtStart(st.To))),
+		Title:   fmt.Sprintf("group %s reset to %s", quoteRes(string(st.Group)), startText(st.To)),
 		Columns: []string{"topic", "partition", "committed", "end", "lag"},
 	}
 	for _, o := range res {
@@ -183,7 +200,7 @@ func (s *Session) resetGroup(ctx context.Context, cl *client.Client, st *ResetGr
 
 func (s *Session) dropGroup(ctx context.Context, cl *client.Client, st *DropGroup) error {
 	if err := s.require(ctx, cl, featGroupsDelete); err != nil {
-		return fmt.Errorf("DROP GROUP: %w", err)
+		return err
 	}
 	name := string(st.Name)
 	err := cl.DeleteGroup(ctx, name)
@@ -200,7 +217,7 @@ func (s *Session) dropGroup(ctx context.Context, cl *client.Client, st *DropGrou
 
 func (s *Session) joinGroup(ctx context.Context, cl *client.Client, st *JoinGroup) error {
 	if err := s.require(ctx, cl, featGroupsMember); err != nil {
-		return fmt.Errorf("JOIN GROUP: %w", err)
+		return err
 	}
 	group := string(st.Group)
 	if s.member != nil {

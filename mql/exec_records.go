@@ -44,7 +44,7 @@ func (s *Session) produce(ctx context.Context, cl *client.Client, st *Produce) e
 			r.Headers = append(r.Headers, client.Header{Key: string(h.Key), Value: literalBytes(h.Value)})
 		}
 		if st.Timestamp != nil {
-			ts, err := ParseTime(string(*st.Timestamp))
+			ts, err := ParseTime(string(*st.Timestamp), s.opts.Now())
 			if err != nil {
 				return err
 			}
@@ -137,8 +137,12 @@ func mergeByTime(recs []client.Record) []client.Record {
 	return out
 }
 
-// recordColumns are the columns of SELECT * and of FETCH and SUBSCRIBE.
-var recordColumns = []string{"partition", "offset", "timestamp", "key", "value", "headers"}
+// recordColumns are the columns of SELECT * and of FETCH and SUBSCRIBE;
+// recordNumeric marks those that hold numbers.
+var (
+	recordColumns = []string{"partition", "offset", "timestamp", "key", "value", "headers"}
+	recordNumeric = []bool{true, true, false, false, false, false}
+)
 
 func recordRow(r client.Record) []any {
 	return []any{int64(r.Partition), r.Offset, r.Timestamp, nilBytes(r.Key), nilBytes(r.Value), headersCell(r.Headers)}
@@ -212,8 +216,9 @@ func headerValue(r client.Record, key string) []byte {
 // startPosition converts FROM ... to a client.Position. FROM LATEST with a
 // LIMIT means "the newest LIMIT records of each partition", which is what
 // a person asking for the latest records wants; without a LIMIT it is the
-// end of the log (nothing to read).
-func startPosition(p *StartAt, limit *Int) (client.Position, error) {
+// end of the log (nothing to read). A relative TIMESTAMP counts back from
+// now.
+func startPosition(p *StartAt, limit *Int, now time.Time) (client.Position, error) {
 	switch {
 	case p == nil || p.Earliest:
 		return client.Earliest(), nil
@@ -225,7 +230,7 @@ func startPosition(p *StartAt, limit *Int) (client.Position, error) {
 	case p.Offset != nil:
 		return client.Offset(int64(*p.Offset)), nil
 	default:
-		t, err := ParseTime(string(*p.Timestamp))
+		t, err := ParseTime(string(*p.Timestamp), now)
 		if err != nil {
 			return client.Position{}, err
 		}
@@ -240,12 +245,13 @@ func (s *Session) query(ctx context.Context, cl *client.Client, st *Select) (*Ta
 	if st.Partition != nil {
 		req.Partitions = []int32{int32(*st.Partition)}
 	}
-	start, err := startPosition(st.From, st.Limit)
+	now := s.opts.Now()
+	start, err := startPosition(st.From, st.Limit, now)
 	if err != nil {
 		return nil, err
 	}
 	req.Start = start
-	filter, err := compileFilter(st.Where)
+	filter, err := compileFilter(st.Where, now)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +367,7 @@ func (s *Session) assert(ctx context.Context, cl *client.Client, st *Assert) err
 	if len(t.Rows) == 1 {
 		got = t.Rows[0][0]
 	}
-	ok, err := compareCell(got, st.Op, st.Want)
+	ok, err := compareCell(got, st.Op, st.Want, s.opts.Now())
 	if err != nil {
 		return err
 	}
@@ -382,8 +388,9 @@ func (e *AssertionError) Error() string {
 	return fmt.Sprintf("assertion failed: %s (got %s)", e.Statement, e.Got)
 }
 
-// compareCell compares a query result with an ASSERT literal.
-func compareCell(got any, op string, want *Literal) (bool, error) {
+// compareCell compares a query result with an ASSERT literal (a relative
+// time counts back from now).
+func compareCell(got any, op string, want *Literal, now time.Time) (bool, error) {
 	if want.Null {
 		switch op {
 		case "=":
@@ -406,7 +413,7 @@ func compareCell(got any, op string, want *Literal) (bool, error) {
 		var w time.Time
 		switch {
 		case want.Str != nil:
-			t, err := ParseTime(string(*want.Str))
+			t, err := ParseTime(string(*want.Str), now)
 			if err != nil {
 				return false, err
 			}
@@ -439,15 +446,16 @@ func cmpOrdered[T int64 | string](a, b T, op string) bool {
 }
 
 // compileFilter turns a WHERE expression into a record predicate (nil for
-// no WHERE). NULL compares false, as in SQL.
-func compileFilter(e *Expr) (func(client.Record) bool, error) {
+// no WHERE). NULL compares false, as in SQL. Relative times are fixed
+// against now once, so a long SUBSCRIBE keeps the bound it started with.
+func compileFilter(e *Expr, now time.Time) (func(client.Record) bool, error) {
 	if e == nil {
 		return nil, nil
 	}
-	return compileExpr(e)
+	return compileExpr(e, now)
 }
 
-func compileExpr(e *Expr) (func(client.Record) bool, error) {
+func compileExpr(e *Expr, now time.Time) (func(client.Record) bool, error) {
 	ors := make([]func(client.Record) bool, len(e.Or))
 	for i, a := range e.Or {
 		ands := make([]func(client.Record) bool, len(a.And))
@@ -455,9 +463,9 @@ func compileExpr(e *Expr) (func(client.Record) bool, error) {
 			var f func(client.Record) bool
 			var err error
 			if n.Term.Paren != nil {
-				f, err = compileExpr(n.Term.Paren)
+				f, err = compileExpr(n.Term.Paren, now)
 			} else {
-				f, err = compileComparison(n.Term.Cmp)
+				f, err = compileComparison(n.Term.Cmp, now)
 			}
 			if err != nil {
 				return nil, err
@@ -487,7 +495,7 @@ func compileExpr(e *Expr) (func(client.Record) bool, error) {
 	}, nil
 }
 
-func compileComparison(c *Comparison) (func(client.Record) bool, error) {
+func compileComparison(c *Comparison, now time.Time) (func(client.Record) bool, error) {
 	var text func(client.Record) []byte
 	switch {
 	case c.Left.Header != nil:
@@ -530,7 +538,7 @@ func compileComparison(c *Comparison) (func(client.Record) bool, error) {
 	case c.Right.Int != nil:
 		want = int64(*c.Right.Int)
 	case c.Right.Str != nil && c.Left.Field == "TIMESTAMP":
-		t, err := ParseTime(string(*c.Right.Str))
+		t, err := ParseTime(string(*c.Right.Str), now)
 		if err != nil {
 			return nil, err
 		}
@@ -550,18 +558,19 @@ func (s *Session) subscribe(ctx context.Context, cl *client.Client, st *Subscrib
 	if st.Group != nil {
 		group = string(*st.Group)
 		if err := s.require(ctx, cl, featGroupsMember); err != nil {
-			return fmt.Errorf("SUBSCRIBE ... GROUP: %w", err)
+			return err
 		}
 	}
+	now := s.opts.Now()
 	from := client.Latest()
 	if st.From != nil {
-		p, err := startPosition(st.From, nil)
+		p, err := startPosition(st.From, nil, now)
 		if err != nil {
 			return err
 		}
 		from = p
 	}
-	filter, err := compileFilter(st.Where)
+	filter, err := compileFilter(st.Where, now)
 	if err != nil {
 		return err
 	}
@@ -583,7 +592,12 @@ func (s *Session) subscribe(ctx context.Context, cl *client.Client, st *Subscrib
 			return nil
 		}
 	}
-	s.out.BeginStream(recordColumns, []int{9, 6, 24, 8, 16, 7})
+	// A missing topic is an error on its own, not an empty table
+	// followed by one.
+	if _, err := cl.ListOffsets(ctx, string(st.Topic)); err != nil {
+		return err
+	}
+	s.out.BeginStream(recordColumns, []int{9, 6, 24, 8, 16, 7}, recordNumeric)
 	n := 0
 	err = cl.Consume(ctx, string(st.Topic), group, from, func(r client.Record) error {
 		// Records after the limit return an error so a group does not
@@ -613,7 +627,7 @@ func (s *Session) fetch(ctx context.Context, cl *client.Client, st *Fetch) error
 		return err
 	}
 	if err := s.require(ctx, cl, featGroupsCommit); err != nil {
-		return fmt.Errorf("FETCH: %w", err)
+		return err
 	}
 	topic := string(st.Topic)
 	ranges, err := cl.ListOffsets(ctx, topic)

@@ -141,12 +141,13 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 	}
 	parts := &Table{
 		Title:   fmt.Sprintf("topic %s: %s", quoteRes(d.Name), plural(int64(len(d.Partitions)), "partition")),
+		Kind:    "partition",
 		Columns: []string{"partition", "leader", "replicas", "isr", "state", "log_start", "high_watermark", "records", "bytes"},
 	}
 	// Storage problems get their own table, only when there are any: an
 	// offline partition with the reason, each damaged range of a partition
 	// that otherwise serves.
-	problems := &Table{Title: "storage problems", Columns: []string{"partition", "state", "from_offset", "to_offset", "detail"}}
+	problems := &Table{Title: "storage problems", Kind: "problem", Columns: []string{"partition", "state", "from_offset", "to_offset", "detail"}}
 	for _, p := range d.Partitions {
 		records := any(nil)
 		if p.LogStart >= 0 && p.HighWatermark >= p.LogStart {
@@ -172,7 +173,7 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 		s.out.Table(problems)
 	}
 	if d.Configs != nil {
-		cfg := &Table{Title: "configs", Columns: []string{"config", "value", "source"}}
+		cfg := &Table{Title: "configs", Kind: "config", Columns: []string{"config", "value", "source"}}
 		for _, c := range d.Configs {
 			v := any(c.Value)
 			if c.Sensitive {
@@ -188,7 +189,7 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 func (s *Session) showOffsets(ctx context.Context, cl *client.Client, st *ShowOffsets) error {
 	name := string(st.Name)
 	if st.At != nil {
-		at, err := ParseTime(string(*st.At))
+		at, err := ParseTime(string(*st.At), s.opts.Now())
 		if err != nil {
 			return err
 		}

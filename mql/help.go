@@ -21,9 +21,9 @@ var HelpEntries = []HelpEntry{
 	{"CONNECT", "CONNECT 'host:port'", "connect to another cluster (USER/PASSWORD/MECHANISM/TLS are not supported yet)", "CONNECT 'localhost:9092';"},
 	{"DISCONNECT", "DISCONNECT", "close the connection", "DISCONNECT;"},
 	{"USE GROUP", "USE GROUP name", "set the default group of FETCH, COMMIT and SUBSCRIBE", "USE GROUP billing;"},
-	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row)", "SET FORMAT json;"},
+	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row; in json and csv, OK messages go to stderr)", "SET FORMAT json;"},
 	{"HELP", "HELP [statement]", "list the statements, or show one's syntax", "HELP SELECT;"},
-	{"EXIT", "EXIT | QUIT", "leave the console (Ctrl-D too)", "EXIT;"},
+	{"EXIT", "EXIT | QUIT", "leave the console; in the REPL also without ';', or with \\q or Ctrl-D", "EXIT;"},
 
 	{"CREATE TOPIC", "CREATE TOPIC [IF NOT EXISTS] name [PARTITIONS n] [REPLICAS n] [WITH (key = value, ...)]",
 		"create a topic; durations and sizes may carry units for keys ending in .ms and .bytes",
@@ -41,7 +41,8 @@ var HelpEntries = []HelpEntry{
 	{"SELECT", "SELECT * | count(*) | column, ... FROM topic [PARTITION n] [WHERE condition] [FROM EARLIEST | LATEST | OFFSET n | TIMESTAMP 'time'] [LIMIT n]",
 		"read a bounded range (stops at the end of the log). Columns: partition, offset, timestamp, key, value, headers, header('name').\n" +
 			"  WHERE: key, value, header('name') with = != < > LIKE IS [NOT] NULL; offset, partition, timestamp with = != < <= > >=; AND OR NOT ( ).\n" +
-			"  FROM LATEST LIMIT n reads the newest n records of each partition.",
+			"  FROM LATEST LIMIT n reads the newest n records of each partition.\n" +
+			"  A 'time' is RFC 3339 ('2026-11-30T10:00:00Z'), a date ('2026-11-30'), a duration ago ('5m', '1h30m', '2d') or '@unix-millis'.",
 		"SELECT offset, key, value FROM orders WHERE key = 'k1' AND offset >= 10 LIMIT 20;"},
 	{"FETCH", "FETCH FROM topic [GROUP name] [LIMIT n]",
 		"read from the group's committed position (the start of the log without one) and commit past what was returned", "FETCH FROM orders GROUP billing LIMIT 10;"},

@@ -70,7 +70,7 @@ func ParseScriptAt(filename, src string, line int) []Parsed {
 			}
 		} else {
 			p.Stmt = stmt
-			if verr := validate(stmt); verr != nil {
+			if verr := validate(stmt, cur); verr != nil {
 				p.Err = newSyntaxError(src, verr)
 				p.Stmt = nil
 			}
@@ -200,6 +200,11 @@ func (e *SyntaxError) Caret() string {
 func newSyntaxError(src string, err error) *SyntaxError {
 	var se *SyntaxError
 	if errors.As(err, &se) {
+		if se.Line == "" {
+			// A validation error knows where, not the line: show it with
+			// the caret, like a grammar error.
+			se.Line = sourceLine(src, se.Pos.Offset)
+		}
 		return se
 	}
 	e := &SyntaxError{Msg: err.Error()}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alecthomas/participle/v2/lexer"
 	"github.com/stretchr/testify/require"
@@ -152,7 +153,22 @@ func TestSyntaxErrors(t *testing.T) {
 		{"SELECT * FROM orders WHERE key = 'a' LIMT 3;", "did you mean LIMIT?", ""},
 		{"CREATE TOPIC select;", "unexpected keyword SELECT; expected a name; SELECT is a keyword: quote it to use it as a name ('select')", ""},
 		{"SELECT * FROM", "1:14: unexpected end of statement; expected a name", "  SELECT * FROM\n               ^\n"},
-		{"CREATE TOPIC x PARTITIONS 0;", "1:1: PARTITIONS must be at least 1", ""},
+		{"CREATE TOPIC x PARTITIONS 0;", "1:27: PARTITIONS must be at least 1", "  CREATE TOPIC x PARTITIONS 0;\n                            ^\n"},
+		// Errors point at the offending literal, not at the statement.
+		{"SELECT * FROM t FROM TIMESTAMP '5x';", "1:32: invalid timestamp '5x': unknown unit \"x\"", "  SELECT * FROM t FROM TIMESTAMP '5x';\n                                 ^\n"},
+		{"SHOW OFFSETS t AT TIMESTAMP 'soon';", "1:29: invalid timestamp 'soon': want an RFC 3339 time", ""},
+		{"PRODUCE INTO t VALUE 'v' TIMESTAMP '5';", "1:36: invalid timestamp '5': the number 5 needs a unit", ""},
+		{"PRODUCE INTO t PARTITION 4294967296 VALUE 'v';", "1:26: PARTITION must be between", ""},
+		{"SELECT partition FROM t PARTITION 4294967296;", "1:35: PARTITION must be between", ""},
+		{"SELECT * FROM t LIMIT -1;", "1:23: LIMIT must be between", ""},
+		{"RESET GROUP g TO OFFSET -3;", "1:25: OFFSET must not be negative", ""},
+		{"COMMIT t PARTITION 0 OFFSET -3;", "1:29: OFFSET must not be negative", ""},
+		{"MOVE PARTITION t -1 TO BROKERS (1);", "1:18: partition must be between", ""},
+		{"MOVE PARTITION t 0 TO BROKERS (1, 4294967296);", "1:35: broker id 4294967296 is out of range", ""},
+		{"ALTER TOPIC t ADD PARTITIONS 0;", "1:30: ADD PARTITIONS needs a positive number", ""},
+		{"CREATE TOPIC x REPLICAS 0;", "1:25: REPLICAS must be between", ""},
+		{"SET FORMAT xml;", "1:12: unknown format", ""},
+		{"ASSERT (SELECT key FROM t WHERE timestamp > '1 hour') = 'a';", "1:45: invalid timestamp '1 hour'", ""},
 		{"SELECT * FROM x WHERE key = 5;", "compare key with a string ('5'), not a number", ""},
 		{"SELECT * FROM x WHERE offset = 'a';", "compare offset with a number", ""},
 		{"SELECT * FROM x WHERE timestamp > 'yesterday';", "invalid timestamp 'yesterday'", ""},
@@ -163,7 +179,8 @@ func TestSyntaxErrors(t *testing.T) {
 		{"CREATE TOPIC x WITH (retention.ms = 7parsecs);", "unknown duration unit \"parsecs\"", ""},
 		{"CREATE TOPIC x WITH (foo = 7d);", "a unit is only understood for keys ending in .ms or .bytes", ""},
 		{"GRANT REED ON TOPIC x TO a;", "did you mean READ?", ""},
-		{"SUBSCRIBE TO x TIMEOUT 5y;", "unit \"y\"", ""},
+		{"GRANT READ, REED ON TOPIC x TO a;", "1:13: unknown operation REED", ""},
+		{"SUBSCRIBE TO x TIMEOUT 5y;", "1:24: invalid TIMEOUT 5y: unit \"y\"", ""},
 		{"SELECT * FROM x LIMIT 99999999999999999999;", "number 99999999999999999999 is out of range", ""},
 		{"\tSHOW\tTOPICZ;", "1:7:", "  \tSHOW\tTOPICZ;\n  \t    \t^\n"},
 	} {
@@ -180,6 +197,28 @@ func TestSyntaxErrors(t *testing.T) {
 			require.Equal(t, tc.caret, err.Caret(), tc.src)
 		}
 	}
+}
+
+// TIMESTAMP literals take what `moonmq top`'s jump prompt takes: RFC 3339,
+// dates, a duration ago and @unix-millis.
+func TestTimestampForms(t *testing.T) {
+	for _, lit := range []string{"'2026-05-01T12:00:00Z'", "'2026-05-01'", "'2026-05-01 12:00:00'", "'5m'", "'1h30m'", "'2d ago'", "'@1714564800000'"} {
+		for _, src := range []string{
+			"SELECT * FROM t FROM TIMESTAMP " + lit,
+			"SELECT * FROM t WHERE timestamp >= " + lit,
+			"SHOW OFFSETS t AT TIMESTAMP " + lit,
+			"PRODUCE INTO t VALUE 'v' TIMESTAMP " + lit,
+			"RESET GROUP g TO TIMESTAMP " + lit,
+			"SUBSCRIBE TO t FROM TIMESTAMP " + lit,
+		} {
+			_, err := Parse(src)
+			require.NoError(t, err, src)
+		}
+	}
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	got, err := ParseTime("90m", now)
+	require.NoError(t, err)
+	require.Equal(t, now.Add(-90*time.Minute), got)
 }
 
 func TestLexer(t *testing.T) {

@@ -22,9 +22,28 @@ import (
 // renderers know how to show each in every format.
 type Table struct {
 	// Title, if set, is printed above the table in table format only.
-	Title   string
+	Title string
+	// Kind names what a row is ("partition", "config") when a statement
+	// prints tables of different rows. In JSON and CSV each row then
+	// starts with a "kind" field, so a consumer of the one stream can tell
+	// the rows apart; the table format shows Title instead.
+	Kind    string
 	Columns []string
 	Rows    [][]any
+}
+
+// withKind returns the columns and rows the machine formats print: with a
+// leading "kind" field when the table has a Kind.
+func (t *Table) withKind() ([]string, [][]any) {
+	if t.Kind == "" {
+		return t.Columns, t.Rows
+	}
+	cols := append([]string{"kind"}, t.Columns...)
+	rows := make([][]any, len(t.Rows))
+	for i, r := range t.Rows {
+		rows[i] = append([]any{t.Kind}, r...)
+	}
+	return cols, rows
 }
 
 // Bytes is a record key, value or header value: shown as text when it is
@@ -36,12 +55,14 @@ type Bytes []byte
 // table format can align columns); streams (SUBSCRIBE) row by row.
 type Renderer struct {
 	w      io.Writer
+	status io.Writer // acknowledgements in json and csv; nil drops them
 	format Format
 	color  bool
 
 	// streaming state
 	stream     []string
 	widths     []int
+	numeric    []bool
 	streamRows int
 }
 
@@ -50,6 +71,12 @@ type Renderer struct {
 func NewRenderer(w io.Writer, format Format, color bool) *Renderer {
 	return &Renderer{w: w, format: format, color: color}
 }
+
+// SetStatus sets where acknowledgements (OK ...) go in the json and csv
+// formats. Those formats are data streams for programs: a line that is not
+// a row would break them, so acknowledgements never share the stream (nil
+// drops them). In the table format, meant for people, they stay inline.
+func (r *Renderer) SetStatus(w io.Writer) { r.status = w }
 
 // SetFormat changes the output format.
 func (r *Renderer) SetFormat(f Format) { r.format = f }
@@ -65,13 +92,14 @@ var (
 	styleTitle  = lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Cyan)
 )
 
-// OK prints a success message: "OK <msg>" (in JSON, {"ok": msg}).
+// OK prints a success message, "OK <msg>": with the results in the table
+// format, to the status writer in json and csv (see SetStatus).
 func (r *Renderer) OK(msg string) {
-	switch r.format {
-	case FormatJSON:
-		r.jsonObject([]string{"ok"}, []any{msg})
-	default:
+	switch {
+	case r.format == FormatTable:
 		r.line(r.style(styleOK, "OK") + " " + msg)
+	case r.status != nil:
+		fmt.Fprintln(r.status, "OK "+msg)
 	}
 }
 
@@ -101,12 +129,14 @@ func (r *Renderer) line(s string) { fmt.Fprintln(r.w, s) }
 func (r *Renderer) Table(t *Table) {
 	switch r.format {
 	case FormatJSON:
-		for _, row := range t.Rows {
-			r.jsonObject(t.Columns, row)
+		cols, rows := t.withKind()
+		for _, row := range rows {
+			r.jsonObject(cols, row)
 		}
 	case FormatCSV:
-		r.csvRow(t.Columns)
-		for _, row := range t.Rows {
+		cols, rows := t.withKind()
+		r.csvRow(cols)
+		for _, row := range rows {
 			r.csvRow(cellsCSV(row))
 		}
 	default:
@@ -197,9 +227,13 @@ func rowCount(n int) string {
 }
 
 // BeginStream starts a streamed table with these columns. minWidths are
-// the widths the table format pads to, since later rows are unknown.
-func (r *Renderer) BeginStream(columns []string, minWidths []int) {
+// the widths the table format pads to, since later rows are unknown;
+// numeric marks the columns that hold numbers, right-aligned as Table
+// aligns them (a stream cannot look at its rows first).
+func (r *Renderer) BeginStream(columns []string, minWidths []int, numeric []bool) {
 	r.stream, r.streamRows = columns, 0
+	r.numeric = make([]bool, len(columns))
+	copy(r.numeric, numeric)
 	r.widths = make([]int, len(columns))
 	for i, c := range columns {
 		r.widths[i] = lipgloss.Width(c)
@@ -235,7 +269,7 @@ func (r *Renderer) StreamRow(row []any) {
 				cells[i] = cellText(row[i])
 			}
 		}
-		r.line(r.tableLine(cells, r.widths, nil, false, row...))
+		r.line(r.tableLine(cells, r.widths, r.numeric, false, row...))
 	}
 	if f, ok := r.w.(interface{ Flush() error }); ok {
 		_ = f.Flush()

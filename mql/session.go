@@ -48,6 +48,11 @@ type Options struct {
 	DialTimeout, RequestTimeout time.Duration
 	// Out receives results. Required.
 	Out io.Writer
+	// Status receives acknowledgements ("OK topic 'x' created") in the
+	// json and csv formats, so that Out carries data rows only and a
+	// script's output can be fed to a JSON or CSV reader as is. The CLI
+	// passes stderr; nil drops them. In the table format they go to Out.
+	Status io.Writer
 	// Format is the initial output format.
 	Format Format
 	// Color enables ANSI styling of tables; set it only for a terminal.
@@ -56,6 +61,9 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientID is sent to the broker. Default "moonmq-mql".
 	ClientID string
+	// Now is the clock relative timestamps ('5m' ago) count back from.
+	// Default time.Now; tests pass a fixed time.
+	Now func() time.Time
 }
 
 // Session executes statements against one cluster connection, which it
@@ -87,7 +95,12 @@ func NewSession(opts Options) *Session {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Session{opts: opts, out: NewRenderer(opts.Out, opts.Format, opts.Color), addr: opts.Addr}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	r := NewRenderer(opts.Out, opts.Format, opts.Color)
+	r.SetStatus(opts.Status)
+	return &Session{opts: opts, out: r, addr: opts.Addr}
 }
 
 // Renderer returns the session's renderer (its format follows SET FORMAT).
@@ -428,25 +441,29 @@ func (s *Session) brokerAPIs(ctx context.Context, cl *client.Client) (*client.Br
 func (s *Session) require(ctx context.Context, cl *client.Client, f feature) error {
 	apis, err := s.brokerAPIs(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("asking the broker which APIs it supports: %w", err)
+		return err // "cannot list the broker's APIs: ..."
 	}
 	for _, k := range f.keys {
 		if !apis.Supports(k) {
-			return fmt.Errorf("%s: %w: it does not implement the Kafka %s API (key %d)",
-				f.name, errNotSupportedByBroker, k, int16(k))
+			return &UnsupportedError{Feature: f.name, API: k}
 		}
 	}
 	return nil
 }
 
-// errNotSupportedByBroker wraps client.ErrUnsupported with the wording the
-// console uses.
-var errNotSupportedByBroker = fmt.Errorf("%w by this broker", notSupported{})
+// UnsupportedError says the broker lacks a feature a statement needs, and
+// which Kafka API shows it. It matches client.ErrUnsupported.
+type UnsupportedError struct {
+	Feature string
+	API     client.APIKey
+}
 
-type notSupported struct{}
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("this broker does not support %s: it does not implement the Kafka %s API (key %d)", e.Feature, e.API, int16(e.API))
+}
 
-func (notSupported) Error() string        { return "not supported" }
-func (notSupported) Is(target error) bool { return target == client.ErrUnsupported }
+// Is makes errors.Is(err, client.ErrUnsupported) hold.
+func (e *UnsupportedError) Is(target error) bool { return target == client.ErrUnsupported }
 
 // TopicNames returns topic names for completion (internal topics
 // excluded), or nil if the session is not connected or the broker does not

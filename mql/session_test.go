@@ -44,10 +44,11 @@ func (s *syncBuffer) Reset() {
 }
 
 type harness struct {
-	t   *testing.T
-	s   *Session
-	out *syncBuffer
-	ctx context.Context
+	t      *testing.T
+	s      *Session
+	out    *syncBuffer // results: JSON rows
+	status *syncBuffer // acknowledgements, which never share the JSON stream
+	ctx    context.Context
 }
 
 func newFake(t *testing.T, opts ...kfake.Opt) string {
@@ -62,21 +63,29 @@ func newHarness(t *testing.T, addr string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	out := &syncBuffer{}
-	s := NewSession(Options{Addr: addr, Out: out, Format: FormatJSON, RequestTimeout: 5 * time.Second, DialTimeout: 2 * time.Second})
+	out, status := &syncBuffer{}, &syncBuffer{}
+	s := NewSession(Options{Addr: addr, Out: out, Status: status, Format: FormatJSON, RequestTimeout: 5 * time.Second, DialTimeout: 2 * time.Second})
 	t.Cleanup(s.Close)
-	return &harness{t: t, s: s, out: out, ctx: ctx}
+	return &harness{t: t, s: s, out: out, status: status, ctx: ctx}
 }
 
-// exec runs statements and returns what they printed.
+// exec runs statements and returns the results they printed.
 func (h *harness) exec(src string) string {
 	h.t.Helper()
 	h.out.Reset()
+	h.status.Reset()
 	for _, p := range ParseScript("", src) {
 		require.Nil(h.t, p.Err, "%s", src)
 		require.NoError(h.t, h.s.Exec(h.ctx, p.Stmt), "%s", p.Text)
 	}
 	return h.out.String()
+}
+
+// ack runs statements and returns their acknowledgements ("OK ...").
+func (h *harness) ack(src string) string {
+	h.t.Helper()
+	h.exec(src)
+	return h.status.String()
 }
 
 func (h *harness) fail(src string) error {
@@ -132,6 +141,35 @@ func TestSessionRecords(t *testing.T) {
 	require.ErrorIs(t, h.fail(`SELECT * FROM missing;`), client.ErrNotFound)
 }
 
+// DESCRIBE TOPIC in JSON: every row says whether it is a partition or a
+// config (or a storage problem), so a consumer of the one stream can tell
+// them apart.
+func TestDescribeTopicJSONKinds(t *testing.T) {
+	h := newHarness(t, newFake(t))
+	h.exec(`CREATE TOPIC dk PARTITIONS 2;`)
+	kinds := map[any]int{}
+	for _, r := range rows(t, h.exec(`DESCRIBE TOPIC dk;`)) {
+		kinds[r["kind"]]++
+		switch r["kind"] {
+		case "partition":
+			require.Contains(t, r, "leader")
+		case "config":
+			require.Contains(t, r, "config")
+		default:
+			t.Fatalf("row without a known kind: %v", r)
+		}
+	}
+	require.Equal(t, 2, kinds["partition"])
+	require.Positive(t, kinds["config"])
+	// A single-table statement has no kind field.
+	require.NotContains(t, rows(t, h.exec(`SHOW TOPICS;`))[0], "kind")
+	// CSV carries the kind too.
+	h.exec(`SET FORMAT csv;`)
+	out := h.exec(`DESCRIBE TOPIC dk;`)
+	require.True(t, strings.HasPrefix(out, "kind,partition,leader,"), out)
+	require.Contains(t, out, "\nkind,config,value,source\n")
+}
+
 func TestSessionGroupsAndMembership(t *testing.T) {
 	h := newHarness(t, newFake(t))
 	h.exec(`CREATE TOPIC t PARTITIONS 2;
@@ -147,11 +185,17 @@ func TestSessionGroupsAndMembership(t *testing.T) {
 	require.Empty(t, rows(t, h.exec(`FETCH FROM t GROUP g;`)))
 
 	// JOIN GROUP: the session becomes a live member holding partitions.
-	out := h.exec(`JOIN GROUP live ON t;`)
+	out := h.ack(`JOIN GROUP live ON t;`)
 	require.Contains(t, out, "joined group 'live' as member ")
 	require.Contains(t, out, "assigned t[0,1]")
 	desc := rows(t, h.exec(`DESCRIBE GROUP live;`))
-	require.Equal(t, "t[0,1]", desc[0]["assigned"], "%v", desc)
+	// JSON rows say what they are: the group, its members, its offsets.
+	require.Equal(t, "group", desc[0]["kind"], "%v", desc)
+	require.Equal(t, "live", desc[0]["group"])
+	require.NotNil(t, desc[0]["protocol"], "a group with a member has a protocol")
+	require.Equal(t, 1.0, desc[0]["members"])
+	require.Equal(t, "member", desc[1]["kind"])
+	require.Equal(t, "t[0,1]", desc[1]["assigned"], "%v", desc)
 	require.ErrorContains(t, h.fail(`JOIN GROUP other ON t;`), "already a member")
 	// The group is not empty: an admin reset is refused, but FETCH and
 	// COMMIT go through the member (USE GROUP was set by JOIN).
@@ -160,13 +204,26 @@ func TestSessionGroupsAndMembership(t *testing.T) {
 	h.exec(`COMMIT t PARTITION 1 OFFSET 1;`)
 	offs := rows(t, h.exec(`DESCRIBE GROUP live;`))
 	committed := map[float64]float64{}
-	for _, r := range offs[1:] {
-		committed[r["partition"].(float64)] = r["committed"].(float64)
+	for _, r := range offs {
+		if r["kind"] == "offset" {
+			committed[r["partition"].(float64)] = r["committed"].(float64)
+		}
 	}
 	require.Equal(t, map[float64]float64{0: 2, 1: 1}, committed, "%v", offs)
 	require.ErrorContains(t, h.fail(`LEAVE GROUP other;`), "not a member of group 'other'")
-	require.Contains(t, h.exec(`LEAVE GROUP;`), "left group 'live'")
+	require.Contains(t, h.ack(`LEAVE GROUP;`), "left group 'live'")
 	require.ErrorContains(t, h.fail(`LEAVE GROUP;`), "not a member")
+
+	// An empty group has no protocol: null in DESCRIBE GROUP and SHOW
+	// GROUPS alike.
+	desc = rows(t, h.exec(`DESCRIBE GROUP g;`))
+	require.Equal(t, "group", desc[0]["kind"])
+	require.Contains(t, desc[0], "protocol")
+	require.Nil(t, desc[0]["protocol"])
+	for _, g := range rows(t, h.exec(`SHOW GROUPS LIKE 'g';`)) {
+		require.Contains(t, g, "protocol")
+		require.Nil(t, g["protocol"])
+	}
 
 	groups := rows(t, h.exec(`SHOW GROUPS;`))
 	names := map[string]bool{}
@@ -221,22 +278,31 @@ func TestSessionSubscribe(t *testing.T) {
 
 	// TIMEOUT bounds a quiet subscription.
 	require.Empty(t, rows(t, h.exec(`SUBSCRIBE TO t TIMEOUT 200ms;`)))
+
+	// A missing topic fails before the stream starts: no table header.
+	var out bytes.Buffer
+	tbl := NewSession(Options{Addr: h.s.Addr(), Out: &out, RequestTimeout: 5 * time.Second})
+	defer tbl.Close()
+	st, err = Parse(`SUBSCRIBE TO missing TIMEOUT 1;`)
+	require.NoError(t, err)
+	require.EqualError(t, tbl.Exec(h.ctx, st), "topic 'missing' does not exist")
+	require.Empty(t, out.String())
 }
 
 func TestSessionTransactions(t *testing.T) {
 	h := newHarness(t, newFake(t))
 	h.exec(`CREATE TOPIC t PARTITIONS 2;`)
 	require.ErrorContains(t, h.fail(`COMMIT TRANSACTION;`), "no transaction is open")
-	out := h.exec(`BEGIN TRANSACTION 'tx-1';
+	out := h.ack(`BEGIN TRANSACTION 'tx-1';
 		PRODUCE INTO t KEY 'a' VALUE '1';
 		PRODUCE INTO t PARTITION 1 VALUES ('b', '2'), (NULL, '3');`)
 	require.Contains(t, out, "(in transaction 'tx-1')")
 	require.ErrorContains(t, h.fail(`BEGIN TRANSACTION;`), "already open")
-	require.Contains(t, h.exec(`COMMIT TRANSACTION;`), "transaction 'tx-1' committed")
+	require.Contains(t, h.ack(`COMMIT TRANSACTION;`), "transaction 'tx-1' committed")
 	require.Equal(t, []map[string]any{{"count": 3.0}}, rows(t, h.exec(`SELECT count(*) FROM t;`)))
 
 	h.exec(`BEGIN TRANSACTION; PRODUCE INTO t PARTITION 0 VALUE 'aborted';`)
-	require.Contains(t, h.exec(`ABORT TRANSACTION;`), "aborted")
+	require.Contains(t, h.ack(`ABORT TRANSACTION;`), "aborted")
 	// Reads are read-uncommitted (net/client's Read), so the aborted
 	// record is visible, but the transaction ended and a new one may start.
 	h.exec(`BEGIN TRANSACTION 'tx-2'; ABORT TRANSACTION;`)
@@ -244,18 +310,18 @@ func TestSessionTransactions(t *testing.T) {
 
 func TestSessionSecurityAndCluster(t *testing.T) {
 	p := newHarness(t, newFake(t))
-	require.Contains(t, p.exec(`CREATE USER alice PASSWORD 'secret-pw';`), "user 'alice' created (SCRAM-SHA-256)")
+	require.Contains(t, p.ack(`CREATE USER alice PASSWORD 'secret-pw';`), "user 'alice' created (SCRAM-SHA-256)")
 	users := rows(t, p.exec(`SHOW USERS;`))
 	require.Equal(t, []map[string]any{{"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 8192.0}}, users)
-	require.Contains(t, p.exec(`DROP USER alice;`), "user 'alice' dropped")
+	require.Contains(t, p.ack(`DROP USER alice;`), "user 'alice' dropped")
 	require.ErrorIs(t, p.fail(`DROP USER alice;`), client.ErrNotFound)
 
-	require.Contains(t, p.exec(`GRANT READ, WRITE ON TOPIC orders PREFIXED TO alice;`), "granted READ, WRITE on topic 'orders' (prefix) to User:alice")
+	require.Contains(t, p.ack(`GRANT READ, WRITE ON TOPIC orders PREFIXED TO alice;`), "granted READ, WRITE on topic 'orders' (prefix) to User:alice")
 	acls := rows(t, p.exec(`SHOW ACLS FOR alice;`))
 	require.Len(t, acls, 2, "%v", acls)
 	require.Equal(t, "User:alice", acls[0]["principal"])
 	require.Equal(t, "prefixed", acls[0]["pattern"])
-	require.Contains(t, p.exec(`REVOKE WRITE ON TOPIC orders PREFIXED FROM alice;`), "(1 ACL removed)")
+	require.Contains(t, p.ack(`REVOKE WRITE ON TOPIC orders PREFIXED FROM alice;`), "(1 ACL removed)")
 	require.Len(t, rows(t, p.exec(`SHOW ACLS;`)), 1)
 
 	brokers := rows(t, p.exec(`SHOW BROKERS;`))
@@ -286,7 +352,8 @@ func TestSessionUnsupported(t *testing.T) {
 	} {
 		err := h.fail(src)
 		require.ErrorIs(t, err, client.ErrUnsupported, src)
-		require.ErrorContains(t, err, "not supported by this broker: it does not implement the Kafka "+api, src)
+		require.ErrorContains(t, err, "this broker does not support ", src)
+		require.ErrorContains(t, err, ": it does not implement the Kafka "+api+" API", src)
 	}
 }
 
@@ -319,7 +386,7 @@ func TestSessionReconnect(t *testing.T) {
 
 	h.exec(`DISCONNECT;`)
 	require.ErrorIs(t, h.fail(`SHOW TOPICS;`), ErrNotConnected)
-	require.Contains(t, h.exec(`CONNECT '`+addr+`';`), "connected to "+addr)
+	require.Contains(t, h.ack(`CONNECT '`+addr+`';`), "connected to "+addr)
 	require.Contains(t, h.exec(`SHOW TOPICS;`), `"name":"t"`)
 }
 
@@ -329,8 +396,8 @@ func TestSessionLocalStatements(t *testing.T) {
 	require.Contains(t, h.exec(`HELP produce;`), "Example:\n  PRODUCE INTO orders")
 	require.Contains(t, h.exec(`HELP CREATE;`), "CREATE USER")
 	require.Contains(t, h.exec(`HELP SELCT;`), "did you mean HELP SELECT?")
-	require.Contains(t, h.exec(`USE GROUP billing;`), "using group 'billing'")
-	require.Contains(t, h.exec(`SET FORMAT csv;`), "OK format csv")
+	require.Contains(t, h.ack(`USE GROUP billing;`), "using group 'billing'")
+	require.Contains(t, h.ack(`SET FORMAT csv;`), "OK format csv")
 	require.True(t, errors.Is(h.s.Exec(h.ctx, &Exit{}), ErrExit))
 }
 
@@ -368,5 +435,71 @@ PRODUCE INTO lt PARTITION 1 VALUE 'new2' TIMESTAMP '2026-01-01T00:00:02Z';`)
 
 	_, err := Parse(`SELECT count(*) FROM lt LIMIT 1;`)
 	require.ErrorContains(t, err, "LIMIT does not apply to count(*)")
-	require.ErrorContains(t, h.fail(`RESET GROUP nosuch TO EARLIEST;`), "GROUP_ID_NOT_FOUND")
+	err = h.fail(`RESET GROUP nosuch TO EARLIEST;`)
+	require.ErrorIs(t, err, client.ErrNotFound)
+	require.ErrorContains(t, err, "group 'nosuch' ")
+}
+
+// Relative timestamps count back from the session's clock (Options.Now),
+// in every statement that takes a TIMESTAMP.
+func TestSessionRelativeTimestamps(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	h := newHarness(t, newFake(t))
+	h.s.opts.Now = func() time.Time { return now }
+	h.exec(`CREATE TOPIC rt PARTITIONS 1;
+		PRODUCE INTO rt KEY 'day' VALUE 'a' TIMESTAMP '1d';
+		PRODUCE INTO rt KEY 'hour' VALUE 'b' TIMESTAMP '1h ago';
+		PRODUCE INTO rt KEY 'minute' VALUE 'c' TIMESTAMP '-1m';
+		PRODUCE INTO rt KEY 'millis' VALUE 'd' TIMESTAMP '@1777636800000';`)
+	got := rows(t, h.exec(`SELECT key, timestamp FROM rt;`))
+	require.Equal(t, []map[string]any{
+		{"key": "day", "timestamp": "2026-04-30T12:00:00.000Z"},
+		{"key": "hour", "timestamp": "2026-05-01T11:00:00.000Z"},
+		{"key": "minute", "timestamp": "2026-05-01T11:59:00.000Z"},
+		{"key": "millis", "timestamp": "2026-05-01T12:00:00.000Z"},
+	}, got)
+	require.Equal(t, []map[string]any{{"count": 3.0}}, rows(t, h.exec(`SELECT count(*) FROM rt WHERE timestamp > '90m';`)))
+	require.Equal(t, []map[string]any{{"key": "minute"}, {"key": "millis"}}, rows(t, h.exec(`SELECT key FROM rt FROM TIMESTAMP '30m';`)))
+	require.Equal(t, []map[string]any{{"partition": 0.0, "offset": 1.0, "timestamp": "2026-05-01T11:00:00.000Z"}},
+		rows(t, h.exec(`SHOW OFFSETS rt AT TIMESTAMP '2h';`)))
+	h.exec(`ASSERT (SELECT timestamp FROM rt LIMIT 1) < '23h';`)
+	got = rows(t, h.exec(`RESET GROUP rg TOPIC rt TO TIMESTAMP '5m';`))
+	require.Equal(t, 2.0, got[0]["committed"], "%v", got)
+}
+
+// In json and csv, Out is a data stream: acknowledgements (SET FORMAT's
+// among them) go to Status, never into the rows. In the table format,
+// meant for people, they stay with the results.
+func TestAcknowledgementsStayOutOfDataStreams(t *testing.T) {
+	addr := newFake(t)
+	var out, status bytes.Buffer
+	s := NewSession(Options{Addr: addr, Out: &out, Status: &status, RequestTimeout: 5 * time.Second})
+	defer s.Close()
+	ctx := context.Background()
+	run := func(src string) {
+		t.Helper()
+		for _, p := range ParseScript("", src) {
+			require.Nil(t, p.Err)
+			require.NoError(t, s.Exec(ctx, p.Stmt), p.Text)
+		}
+	}
+	run(`SET FORMAT json; CREATE TOPIC ack PARTITIONS 1; PRODUCE INTO ack KEY 'k' VALUE 'v';
+		SELECT key, value FROM ack; USE GROUP g;`)
+	require.Equal(t, `{"key":"k","value":"v"}`+"\n", out.String(), "only data rows on the JSON stream")
+	require.Equal(t, "OK format json\nOK topic 'ack' created (1 partition)\nOK produced to ack → partition 0, offset 0\nOK using group 'g'\n", status.String())
+
+	out.Reset()
+	status.Reset()
+	run(`SET FORMAT csv; SELECT key FROM ack; SET FORMAT table; SHOW GROUPS LIKE 'none';`)
+	require.Equal(t, "key\nk\nOK format table\ngroup  state  protocol  members  lag\n-----  -----  --------  -------  ---\n(0 rows)\n", out.String())
+	require.Equal(t, "OK format csv\n", status.String())
+
+	// Without a Status writer, acknowledgements in json are dropped.
+	out.Reset()
+	quiet := NewSession(Options{Addr: addr, Out: &out, Format: FormatJSON})
+	defer quiet.Close()
+	st, err := Parse(`CREATE TOPIC ack2;`)
+	require.NoError(t, err)
+	require.NoError(t, quiet.Exec(ctx, st))
+	require.Empty(t, out.String())
 }

@@ -1,6 +1,7 @@
 package mql
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -9,96 +10,153 @@ import (
 	"time"
 
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/moonmq/moonmq/internal/when"
 )
 
 // validate applies the rules the grammar cannot express (value ranges,
 // formats, operand types), so that a statement that parses is one the
-// executor can run. Errors carry the offending node's position.
-func validate(s Statement) error {
+// executor can run. Errors point at the value at fault (the '5m' of
+// TIMESTAMP '5m', the 0 of PARTITIONS 0), found among the statement's
+// tokens: the AST keeps the positions of nodes, not of every literal.
+func validate(s Statement, toks []lexer.Token) error {
+	at := locator(toks)
 	switch s := s.(type) {
 	case *SetFormat:
 		if _, err := ParseFormat(string(s.Format)); err != nil {
-			return posErr(s.Pos, "%v", err)
+			return posErr(at.after(s.Pos, "FORMAT"), "%v", err)
 		}
 	case *CreateTopic:
 		if s.Partitions != nil && *s.Partitions < 1 {
-			return posErr(s.Pos, "PARTITIONS must be at least 1")
-		}
-		if s.Replicas != nil && (*s.Replicas < 1 || *s.Replicas > math.MaxInt16) {
-			return posErr(s.Pos, "REPLICAS must be between 1 and %d", math.MaxInt16)
+			return posErr(at.after(s.Pos, "PARTITIONS"), "PARTITIONS must be at least 1")
 		}
 		if s.Partitions != nil && *s.Partitions > math.MaxInt32 {
-			return posErr(s.Pos, "PARTITIONS must be at most %d", math.MaxInt32)
+			return posErr(at.after(s.Pos, "PARTITIONS"), "PARTITIONS must be at most %d", math.MaxInt32)
+		}
+		if s.Replicas != nil && (*s.Replicas < 1 || *s.Replicas > math.MaxInt16) {
+			return posErr(at.after(s.Pos, "REPLICAS"), "REPLICAS must be between 1 and %d", math.MaxInt16)
 		}
 		return validateConfigs(s.Configs)
 	case *AlterTopic:
 		if s.Add != nil && (*s.Add < 1 || *s.Add > math.MaxInt32) {
-			return posErr(s.Pos, "ADD PARTITIONS needs a positive number")
+			return posErr(at.after(s.Pos, "ADD", "PARTITIONS"), "ADD PARTITIONS needs a positive number")
 		}
 		return validateConfigs(s.Set)
 	case *ShowOffsets:
 		if s.At != nil {
-			if _, err := ParseTime(string(*s.At)); err != nil {
-				return posErr(s.Pos, "%v", err)
+			if err := checkTime(string(*s.At)); err != nil {
+				return posErr(at.after(s.Pos, "AT", "TIMESTAMP"), "%v", err)
 			}
 		}
 	case *Produce:
-		if err := partitionArg(s.Pos, s.Partition); err != nil {
+		if err := partitionArg(at.after(s.Pos, "PARTITION"), s.Partition); err != nil {
 			return err
 		}
 		if s.Timestamp != nil {
-			if _, err := ParseTime(string(*s.Timestamp)); err != nil {
-				return posErr(s.Pos, "%v", err)
+			if err := checkTime(string(*s.Timestamp)); err != nil {
+				return posErr(at.after(s.Pos, "TIMESTAMP"), "%v", err)
 			}
 		}
 	case *Select:
-		return validateSelect(s)
+		return validateSelect(s, at)
 	case *Fetch:
-		return limitArg(s.Pos, s.Limit)
+		return limitArg(at.after(s.Pos, "LIMIT"), s.Limit)
 	case *Subscribe:
 		if s.Timeout != nil {
 			if _, err := ParseTimeout(*s.Timeout); err != nil {
-				return posErr(s.Pos, "%v", err)
+				return posErr(at.after(s.Pos, "TIMEOUT"), "%v", err)
 			}
 		}
-		if err := validateStart(s.From); err != nil {
+		if err := validateStart(s.From, at); err != nil {
 			return err
 		}
 		if err := validateExpr(s.Where); err != nil {
 			return err
 		}
-		return limitArg(s.Pos, s.Limit)
+		return limitArg(at.after(s.Pos, "LIMIT"), s.Limit)
 	case *Assert:
-		if err := validateSelect(s.Query); err != nil {
+		if err := validateSelect(s.Query, at); err != nil {
 			return err
 		}
 	case *CommitOffset:
 		if s.Partition < 0 || s.Partition > math.MaxInt32 {
-			return posErr(s.Pos, "PARTITION must be between 0 and %d", math.MaxInt32)
+			return posErr(at.after(s.Pos, "PARTITION"), "PARTITION must be between 0 and %d", math.MaxInt32)
 		}
 		if s.Offset < 0 {
-			return posErr(s.Pos, "OFFSET must not be negative")
+			return posErr(at.after(s.Pos, "OFFSET"), "OFFSET must not be negative")
 		}
 	case *ResetGroup:
-		return validateStart(s.To)
+		return validateStart(s.To, at)
 	case *Grant:
-		return validateOps(s.Pos, s.Ops)
+		return validateOps(s.Pos, s.Ops, at)
 	case *Revoke:
-		return validateOps(s.Pos, s.Ops)
+		return validateOps(s.Pos, s.Ops, at)
 	case *MovePartition:
 		if s.Partition < 0 || s.Partition > math.MaxInt32 {
-			return posErr(s.Pos, "partition must be between 0 and %d", math.MaxInt32)
+			// MOVE PARTITION topic n: n follows the topic's name.
+			return posErr(at.next(at.after(s.Pos, "PARTITION")), "partition must be between 0 and %d", math.MaxInt32)
 		}
 		for _, b := range s.Brokers {
 			if b < 0 || b > math.MaxInt32 {
-				return posErr(s.Pos, "broker id %d is out of range", b)
+				return posErr(at.value(at.after(s.Pos, "BROKERS"), strconv.FormatInt(int64(b), 10)), "broker id %d is out of range", b)
 			}
 		}
 	}
 	return nil
 }
 
-func validateSelect(s *Select) error {
+// locator finds values among a statement's tokens.
+type locator []lexer.Token
+
+// after returns where the token after the keywords kws (in this order, the
+// first at or after from) starts, or from if they are not there.
+func (l locator) after(from lexer.Position, kws ...string) lexer.Position {
+	i := l.index(from)
+	for _, kw := range kws {
+		for i < len(l) && !(l[i].Type == tokKeyword && l[i].Value == kw) {
+			i++
+		}
+		i++ // past the keyword
+	}
+	if i <= 0 || i > len(l) {
+		return from
+	}
+	if i == len(l) {
+		return l[len(l)-1].Pos
+	}
+	return l[i].Pos
+}
+
+// next returns where the token after the one at pos starts (pos if none).
+func (l locator) next(pos lexer.Position) lexer.Position {
+	if i := l.index(pos); i+1 < len(l) && l[i].Pos.Offset == pos.Offset {
+		return l[i+1].Pos
+	}
+	return pos
+}
+
+// value returns where the first token spelt v at or after from starts
+// (from if there is none).
+func (l locator) value(from lexer.Position, v string) lexer.Position {
+	for i := l.index(from); i < len(l); i++ {
+		if l[i].Value == v {
+			return l[i].Pos
+		}
+	}
+	return from
+}
+
+// index returns the index of the first token at or after pos.
+func (l locator) index(pos lexer.Position) int {
+	for i, t := range l {
+		if t.Pos.Offset >= pos.Offset {
+			return i
+		}
+	}
+	return len(l)
+}
+
+func validateSelect(s *Select, at locator) error {
 	for _, c := range s.Columns {
 		if (c.Star || c.Count) && len(s.Columns) > 1 {
 			what := "*"
@@ -113,28 +171,30 @@ func validateSelect(s *Select) error {
 		// which nobody reads the same way twice. Refuse it.
 		return posErr(s.Columns[0].Pos, "LIMIT does not apply to count(*); narrow the count with WHERE or FROM")
 	}
-	if err := partitionArg(s.Pos, s.Partition); err != nil {
+	// PARTITION n follows FROM topic; the column list may say partition too.
+	if err := partitionArg(at.after(s.Pos, "FROM", "PARTITION"), s.Partition); err != nil {
 		return err
 	}
 	if err := validateExpr(s.Where); err != nil {
 		return err
 	}
-	if err := validateStart(s.From); err != nil {
+	if err := validateStart(s.From, at); err != nil {
 		return err
 	}
-	return limitArg(s.Pos, s.Limit)
+	return limitArg(at.after(s.Pos, "LIMIT"), s.Limit)
 }
 
-func validateStart(p *StartAt) error {
+func validateStart(p *StartAt, at locator) error {
 	if p == nil {
 		return nil
 	}
+	// p starts at its keyword: OFFSET n, TIMESTAMP 'time'.
 	if p.Offset != nil && *p.Offset < 0 {
-		return posErr(p.Pos, "OFFSET must not be negative")
+		return posErr(at.next(p.Pos), "OFFSET must not be negative")
 	}
 	if p.Timestamp != nil {
-		if _, err := ParseTime(string(*p.Timestamp)); err != nil {
-			return posErr(p.Pos, "%v", err)
+		if err := checkTime(string(*p.Timestamp)); err != nil {
+			return posErr(at.next(p.Pos), "%v", err)
 		}
 	}
 	return nil
@@ -181,7 +241,7 @@ func validateComparison(c *Comparison) error {
 		case textual && r.Null:
 			return posErr(r.Pos, "use %s IS NULL to test for NULL", name)
 		case field == "TIMESTAMP" && r.Str != nil:
-			if _, err := ParseTime(string(*r.Str)); err != nil {
+			if err := checkTime(string(*r.Str)); err != nil {
 				return posErr(r.Pos, "%v", err)
 			}
 		case field == "TIMESTAMP" && r.Null:
@@ -237,7 +297,7 @@ var aclOps = []string{
 	"CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
 }
 
-func validateOps(pos lexer.Position, ops []Name) error {
+func validateOps(pos lexer.Position, ops []Name, at locator) error {
 	for _, op := range ops {
 		ok := false
 		for _, a := range aclOps {
@@ -250,7 +310,7 @@ func validateOps(pos lexer.Position, ops []Name) error {
 			if s := Suggest(string(op), aclOps); s != "" {
 				msg += "; did you mean " + s + "?"
 			}
-			return posErr(pos, "%s", msg)
+			return posErr(at.value(pos, string(op)), "%s", msg)
 		}
 	}
 	return nil
@@ -294,16 +354,27 @@ func ParseFormat(s string) (Format, error) {
 	return 0, fmt.Errorf("unknown format %q (want table, json or csv)", s)
 }
 
-// ParseTime parses a timestamp literal: RFC 3339 ('2026-11-30T10:00:00Z',
-// fractional seconds and offsets allowed), a date ('2026-11-30', midnight
-// UTC) or 'YYYY-MM-DD HH:MM:SS' (UTC).
-func ParseTime(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t, nil
+// ParseTime parses a timestamp literal with the forms `moonmq top`'s jump
+// prompt accepts too (internal/when): RFC 3339 ('2026-11-30T10:00:00Z',
+// fractional seconds and offsets allowed), 'YYYY-MM-DD HH:MM:SS' or a date
+// (UTC), a duration before now ('5m', '1h30m', '2d'), or '@unix-millis'.
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	t, err := when.Parse(s, now)
+	if err != nil {
+		reason := err.Error()
+		if we, ok := errors.AsType[*when.Error](err); ok {
+			reason = we.Reason
 		}
+		return time.Time{}, fmt.Errorf("invalid timestamp %s: %s", Quote(s), reason)
 	}
-	return time.Time{}, fmt.Errorf("invalid timestamp %s: want RFC 3339, like '2026-11-30T10:00:00Z'", Quote(s))
+	return t, nil
+}
+
+// checkTime checks a timestamp literal's form; what it means waits for the
+// statement to run, when "now" is known.
+func checkTime(s string) error {
+	_, err := ParseTime(s, time.Unix(0, 0))
+	return err
 }
 
 var quantityRe = regexp.MustCompile(`^(-?[0-9]+)([A-Za-z]*)$`)

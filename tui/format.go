@@ -21,6 +21,13 @@ import (
 // number, so every formatter takes a "known" signal.
 const unknown = "–"
 
+// null is shown for a value that does not exist, as opposed to one not
+// known: an empty group has no protocol, a record may have no key, a
+// partition no member, a broker no rack. It is the marker MQL prints for
+// the same values (SHOW GROUPS, DESCRIBE GROUP, SELECT), so the console
+// and the dashboard agree on what a table cell without a value looks like.
+const null = "NULL"
+
 // ellipsis marks truncated text.
 const ellipsis = "…"
 

@@ -189,3 +189,34 @@ func TestGoldenStatusLines(t *testing.T) {
 	r.send(tea.WindowSizeMsg{Width: 39, Height: 9})
 	requireGolden(t, "too-small", r.screen())
 }
+
+// The jump and command prompts say what they take in full on an
+// 80-column terminal: nothing of the hint is cut.
+func TestGoldenPrompts80Columns(t *testing.T) {
+	r := demoRunner(t, 80, 24)
+	r.keys(":")
+	r.typeText("records orders")
+	r.keys("enter")
+	r.until("records", func() bool { return len(r.m.records.recs) == 3 })
+	r.keys("o")
+	screen := r.screen()
+	requireGolden(t, "jump-prompt-80x24", screen)
+	requireStatusLine(t, screen, " jump to: "+jumpPlaceholder)
+
+	r.keys("esc", ":")
+	screen = r.screen()
+	requireGolden(t, "command-prompt-80x24", screen)
+	requireStatusLine(t, screen, " :"+commandPlaceholder)
+}
+
+// requireStatusLine checks that the screen's status line (the second last)
+// is want, and that no line is wider than the terminal.
+func requireStatusLine(t *testing.T, screen, want string) {
+	t.Helper()
+	lines := strings.Split(screen, "\n")
+	for i, l := range lines {
+		require.LessOrEqual(t, ansi.StringWidth(l), 80, "line %d is wider than 80 columns: %q", i, l)
+	}
+	require.GreaterOrEqual(t, len(lines), 2)
+	require.Equal(t, want, lines[len(lines)-2])
+}

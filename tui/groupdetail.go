@@ -154,7 +154,7 @@ func (m *groupDetailModel) dataChanged() {
 		}
 		assigned := strings.Join(parts, " ")
 		if assigned == "" {
-			assigned = unknown
+			assigned = null
 		}
 		mrows = append(mrows, tableRow{key: mem.ID, cells: []string{id, mem.ClientID, mem.Host, assigned}})
 	}
@@ -169,7 +169,7 @@ func (m *groupDetailModel) dataChanged() {
 		}
 		member := o.MemberID
 		if member == "" {
-			member = unknown
+			member = null
 		}
 		k := o.Topic + "\x00" + strconv.Itoa(int(o.Partition))
 		m.committed[k] = o.Committed
@@ -209,6 +209,9 @@ func (m *groupDetailModel) view() string {
 			"commits " + commits,
 		}
 		more := "protocol " + protocolOf(g) + " · coordinator " + strconv.Itoa(int(d.Coordinator))
+		if d.ProtocolType != "" {
+			more = "type " + d.ProtocolType + " · " + more
+		}
 		lines = append(lines,
 			sectionTitle(th, "Group "+m.group, strings.Join(info, " · "), m.w),
 			th.dim.Render(fit(" "+more, m.w)),

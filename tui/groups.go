@@ -190,24 +190,17 @@ func (m *groupsModel) dataChanged() {
 	m.tbl.setRows(trs)
 }
 
-// protocolOf renders "type/assignor", e.g. "consumer/range".
+// protocolOf renders the group's protocol, its partition assignor (range,
+// cooperative-sticky), the value MQL's SHOW GROUPS shows: NULL when the
+// group has none (an empty group), – when it could not be described.
 func protocolOf(g groupState) string {
-	pt := g.summary.ProtocolType
-	if g.desc != nil {
-		if g.desc.ProtocolType != "" {
-			pt = g.desc.ProtocolType
-		}
-		if g.desc.Protocol != "" {
-			if pt == "" {
-				return g.desc.Protocol
-			}
-			return pt + "/" + g.desc.Protocol
-		}
-	}
-	if pt == "" {
+	switch {
+	case g.desc == nil:
 		return unknown
+	case g.desc.Protocol == "":
+		return null
 	}
-	return pt
+	return g.desc.Protocol
 }
 
 func (m *groupsModel) view() string {

@@ -108,7 +108,7 @@ func (m *overviewModel) dataChanged() {
 		}
 		rack := b.broker.Rack
 		if rack == "" {
-			rack = unknown
+			rack = null
 		}
 		brows = append(brows, tableRow{
 			key:   strconv.Itoa(int(id)),

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"charm.land/bubbles/v2/viewport"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/moonmq/moonmq/internal/when"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -309,7 +311,7 @@ func (m *recordsModel) rebuild() {
 	for i, r := range m.recs {
 		k, v := oneLine(r.Key), oneLine(r.Value)
 		if r.Key == nil {
-			k = unknown
+			k = null
 		}
 		if !matchFilter(m.filter, k, v) {
 			continue
@@ -407,24 +409,39 @@ func (m *recordsModel) renderDetail(r client.Record) string {
 }
 
 // parseJump reads the jump prompt: an offset, -N (N before the end),
-// earliest/latest, an RFC 3339 time, @unix-millis, or a duration ago such
-// as 5m or 1h30m.
+// earliest/latest, or a point in time in the forms MQL's TIMESTAMP
+// literals take (internal/when: RFC 3339, a date, a duration ago such as
+// 5m or 1h30m, @unix-millis), counted back from now.
 func parseJump(s string, now time.Time) (client.Position, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return client.Position{}, fmt.Errorf("jump: empty position (try 0, -100, 5m, 2024-05-01T12:00:00Z)")
+		return client.Position{}, fmt.Errorf("jump: empty position (try 0, -100, 5m, 2026-05-01T12:00:00Z)")
 	}
-	if d, err := time.ParseDuration(strings.TrimPrefix(s, "-")); err == nil && strings.IndexFunc(s, isUnit) >= 0 {
-		if d < 0 {
-			d = -d
+	// Offsets and the named ends first: "-10" is ten records before the
+	// end, not ten of anything ago (a duration needs a unit).
+	if _, err := strconv.ParseInt(s, 10, 64); err == nil || isEndName(s) {
+		p, err := client.ParsePosition(s)
+		if err != nil {
+			return client.Position{}, fmt.Errorf("jump: %s", strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
 		}
-		return client.Timestamp(now.Add(-d)), nil
+		return p, nil
 	}
-	p, err := client.ParsePosition(s)
+	t, err := when.Parse(s, now)
 	if err != nil {
-		return client.Position{}, fmt.Errorf("jump: %s", strings.TrimPrefix(err.Error(), client.ErrInvalidArgument.Error()+": "))
+		reason := err.Error()
+		if we, ok := errors.AsType[*when.Error](err); ok {
+			reason = we.Reason
+		}
+		return client.Position{}, fmt.Errorf("jump: %q: %s, or an offset, -N from the end, earliest or latest", s, reason)
 	}
-	return p, nil
+	return client.Timestamp(t), nil
 }
 
-func isUnit(r rune) bool { return strings.ContainsRune("hmsuµn", r) }
+// isEndName reports whether s names a log end client.ParsePosition knows.
+func isEndName(s string) bool {
+	switch strings.ToLower(s) {
+	case "earliest", "oldest", "beginning", "start", "latest", "newest", "end":
+		return true
+	}
+	return false
+}

@@ -328,7 +328,7 @@ func (m *Model) resize(w, h int) {
 	for _, p := range m.panes {
 		p.setSize(bw, bh)
 	}
-	m.input.SetWidth(max(w-20, 10))
+	m.sizeInput()
 	m.help.SetWidth(w)
 }
 
@@ -572,14 +572,31 @@ func (m *Model) openPrompt(kind promptKind) tea.Cmd {
 		m.input.SetValue(m.filterBefore)
 	case promptCommand:
 		m.input.Prompt = ":"
-		m.input.Placeholder = "overview | topics | groups | topic NAME | group NAME | records TOPIC [PARTITION] | quit"
+		m.input.Placeholder = commandPlaceholder
 		m.input.SetSuggestions(m.commandSuggestions())
 	case promptJump:
 		m.input.Prompt = "jump to: "
-		m.input.Placeholder = "offset | -N from end | earliest | latest | 5m ago as 5m | 2024-05-01T12:00:00Z | @millis"
+		m.input.Placeholder = jumpPlaceholder
 	}
+	m.sizeInput()
 	m.input.CursorEnd()
 	return m.input.Focus()
+}
+
+// The placeholders say what a prompt takes. Each fits, with its prompt, on
+// the status line of an 80-column terminal (the golden test checks it):
+// the input is as wide as the line, and a placeholder wider than the input
+// is cut mid-word.
+const (
+	commandPlaceholder = "overview | topics | groups | topic T | group G | records T [P] | quit"
+	jumpPlaceholder    = "offset, -N, earliest, latest, 5m ago, 2026-05-01T12:00:00Z or @millis"
+)
+
+// sizeInput gives the prompt's input the rest of the status line: the line
+// starts with a space, then the prompt, and the cursor may sit one past the
+// end.
+func (m *Model) sizeInput() {
+	m.input.SetWidth(max(m.w-2-lipgloss.Width(m.input.Prompt), 10))
 }
 
 func (m *Model) commandSuggestions() []string {

@@ -224,7 +224,9 @@ func TestGroupsView(t *testing.T) {
 	m.dataChanged()
 	require.Equal(t, []string{"analytics", "billing"}, rowKeys(&m.tbl))
 	view := ansi.Strip(m.view())
-	require.Regexp(t, `billing +Stable +consumer/cooperative-sticky +2 +60 +40 `, view)
+	require.Regexp(t, `billing +Stable +cooperative-sticky +2 +60 +40 `, view)
+	// An empty group has no protocol: NULL, as MQL's SHOW GROUPS shows it.
+	require.Regexp(t, `analytics +Empty +NULL +0 +800 `, view)
 	requireFrame(t, m.view(), 140, 10)
 
 	for m.sort.col != gcLag {
@@ -281,7 +283,15 @@ func TestGroupDetailView(t *testing.T) {
 	m.update(keyMsg("enter"))
 	require.Len(t, act.navs, 1, "members do not open anything")
 
+	// An empty group: no members, no protocol (NULL, as in MQL's
+	// DESCRIBE GROUP), offsets without a member (NULL).
+	m.open("analytics")
+	view = ansi.Strip(m.view())
+	require.Contains(t, view, "type consumer · protocol NULL · coordinator 1")
+	require.Regexp(t, `payments +0 +1000 +1500 +500 NULL`, view)
+
 	// The group disappears.
+	m.open("billing")
 	s3 := *s2
 	s3.at = s2.at.Add(time.Second)
 	s3.groups = s3.groups[:1]
@@ -427,6 +437,14 @@ func TestRecordsViewJump(t *testing.T) {
 	require.Contains(t, ansi.Strip(m.view()), "stopped after")
 }
 
+// protocolOf tells a group without a protocol (NULL) from one that could
+// not be described (–).
+func TestProtocolOf(t *testing.T) {
+	require.Equal(t, unknown, protocolOf(groupState{}))
+	require.Equal(t, null, protocolOf(groupState{desc: &client.GroupDescription{ProtocolType: "consumer"}}))
+	require.Equal(t, "range", protocolOf(groupState{desc: &client.GroupDescription{ProtocolType: "consumer", Protocol: "range"}}))
+}
+
 func TestParseJump(t *testing.T) {
 	for in, want := range map[string]client.Position{
 		"0":        client.Offset(0),
@@ -437,6 +455,12 @@ func TestParseJump(t *testing.T) {
 		"90s":      client.Timestamp(t0.Add(-90 * time.Second)),
 		"-1h":      client.Timestamp(t0.Add(-time.Hour)),
 		"@0":       client.Timestamp(time.UnixMilli(0)),
+		// The forms MQL's TIMESTAMP takes too (internal/when).
+		"2d":                   client.Timestamp(t0.Add(-48 * time.Hour)),
+		"5m ago":               client.Timestamp(t0.Add(-5 * time.Minute)),
+		"2026-05-01":           client.Timestamp(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)),
+		"2026-05-01 11:00:00":  client.Timestamp(time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)),
+		"2026-05-01T11:00:00Z": client.Timestamp(time.Date(2026, 5, 1, 11, 0, 0, 0, time.UTC)),
 	} {
 		got, err := parseJump(in, t0)
 		require.NoError(t, err, in)

@@ -2,7 +2,8 @@
 // history (chzyer/readline), `mq> ` / `..> ` prompts for statements that
 // span lines, tab completion of keywords and of topic and group names
 // fetched from the broker, Ctrl-C to cancel the statement being typed or
-// running (a SUBSCRIBE stops, the console stays), Ctrl-D to leave.
+// running (a SUBSCRIBE stops, the console stays), Ctrl-D, `exit`, `quit`
+// or `\q` (no ';' needed) to leave, Ctrl-L to clear the screen.
 //
 // Invariants: one statement runs at a time, on the goroutine that reads
 // input; a running statement's context is canceled by SIGINT and by
@@ -41,7 +42,18 @@ type Options struct {
 const (
 	promptFirst = "mq> "
 	promptMore  = "..> "
+	// clearScreen homes the cursor and erases the screen (ECMA-48 CUP, ED).
+	clearScreen = "\x1b[H\x1b[2J"
 )
+
+// leaves reports whether a line asks to leave the console without a ';':
+// exit or quit (any case) at the start of a statement, as people type them
+// in other consoles, or \q anywhere (psql's), which also drops a statement
+// being typed.
+func leaves(line string, pending bool) bool {
+	w := strings.ToLower(strings.TrimSuffix(strings.TrimSpace(line), ";"))
+	return w == `\q` || (!pending && (w == "exit" || w == "quit"))
+}
 
 // Run reads and executes statements until EXIT, Ctrl-D or ctx is done.
 func Run(ctx context.Context, opts Options) error {
@@ -67,6 +79,15 @@ func Run(ctx context.Context, opts Options) error {
 		Stdin:                  opts.Stdin,
 		Stdout:                 opts.Stdout,
 		Stderr:                 opts.Stderr,
+		// readline's own Ctrl-L only homes the cursor and redraws the
+		// line over what was there; erase the screen first, then let it
+		// redraw the prompt at the top.
+		FuncFilterInputRune: func(r rune) (rune, bool) {
+			if r == readline.CharCtrlL {
+				_, _ = io.WriteString(opts.Stdout, clearScreen)
+			}
+			return r, true
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("starting the line editor: %w", err)
@@ -133,6 +154,9 @@ func Run(ctx context.Context, opts Options) error {
 		case err != nil:
 			return fmt.Errorf("reading input: %w", err)
 		}
+		if leaves(line, hasTokens(buf.String())) {
+			return nil
+		}
 		buf.WriteString(line)
 		buf.WriteByte('\n')
 		src := buf.String()
@@ -144,6 +168,9 @@ func Run(ctx context.Context, opts Options) error {
 		}
 		buf.Reset()
 		_ = rl.SaveHistory(historyLine(src))
+		// Every statement of the chunk runs; an error does not stop the
+		// next. (replLike in main_mqldoc_test.go runs docs/mql.md's
+		// examples the same way: keep the two alike.)
 		for _, p := range mql.ParseScript("", src) {
 			if p.Err != nil {
 				mql.Report(opts.Stderr, out, "", p, p.Err)
@@ -164,6 +191,13 @@ func Run(ctx context.Context, opts Options) error {
 			}
 		}
 	}
+}
+
+// hasTokens reports whether src holds anything but space and comments: a
+// statement has been started.
+func hasTokens(src string) bool {
+	toks, err := mql.Tokenize("", src)
+	return err != nil || len(toks) > 1 // an unterminated string counts
 }
 
 // historyLine stores a multi-line statement as one history entry, so the

@@ -38,6 +38,59 @@ func (tm *term) output() string {
 	return ansi.ReplaceAllString(tm.buf.String(), "")
 }
 
+// raw is the output with its escape sequences.
+func (tm *term) raw() string {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	return tm.buf.String()
+}
+
+// startTerm runs `moonmq args...` on a pseudo-terminal and collects its
+// output; the process is killed at cleanup.
+func startTerm(t *testing.T, ctx context.Context, args ...string) (*term, *exec.Cmd) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "TERM=xterm", "MOONMQ_ADDR=")
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
+	require.NoError(t, err)
+	tm := &term{t: t, f: f, done: make(chan struct{})}
+	go func() {
+		defer close(tm.done)
+		chunk := make([]byte, 4096)
+		for {
+			n, err := f.Read(chunk)
+			tm.mu.Lock()
+			tm.buf.Write(chunk[:n])
+			tm.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = f.Close()
+		<-tm.done
+		if t.Failed() {
+			t.Logf("terminal output:\n%s", tm.output())
+		}
+	})
+	return tm, cmd
+}
+
+// waitExit waits for the console to end by itself, with status 0.
+func waitExit(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the console did not leave")
+	}
+}
+
 // expect waits until the screen output after the last match contains want.
 func (tm *term) expect(want string) {
 	tm.t.Helper()
@@ -79,32 +132,7 @@ func TestREPLOnTerminal(t *testing.T) {
 	require.NoError(t, cl.CommitOffset(ctx, "billing-repl", "orders-repl", 0, 1))
 
 	history := filepath.Join(t.TempDir(), "history")
-	cmd := exec.CommandContext(ctx, testbroker.Binary(t), "--repl", "--addr", b.Addr, "--history", history)
-	cmd.Env = append(os.Environ(), "TERM=xterm", "MOONMQ_ADDR=")
-	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 200})
-	require.NoError(t, err)
-	tm := &term{t: t, f: f, done: make(chan struct{})}
-	go func() {
-		defer close(tm.done)
-		chunk := make([]byte, 4096)
-		for {
-			n, err := f.Read(chunk)
-			tm.mu.Lock()
-			tm.buf.Write(chunk[:n])
-			tm.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = f.Close()
-		<-tm.done
-		if t.Failed() {
-			t.Logf("terminal output:\n%s", tm.output())
-		}
-	})
+	tm, cmd := startTerm(t, ctx, "--repl", "--addr", b.Addr, "--history", history)
 
 	tm.expect("MoonMQ console — connected to " + b.Addr)
 	tm.expect("mq> ")
@@ -135,7 +163,8 @@ func TestREPLOnTerminal(t *testing.T) {
 	tm.send("DESCRIBE GROUP bill\t")
 	tm.expect("billing-repl ")
 	tm.send(";\r")
-	tm.expect("group 'billing-repl'")
+	tm.expect("coordinator")
+	tm.expect("billing-repl  Empty  NULL")
 	tm.expect("mq> ")
 
 	// Ctrl-C while typing drops the unfinished statement.
@@ -173,6 +202,46 @@ func TestREPLOnTerminal(t *testing.T) {
 	require.Contains(t, string(h), "SUBSCRIBE TO orders-repl;\n")
 }
 
+// exit, quit and \q leave without a ';' (\q even in the middle of a
+// statement), and Ctrl-L clears the screen and redraws the prompt. No
+// broker is needed: the console starts disconnected.
+func TestREPLLeaveWordsAndClearScreen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	args := []string{"--repl", "--addr", "127.0.0.1:1", "--timeout", "2s", "--history", ""}
+
+	tm, cmd := startTerm(t, ctx, args...)
+	tm.expect("not connected")
+	tm.expect("mq> ")
+	tm.send("SHOW TOPICS")
+	tm.send("\x0c")
+	testbroker.WaitFor(t, 10*time.Second, "the screen cleared", func() bool {
+		return strings.Contains(tm.raw(), "\x1b[H\x1b[2J")
+	})
+	// The prompt and the line being typed come back at the top.
+	tm.expect("mq> SHOW TOPICS")
+	tm.send("\x15exit\r") // Ctrl-U clears the line first
+	waitExit(t, cmd)
+
+	for _, word := range []string{"quit", "QUIT", "Exit;", `\q`} {
+		tm, cmd := startTerm(t, ctx, args...)
+		tm.expect("mq> ")
+		tm.send(word + "\r")
+		waitExit(t, cmd)
+	}
+
+	// In a statement, "exit" is part of it (a syntax error later), but \q
+	// leaves.
+	tm, cmd = startTerm(t, ctx, args...)
+	tm.expect("mq> ")
+	tm.send("SELECT *\r")
+	tm.expect("..> ")
+	tm.send("exit\r")
+	tm.expect("..> ")
+	tm.send(`\q` + "\r")
+	waitExit(t, cmd)
+}
+
 func TestCandidates(t *testing.T) {
 	for _, tc := range []struct {
 		src, word string
@@ -205,6 +274,22 @@ func TestCandidates(t *testing.T) {
 	}
 	_, _, ok := Candidates("PRODUCE INTO t VALUE 'unterminated")
 	require.False(t, ok)
+}
+
+func TestLeaves(t *testing.T) {
+	for _, line := range []string{"exit", " QUIT ", "quit;", `\q`, `\Q`} {
+		require.True(t, leaves(line, false), line)
+	}
+	require.True(t, leaves(`\q`, true))
+	for _, line := range []string{"exit", "quit;"} {
+		require.False(t, leaves(line, true), line)
+	}
+	for _, line := range []string{"", "exits", "exit now", "SELECT"} {
+		require.False(t, leaves(line, false), line)
+	}
+	require.False(t, hasTokens("  -- a comment\n"))
+	require.True(t, hasTokens("SELECT\n"))
+	require.True(t, hasTokens("PRODUCE INTO t VALUE 'open"))
 }
 
 func TestHistoryLine(t *testing.T) {

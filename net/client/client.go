@@ -86,16 +86,23 @@ func (o *Options) EnsureDefaults() {
 // Validate reports whether the options are usable.
 func (o Options) Validate() error {
 	if len(o.seeds()) == 0 {
-		return fmt.Errorf("client options: %w: Addr is empty (want host:port)", ErrInvalidArgument)
+		return argError("no broker address (want host:port)")
 	}
 	for _, s := range o.seeds() {
 		if !strings.Contains(s, ":") {
-			return fmt.Errorf("client options: %w: broker address %q has no port (want host:port)",
-				ErrInvalidArgument, s)
+			return argError(fmt.Sprintf("broker address %q has no port (want host:port)", s))
 		}
 	}
 	return nil
 }
+
+// argError is an argument refused before anything is sent. Its message is
+// the reason alone, ready to follow "cannot connect to ...: " or "--addr:
+// ", and it matches ErrInvalidArgument.
+type argError string
+
+func (e argError) Error() string        { return string(e) }
+func (e argError) Is(target error) bool { return target == ErrInvalidArgument }
 
 func (o Options) seeds() []string {
 	var out []string

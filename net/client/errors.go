@@ -57,20 +57,33 @@ type Error struct {
 	Err error
 }
 
-// Error renders "op resource: NAME: explanation (detail)".
+// Error renders one sentence a person can act on. When the explanation
+// names what failed ("topic 'orders' already exists"), it is the whole
+// message: the operation adds nothing, and scripts already point at the
+// statement. Otherwise it says what could not be done and why ("cannot
+// describe topic 'orders': timed out waiting for the broker"). The Kafka
+// error name is left out (ErrorName has it); the broker's own message is
+// used when it is the specific reason, and dropped when it only repeats
+// the explanation.
 func (e *Error) Error() string {
+	s, named := e.sentence()
+	if named {
+		return s
+	}
 	var b strings.Builder
-	b.WriteString(e.Op)
+	b.WriteString("cannot ")
+	op := e.Op
+	if kind, _, ok := strings.Cut(e.Resource, " "); ok {
+		// "create topic" + "topic 'x'" reads "create topic 'x'".
+		op = strings.TrimSuffix(op, " "+kind)
+	}
+	b.WriteString(op)
 	if e.Resource != "" {
 		b.WriteString(" ")
 		b.WriteString(e.Resource)
 	}
 	b.WriteString(": ")
-	if e.Kafka != nil {
-		b.WriteString(e.Kafka.Message)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.explain())
+	b.WriteString(s)
 	return b.String()
 }
 
@@ -114,14 +127,142 @@ func (e *Error) Is(target error) bool {
 // explain returns the plain-language sentence for the error, without the
 // operation prefix or the Kafka name.
 func (e *Error) explain() string {
-	s := explainCode(e.Kafka, e.Resource)
-	if e.Kafka == nil {
-		s = explainTransport(e.Err)
-	}
-	if e.Detail != "" && !strings.Contains(s, e.Detail) {
-		s += " (" + e.Detail + ")"
-	}
+	s, _ := e.sentence()
 	return s
+}
+
+// sentence returns the explanation and whether it names the error's
+// resource (so it reads on its own).
+func (e *Error) sentence() (string, bool) {
+	if e.Kafka == nil {
+		s := explainTransport(e.Err)
+		if e.Detail != "" && !strings.Contains(s, e.Detail) {
+			s += " (" + e.Detail + ")"
+		}
+		return s, false
+	}
+	if s, ok := internalTopicSentence(e); ok {
+		return s, true
+	}
+	detail := strings.TrimSpace(e.Detail)
+	// A detail that names the resource the way this package does was
+	// written here for a person (ResetGroup's "has no committed offsets"):
+	// it is the whole story.
+	if detail != "" && e.Resource != "" && strings.Contains(detail, e.Resource) {
+		return detail, true
+	}
+	s := explainCode(e.Kafka, e.Resource)
+	switch {
+	case detail == "" || completeExplanation[e.Kafka] || sameWords(detail, s):
+		// Nothing to add: "unknown topic: \"x\"" only repeats "topic 'x'
+		// does not exist".
+	case detailIsTheReason[e.Kafka]:
+		s = detail
+	default:
+		s += " (" + detail + ")"
+	}
+	return s, namesResource(s, e.Resource)
+}
+
+// namesResource reports whether s names resource, or one of its parts
+// ("group 'g' on topic 't'").
+func namesResource(s, resource string) bool {
+	for _, part := range strings.Split(resource, " on ") {
+		if part != "" && strings.Contains(s, part) {
+			return true
+		}
+	}
+	return false
+}
+
+// completeExplanation lists the codes whose explanation says everything:
+// the broker's message can only repeat it.
+var completeExplanation = map[*kerr.Error]bool{
+	kerr.UnknownTopicOrPartition: true, kerr.UnknownTopicID: true, kerr.TopicAlreadyExists: true,
+	kerr.GroupIDNotFound: true, kerr.ResourceNotFound: true,
+}
+
+// detailIsTheReason lists the codes that stand for a whole class of
+// rejections ("something about the request is not valid"): when the broker
+// says which, its message replaces the generic explanation, which could
+// otherwise blame the wrong thing (a topic name's characters, for an
+// internal topic that may not be dropped).
+var detailIsTheReason = map[*kerr.Error]bool{
+	kerr.InvalidTopicException: true, kerr.InvalidRequest: true, kerr.PolicyViolation: true,
+	kerr.InvalidConfig: true, kerr.InvalidReplicationFactor: true, kerr.InvalidPartitions: true,
+	kerr.InvalidReplicaAssignment: true,
+}
+
+// sameWords reports whether every word of detail already appears in s, so
+// showing it would only repeat s.
+func sameWords(detail, s string) bool {
+	have := map[string]bool{}
+	for _, w := range words(s) {
+		have[w] = true
+	}
+	ws := words(detail)
+	for _, w := range ws {
+		if !have[w] {
+			return false
+		}
+	}
+	return len(ws) > 0
+}
+
+func words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-' || r >= 0x80)
+	})
+}
+
+// internalTopics are Kafka's internal topic names: only the brokers'
+// coordinators write and shape them.
+var internalTopics = map[string]bool{"__consumer_offsets": true, "__transaction_state": true, "__share_group_state": true}
+
+// internalTopicSentence explains a rejected change to an internal topic.
+// Brokers answer it with a generic code (INVALID_TOPIC_EXCEPTION, whose
+// usual meaning is a badly spelt name, or INVALID_REQUEST), so the reason
+// is said here, in the terms of the operation.
+func internalTopicSentence(e *Error) (string, bool) {
+	switch e.Kafka {
+	case kerr.InvalidTopicException, kerr.InvalidRequest, kerr.PolicyViolation, kerr.InvalidConfig, kerr.InvalidPartitions:
+	default:
+		return "", false
+	}
+	name, ok := resourceTopic(e.Resource)
+	if !ok || !internalTopics[name] {
+		return "", false
+	}
+	what := "cannot be changed by clients"
+	switch e.Op {
+	case "drop topic":
+		what = "cannot be dropped"
+	case "create topic":
+		what = "cannot be created by clients: the broker creates it itself"
+	case "alter configs of":
+		what = "its configs cannot be changed"
+	case "add partitions to":
+		what = "cannot get more partitions"
+	case "produce to":
+		what = "cannot be written to"
+	case "delete records of":
+		what = "its records cannot be deleted"
+	}
+	joiner := " and "
+	if strings.HasPrefix(what, "its ") {
+		joiner = ": "
+	}
+	return name + " is an internal topic" + joiner + what, true
+}
+
+// resourceTopic returns the topic a resource built by topicRes or partRes
+// names.
+func resourceTopic(res string) (string, bool) {
+	i := strings.LastIndex(res, "topic '")
+	if i < 0 || !strings.HasSuffix(res, "'") {
+		return "", false
+	}
+	return res[i+len("topic '") : len(res)-1], true
 }
 
 // Explain returns a plain-language explanation of err suitable for showing to
@@ -160,7 +301,17 @@ func explainCode(ke *kerr.Error, resource string) string {
 	if ke == nil {
 		return ""
 	}
+	// A resource may name a group and where it was working ("group 'g' on
+	// topic 't'"): a topic's code is about the topic, a group's about the
+	// group.
 	what := resource
+	if g, t, ok := strings.Cut(resource, " on "); ok {
+		what = g
+		switch ke {
+		case kerr.UnknownTopicOrPartition, kerr.UnknownTopicID, kerr.TopicAuthorizationFailed:
+			what = t
+		}
+	}
 	if what == "" {
 		what = "the requested resource"
 	}
@@ -260,6 +411,9 @@ func explainTransport(err error) string {
 	if errors.As(err, &dnsErr) {
 		return "cannot resolve host " + dnsErr.Name
 	}
+	if ae, ok := errors.AsType[*net.AddrError](err); ok {
+		return ae.Err + " " + ae.Addr // "invalid port 99999"
+	}
 	return err.Error()
 }
 
@@ -322,5 +476,5 @@ func invalid(op, format string, args ...any) error {
 func topicRes(name string) string { return "topic '" + name + "'" }
 func groupRes(name string) string { return "group '" + name + "'" }
 func partRes(topic string, p int32) string {
-	return fmt.Sprintf("partition %s/%d", "'"+topic+"'", p)
+	return fmt.Sprintf("partition %d of topic '%s'", p, topic)
 }

@@ -333,7 +333,7 @@ func (r PartitionRange) Records() int64 { return max(r.End-r.From, 0) }
 // snapshots the end offsets: exactly what Read would read. Sorted by
 // partition.
 func (c *Client) Range(ctx context.Context, topic string, partitions []int32, from Position) ([]PartitionRange, error) {
-	const op = "resolve range of"
+	const op = "read"
 	ctx, cancel, err := c.call(ctx)
 	if err != nil {
 		return nil, wrap(op, topicRes(topic), err)
