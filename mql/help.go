@@ -3,6 +3,8 @@ package mql
 import (
 	"fmt"
 	"strings"
+
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 // HelpEntry documents one statement.
@@ -101,7 +103,7 @@ func (s *Session) help(words []string) {
 		for _, e := range HelpEntries {
 			names = append(names, strings.SplitN(e.Name, " ", 2)[0])
 		}
-		if sug := Suggest(words[0], names); sug != "" {
+		if sug := cli.Suggest(words[0], names); sug != "" {
 			msg += "; did you mean HELP " + sug + "?"
 		} else {
 			msg += "; HELP lists the statements"

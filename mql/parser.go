@@ -3,11 +3,12 @@ package mql
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
+
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 // root is the grammar's entry point: exactly one statement. Scripts are
@@ -273,7 +274,7 @@ func unexpectedMessage(tok lexer.Token, toks []lexer.Token) string {
 		if len(cands) == 0 {
 			cands = Keywords
 		}
-		if s := Suggest(tok.Value, cands); s != "" && s != tok.Value {
+		if s := cli.Suggest(tok.Value, cands); s != "" && s != tok.Value {
 			what += "; did you mean " + s + "?"
 		}
 	}
@@ -402,57 +403,4 @@ var statementWords = []string{
 	"ABORT", "ALTER", "ASSERT", "BEGIN", "COMMIT", "CONNECT", "CREATE", "DESCRIBE",
 	"DISCONNECT", "DROP", "EXIT", "FETCH", "GRANT", "HELP", "JOIN", "LEAVE", "MOVE",
 	"PRODUCE", "QUIT", "RESET", "REVOKE", "SELECT", "SET", "SHOW", "SUBSCRIBE", "USE",
-}
-
-// Suggest returns the candidate closest to word (case-insensitively) if it
-// is close enough to be a likely misspelling, else "".
-func Suggest(word string, candidates []string) string {
-	w := strings.ToUpper(word)
-	if len(w) < 2 || len(w) > 40 {
-		return ""
-	}
-	best, bestD := "", 1<<30
-	sorted := append([]string(nil), candidates...)
-	sort.Strings(sorted)
-	for _, c := range sorted {
-		d := editDistance(w, c)
-		if d < bestD {
-			best, bestD = c, d
-		}
-	}
-	limit := 1
-	if len(w) >= 5 {
-		limit = 2
-	}
-	if bestD == 0 || bestD > limit {
-		return ""
-	}
-	return best
-}
-
-// editDistance is the Damerau-Levenshtein (optimal string alignment)
-// distance, so a swapped pair of letters counts as one edit.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/alecthomas/participle/v2/lexer"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/internal/cli"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -263,10 +265,10 @@ func TestComplete(t *testing.T) {
 }
 
 func TestSuggest(t *testing.T) {
-	require.Equal(t, "DESCRIBE", Suggest("describ", Keywords))
-	require.Equal(t, "SELECT", Suggest("selcet", Keywords))
-	require.Equal(t, "", Suggest("orders", Keywords))
-	require.Equal(t, "", Suggest("x", Keywords))
+	require.Equal(t, "DESCRIBE", cli.Suggest("describ", Keywords))
+	require.Equal(t, "SELECT", cli.Suggest("selcet", Keywords))
+	require.Equal(t, "", cli.Suggest("orders", Keywords))
+	require.Equal(t, "", cli.Suggest("x", Keywords))
 }
 
 func TestConfigValues(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/alecthomas/participle/v2/lexer"
 
+	"github.com/moonmq/moonmq/internal/cli"
 	"github.com/moonmq/moonmq/internal/when"
 )
 
@@ -307,7 +308,7 @@ func validateOps(pos lexer.Position, ops []Name, at locator) error {
 		}
 		if !ok {
 			msg := fmt.Sprintf("unknown operation %s (want one of %s)", op, strings.Join(aclOps, ", "))
-			if s := Suggest(string(op), aclOps); s != "" {
+			if s := cli.Suggest(string(op), aclOps); s != "" {
 				msg += "; did you mean " + s + "?"
 			}
 			return posErr(at.value(pos, string(op)), "%s", msg)
