@@ -205,7 +205,7 @@ func (s *Session) dropGroup(ctx context.Context, cl *client.Client, st *DropGrou
 	name := string(st.Name)
 	err := cl.DeleteGroup(ctx, name)
 	if st.IfExists && errors.Is(err, client.ErrNotFound) {
-		s.out.OK(fmt.Sprintf("group %s does not exist", quoteRes(name)))
+		s.out.OK(fmt.Sprintf("group %s does not exist: nothing to drop", quoteRes(name)))
 		return nil
 	}
 	if err != nil {

@@ -50,7 +50,7 @@ func (s *Session) dropTopic(ctx context.Context, cl *client.Client, st *DropTopi
 	name := string(st.Name)
 	err := cl.DropTopic(ctx, name)
 	if st.IfExists && errors.Is(err, client.ErrNotFound) {
-		s.out.OK(fmt.Sprintf("topic %s does not exist", quoteRes(name)))
+		s.out.OK(fmt.Sprintf("topic %s does not exist: nothing to drop", quoteRes(name)))
 		return nil
 	}
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -65,13 +66,7 @@ func Compress(codec int8, level int, src []byte) ([]byte, error) {
 			w.Reset(&buf)
 		}
 		defer pool.Put(w)
-		if _, err := w.Write(src); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
+		return compressInto(w, &buf, src)
 	case CompressionSnappy:
 		out := make([]byte, 0, xerialPrefixLen+len(src)+len(src)/6+64)
 		out = append(out, xerialHeader...)
@@ -100,13 +95,7 @@ func Compress(codec int8, level int, src []byte) ([]byte, error) {
 			w.Reset(&buf) // keeps the options
 		}
 		defer pool.Put(w)
-		if _, err := w.Write(src); err != nil {
-			return nil, err
-		}
-		if err := w.Close(); err != nil {
-			return nil, err
-		}
-		return buf.Bytes(), nil
+		return compressInto(w, &buf, src)
 	case CompressionZstd:
 		enc, err := zstdEncoder(zstd.EncoderLevelFromZstd(level))
 		if err != nil {
@@ -177,4 +166,16 @@ func Recompress(b []byte, codec int8, level int) ([]byte, error) {
 	binary.BigEndian.PutUint16(out[offAttributes:], attrs)
 	binary.BigEndian.PutUint32(out[offCRC:], Checksum(out[crcStart:]))
 	return out, nil
+}
+
+// compressInto writes src through w, a pooled compressor already reset to
+// write into buf, and returns what it wrote.
+func compressInto(w io.WriteCloser, buf *bytes.Buffer, src []byte) ([]byte, error) {
+	if _, err := w.Write(src); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
