@@ -153,4 +153,11 @@ func TestPrintConfigValidatesLikeServe(t *testing.T) {
 	require.Empty(t, out.String())
 	_, err = loadServeConfig([]string{"--print-config", "--log-format", "xml"}, nil, &out, &errb)
 	require.ErrorContains(t, err, "log-format")
+	// Group settings are checked by the coordinator's own rules, before
+	// anything is opened.
+	_, err = loadServeConfig([]string{"--print-config", "--offsets-topic-partitions", "5000"}, nil, &out, &errb)
+	require.ErrorContains(t, err, "offsets topic partitions 5000")
+	_, err = loadServeConfig([]string{"--print-config", "--group-consumer-heartbeat-interval", "1m"}, nil, &out, &errb)
+	require.Error(t, err)
+	require.Empty(t, out.String())
 }

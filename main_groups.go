@@ -49,8 +49,10 @@ func addGroupFlags(fs *flag.FlagSet) *groupFlags {
 	return g
 }
 
+// config is the coordinator's configuration; serve's validation and its
+// start both use it, so --print-config refuses what a start would.
 func (g *groupFlags) config(logger *slog.Logger) group.Config {
-	return group.Config{
+	cfg := group.Config{
 		MinSessionTimeout: g.minSession, MaxSessionTimeout: g.maxSession,
 		InitialRebalanceDelay: g.initialDelay, MaxSize: g.maxSize,
 		ConsumerSessionTimeout: g.consumerSession, ConsumerHeartbeatInterval: g.consumerHeartbeat,
@@ -58,6 +60,22 @@ func (g *groupFlags) config(logger *slog.Logger) group.Config {
 		OffsetsTopicPartitions: int32(g.offsetsTopicPartitions), MaxMetadataBytes: g.offsetMetadataMaxBytes,
 		Logger: logger,
 	}
+	// group.Config treats 0 as "Kafka's default"; on the command line 0
+	// means none.
+	if cfg.InitialRebalanceDelay == 0 {
+		cfg.InitialRebalanceDelay = time.Nanosecond
+	}
+	if cfg.MinSessionTimeout == 0 {
+		cfg.MinSessionTimeout = time.Nanosecond
+	}
+	return cfg
+}
+
+// validate checks the group settings as the coordinator will.
+func (g *groupFlags) validate() error {
+	cfg := g.config(slog.New(slog.DiscardHandler))
+	cfg.EnsureDefaults()
+	return cfg.Validate()
 }
 
 // startGroups builds the group coordinator over the broker's partitions of
@@ -67,14 +85,6 @@ func (g *groupFlags) config(logger *slog.Logger) group.Config {
 func startGroups(g *groupFlags, ctrl *controller.Controller, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, error) {
 	reset := g.resetOffsetsTopic
 	cfg := g.config(logger)
-	// group.Config treats 0 as "Kafka's default"; on the command line 0
-	// means none.
-	if cfg.InitialRebalanceDelay == 0 {
-		cfg.InitialRebalanceDelay = time.Nanosecond
-	}
-	if cfg.MinSessionTimeout == 0 {
-		cfg.MinSessionTimeout = time.Nanosecond
-	}
 	store := &group.BrokerStorage{
 		Broker: b,
 		LeaderEpochs: func() []int32 {

@@ -123,6 +123,9 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("advertise %q: want host:port: %v", c.advertise, err)
 		}
 	}
+	if err := c.groups.validate(); err != nil {
+		return err
+	}
 	// The logger is built after validation; check its settings here so
 	// --print-config refuses exactly what a start would.
 	_, err := newLogger(c.logLevel, c.logFormat, io.Discard)
@@ -326,7 +329,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// at DEBUG.
 	parts := summarizePartitions(b.PartitionStates())
 	logger.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
-		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "version", version,
+		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "cluster_id", ctrl.ClusterID(), "version", version,
 		"topics", len(ctrl.Topics()), "partitions", parts.total, "recovered_unclean", parts.unclean,
 		"offline", parts.offline, "damaged", parts.damaged,
 		"startup", time.Since(start).Round(time.Millisecond))

@@ -261,7 +261,8 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 			return nil, fmt.Errorf("controller: choose cluster id: %w", err)
 		}
 	}
-	logger.Info("controller ready", "cluster_id", c.ClusterID(), "topics", len(c.Topics()), "applied_index", r.AppliedIndex())
+	// Debug: the node's start-up line (moonmq serving) carries the cluster id.
+	logger.Debug("controller ready", "cluster_id", c.ClusterID(), "topics", len(c.Topics()), "applied_index", r.AppliedIndex())
 	return c, nil
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -125,7 +127,7 @@ func zstdEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
 		return enc, nil
 	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithWindowSize(64<<10),
-		zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
+		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithZeroFrames(true)) // EncodeAll calls run that many at once
 	if err != nil {
 		return nil, fmt.Errorf("zstd encoder: %w", err)
 	}
@@ -138,9 +140,10 @@ func zstdEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
 // codec bits, Length and CRC; records are not touched, so offsets,
 // sequences and timestamps are unchanged. A batch already in codec is
 // returned as is, whatever level it was compressed at (Kafka recompresses
-// only when the codec differs). A payload that does not decode within
-// MaxDecompressed is ErrCorrupt.
-func Recompress(b []byte, codec int8, level int) ([]byte, error) {
+// only when the codec differs). maxDecoded bounds the decoded records held
+// in memory (a small hostile batch can expand a thousandfold): a payload
+// that decodes to more is ErrTooLarge, one that does not decode ErrCorrupt.
+func Recompress(b []byte, codec int8, level, maxDecoded int) ([]byte, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return nil, err
@@ -150,7 +153,10 @@ func Recompress(b []byte, codec int8, level int) ([]byte, error) {
 	}
 	records := b[HeaderSize:]
 	if from := h.Compression(); from != CompressionNone {
-		if records, err = Decompress(from, records, MaxDecompressed); err != nil {
+		if records, err = Decompress(from, records, maxDecoded); err != nil {
+			if errors.Is(err, ErrDecodedLimit) {
+				return nil, fmt.Errorf("%w: its records decode to more than %d bytes, the most recompression takes", ErrTooLarge, min(maxDecoded, MaxDecompressed))
+			}
 			return nil, fmt.Errorf("%w: recompressing: %v", ErrCorrupt, err)
 		}
 	}

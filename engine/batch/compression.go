@@ -27,6 +27,14 @@ const xerialPrefixLen = 16
 // MaxDecompressed is the largest decoded payload Decompress accepts.
 const MaxDecompressed = 256 << 20
 
+// ErrDecodedLimit is wrapped (with ErrDecompress) by a Decompress that
+// stopped at its limit: the payload may be valid, only larger than allowed.
+var ErrDecodedLimit = errors.New("decoded payload over the limit")
+
+func overLimit(limit int) error {
+	return fmt.Errorf("%w: more than %d bytes decoded", ErrDecodedLimit, limit)
+}
+
 // Decompress decodes the records payload of a batch compressed with codec
 // (a Compression constant), refusing to produce more than limit bytes
 // (capped at MaxDecompressed), so a small hostile batch cannot expand into
@@ -57,15 +65,18 @@ func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
 		if d, err = zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1)); err == nil {
 			out, err = readLimited(d, limit)
 			d.Close()
+			if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+				err = overLimit(limit)
+			}
 		}
 	default:
 		return nil, fmt.Errorf("%w: unknown codec %d", ErrDecompress, codec)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: codec %d: %v", ErrDecompress, codec, err)
+		return nil, fmt.Errorf("%w: codec %d: %w", ErrDecompress, codec, err)
 	}
 	if len(out) > limit {
-		return nil, fmt.Errorf("%w: codec %d: more than %d bytes decoded", ErrDecompress, codec, limit)
+		return nil, fmt.Errorf("%w: codec %d: %w", ErrDecompress, codec, overLimit(limit))
 	}
 	return out, nil
 }
@@ -73,7 +84,7 @@ func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
 func readLimited(r io.Reader, limit int) ([]byte, error) {
 	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	if err == nil && len(out) > limit {
-		err = fmt.Errorf("more than %d bytes decoded", limit)
+		err = overLimit(limit)
 	}
 	return out, err
 }
@@ -89,7 +100,7 @@ func decodeSnappy(buf, src []byte, limit int) ([]byte, error) {
 			return nil, err
 		}
 		if n > limit {
-			return nil, fmt.Errorf("more than %d bytes decoded", limit)
+			return nil, overLimit(limit)
 		}
 		if cap(buf) < n {
 			buf = make([]byte, n)
@@ -115,7 +126,7 @@ func decodeSnappy(buf, src []byte, limit int) ([]byte, error) {
 			return nil, err
 		}
 		if total += dn; total > limit {
-			return nil, fmt.Errorf("more than %d bytes decoded", limit)
+			return nil, overLimit(limit)
 		}
 		blocks = append(blocks, rest[:n])
 		rest = rest[n:]

@@ -258,9 +258,9 @@ func TestRecompress(t *testing.T) {
 		srcHeader, err := Validate(src, 0)
 		require.NoError(t, err, name)
 		for _, to := range []int8{CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
-			out, err := Recompress(src, to, 0)
+			out, err := Recompress(src, to, 0, MaxDecompressed)
 			if to == CompressionGzip {
-				out, err = Recompress(src, to, -1)
+				out, err = Recompress(src, to, -1, MaxDecompressed)
 			}
 			require.NoError(t, err, "%s -> %d", name, to)
 			h, err := Validate(out, 0)
@@ -283,7 +283,7 @@ func TestRecompress(t *testing.T) {
 			}
 		}
 	}
-	_, err := Recompress(plain[:10], CompressionGzip, -1)
+	_, err := Recompress(plain[:10], CompressionGzip, -1, MaxDecompressed)
 	require.ErrorIs(t, err, ErrCorrupt)
 }
 
@@ -293,9 +293,9 @@ func TestValidateRecordTimestamps(t *testing.T) {
 	recs := []Record{{OffsetDelta: 0, TimestampDelta: 5}, {OffsetDelta: 1, TimestampDelta: -3}, {OffsetDelta: 2, TimestampDelta: 40}}
 	b := Build(Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1040}, recs)
 	for _, codec := range []int8{CompressionNone, CompressionGzip, CompressionZstd} {
-		c, err := Recompress(b, codec, 3)
+		c, err := Recompress(b, codec, 3, MaxDecompressed)
 		if codec == CompressionGzip {
-			c, err = Recompress(b, codec, -1)
+			c, err = Recompress(b, codec, -1, MaxDecompressed)
 		}
 		require.NoError(t, err)
 		h, err := ValidateRecords(c, 0)

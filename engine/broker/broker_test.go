@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -182,7 +183,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 	defer b.Close()
 	values := []string{"alpha", "beta", "gamma", "delta"}
 	plain := producerBatch(9, 1, 0, values...)
-	gz, err := batch.Recompress(plain, batch.CompressionGzip, -1)
+	gz, err := batch.Recompress(plain, batch.CompressionGzip, -1, batch.MaxDecompressed)
 	require.NoError(t, err)
 
 	for i, tc := range []struct {
@@ -222,7 +223,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 	// max.message.bytes applies to the recompressed batch too.
 	big := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1000},
 		[]batch.Record{{Value: make([]byte, 4000)}})
-	small, err := batch.Recompress(big, batch.CompressionZstd, 3)
+	small, err := batch.Recompress(big, batch.CompressionZstd, 3, batch.MaxDecompressed)
 	require.NoError(t, err)
 	require.Less(t, len(small), 1000)
 	p, err := b.EnsurePartition(TopicPartition{Topic: "limit", Partition: 0},
@@ -230,8 +231,33 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.Append(small, 0)
 	require.ErrorIs(t, err, batch.ErrTooLarge)
-	require.Contains(t, err.Error(), "recompressed with uncompressed")
+	require.Contains(t, err.Error(), "recompressed with uncompressed within max.message.bytes (1000)")
 	require.Zero(t, p.Log().LogEndOffset())
+}
+
+// A small batch whose records decode to far more than max.message.bytes
+// allows is refused before recompression holds them all: four such
+// batches of 16 KB once made the broker allocate 2.8 GB.
+func TestRecompressionIsBoundedByMaxMessageBytes(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	bomb, err := batch.Recompress(batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1000},
+		[]batch.Record{{Value: make([]byte, 64<<20)}}), batch.CompressionZstd, 3, batch.MaxDecompressed)
+	require.NoError(t, err)
+	require.Less(t, len(bomb), 64<<10)
+	for i, codec := range []string{"uncompressed", "gzip"} {
+		p, err := b.EnsurePartition(TopicPartition{Topic: "bomb", Partition: int32(i)}, map[string]string{"compression.type": codec})
+		require.NoError(t, err)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err = p.Append(append([]byte(nil), bomb...), 0)
+		runtime.ReadMemStats(&after)
+		require.ErrorIs(t, err, batch.ErrTooLarge, codec)
+		require.Contains(t, err.Error(), "decode to more than")
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(48<<20),
+			"%s: recompressing holds at most what could fit max.message.bytes", codec)
+	}
 }
 
 // The log options carry segment.jitter.ms, segment.index.bytes and

@@ -317,11 +317,25 @@ func recompress(batches [][]byte, headers []batch.Validated, cfg topicconfig.Con
 	if !ok {
 		return nil // producer
 	}
+	// The decoded records are held in memory while they are re-encoded:
+	// bound them by what could still fit max.message.bytes. Uncompressed,
+	// that is max.message.bytes itself; compressed, allow a 16x ratio (far
+	// above what producers' batches reach) rather than the 256 MiB any
+	// batch may decode to, which a few tiny hostile batches at once would
+	// turn into gigabytes.
+	maxDecoded := cfg.MaxMessageBytes - batch.HeaderSize
+	if codec != batch.CompressionNone {
+		maxDecoded = 16 * cfg.MaxMessageBytes
+	}
 	for i, b := range batches {
 		if headers[i].Compression() == codec {
 			continue
 		}
-		nb, err := batch.Recompress(b, codec, cfg.CompressionLevel)
+		nb, err := batch.Recompress(b, codec, cfg.CompressionLevel, maxDecoded)
+		if errors.Is(err, batch.ErrTooLarge) {
+			return fmt.Errorf("batch %d cannot be recompressed with %s within max.message.bytes (%d): %w",
+				i, cfg.Compression, cfg.MaxMessageBytes, err)
+		}
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", i, err)
 		}

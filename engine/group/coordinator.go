@@ -175,7 +175,13 @@ func (c *Coordinator) run() {
 			}
 		}
 		c.mu.Unlock()
-		c.log.Info("group coordinator loaded", "groups", groups, "partitions", c.nparts,
+		// Debug when all is well (the node's start-up line is the INFO
+		// one); a warning when offsets partitions could not be replayed.
+		level := slog.LevelDebug
+		if down > 0 {
+			level = slog.LevelWarn
+		}
+		c.log.Log(context.Background(), level, "group coordinator loaded", "groups", groups, "partitions", c.nparts,
 			"partitions_unavailable", down, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	t := time.NewTicker(c.cfg.TickInterval)

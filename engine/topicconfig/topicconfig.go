@@ -398,6 +398,17 @@ var byName = func() map[string]*Def {
 	return m
 }()
 
+// Canonical is how a valid value of d is shown: as Kafka's DescribeConfigs
+// shows the parsed value, trimmed, with booleans in lower case ("TRUE" is
+// accepted and stored as given, and shown as "true").
+func (d Def) Canonical(v string) string {
+	v = strings.TrimSpace(v)
+	if d.Kind == KindBoolean {
+		return strings.ToLower(v)
+	}
+	return v
+}
+
 // Defs returns every key, sorted by name.
 func Defs() []Def {
 	out := append([]Def(nil), defs...)

@@ -245,3 +245,20 @@ func TestReadmeListsEveryKey(t *testing.T) {
 		}
 	}
 }
+
+func TestCanonicalShowsBooleansAsKafkaDoes(t *testing.T) {
+	d, ok := Lookup(Preallocate)
+	if !ok {
+		t.Fatal("preallocate is not a key")
+	}
+	if err := ValidateOne(Preallocate, " TRUE "); err != nil {
+		t.Fatalf("TRUE is a boolean, as Kafka parses it: %v", err)
+	}
+	if got := d.Canonical(" TRUE "); got != "true" {
+		t.Errorf("Canonical = %q, want true", got)
+	}
+	r, _ := Lookup(RetentionMs)
+	if got := r.Canonical(" 1000 "); got != "1000" {
+		t.Errorf("Canonical = %q", got)
+	}
+}

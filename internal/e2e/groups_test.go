@@ -797,3 +797,29 @@ func TestGroupKcat(t *testing.T) {
 		t.Fatal(f.Error())
 	}
 }
+
+// A KIP-848 consumer whose broker-resolved regex names an internal topic
+// is assigned it, as Kafka's regex resolution does (franz-go's
+// Test848RegexBrokerResolves). This goes through serve's own wiring of the
+// topics into the coordinator, which marks internal topics.
+func TestRegexSubscriptionNamingAnInternalTopic(t *testing.T) {
+	b := testbroker.Start(t)
+	_, adm := newClient(t, b.Addr)
+	createTopic(t, adm, "orders", 1, nil)
+	createTopic(t, adm, "orders-v2", 1, nil)
+	cl, _ := newClient(t, b.Addr, kgo.ConsumerGroup("regex"), kgo.ServerSideBalancer(), kgo.ConsumeRegex(),
+		kgo.ConsumeTopics("orders", "__consumer_offsets"), kgo.MetadataMinAge(100*time.Millisecond),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.DisableAutoCommit())
+	testbroker.WaitFor(t, 30*time.Second, "orders and __consumer_offsets to be assigned", func() bool {
+		cl.PollRecords(ctxT(t, 200*time.Millisecond), 10)
+		d, err := adm.DescribeConsumerGroups(ctxT(t, 5*time.Second), "regex")
+		if err != nil || d["regex"].Err != nil || len(d["regex"].Members) != 1 {
+			return false
+		}
+		got := map[string]bool{}
+		for topic := range d["regex"].Members[0].Assignment {
+			got[topic] = true
+		}
+		return got["orders"] && got["__consumer_offsets"]
+	})
+}

@@ -60,8 +60,17 @@ func TestStartAndStopLogs(t *testing.T) {
 	require.NoError(t, b.Stop())
 
 	var serving, complete int
+	infoBeforeServing, starting := 0, true
 	for _, rec := range logLines(t, b.Log()) {
 		msg := rec["msg"].(string)
+		if rec["level"] == "INFO" && msg != "moonmq serving" && starting {
+			// Between a start and its serving line only the one-time
+			// creation of a new cluster may be logged at INFO.
+			if msg != "bootstrapped a new single-voter metadata cluster" {
+				infoBeforeServing++
+				t.Logf("INFO line during start-up: %v", rec)
+			}
+		}
 		require.NotEqual(t, "WARN", rec["level"], "nothing here is worth a warning: %v", rec)
 		require.NotContains(t, msg, "log opened", "per-partition lines are DEBUG")
 		require.NotContains(t, msg, "epoch checkpoint", "per-partition lines are DEBUG")
@@ -76,15 +85,19 @@ func TestStartAndStopLogs(t *testing.T) {
 		switch msg {
 		case "moonmq serving":
 			serving++
+			starting = false
+			require.NotEmpty(t, rec["cluster_id"], "%v", rec)
 			if serving == 2 {
 				require.Equal(t, 4.0, rec["partitions"], "%v", rec)
 				require.Equal(t, 0.0, rec["recovered_unclean"], "a graceful stop leaves nothing to recover: %v", rec)
 			}
 		case "shutdown complete":
 			complete++
+			starting = true // the restart follows
 		}
 	}
 	require.Equal(t, 2, serving)
+	require.Zero(t, infoBeforeServing, "start-up logs one summary line at INFO")
 	require.Equal(t, 2, complete, "each graceful stop logs its completion")
 }
 
@@ -146,19 +159,29 @@ func runKafkaProbe(t *testing.T, addr string) error {
 	return nil
 }
 
-// A start that fails (the Kafka port is taken) leaves no data directory
-// and no cluster id behind.
+// A start that fails (the Kafka port is taken, a bad address, a group
+// setting the coordinator refuses) leaves no data directory and no cluster
+// id behind.
 func TestFailedStartLeavesNothing(t *testing.T) {
 	taken, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer taken.Close()
-	dir := filepath.Join(t.TempDir(), "data")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, testbroker.Binary(t), "serve", "--data", dir,
-		"--listen", taken.Addr().String(), "--http", "127.0.0.1:0").CombinedOutput()
-	require.Error(t, err, "%s", out)
-	require.Contains(t, string(out), "address already in use")
-	_, err = os.Stat(dir)
-	require.ErrorIs(t, err, os.ErrNotExist, "the failed start created %s:\n%s", dir, out)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen", taken.Addr().String()}, "address already in use"},
+		{[]string{"--listen", "256.0.0.1:9092"}, "kafka listener"},
+		{[]string{"--listen", "127.0.0.1:0", "--offsets-topic-partitions", "5000"}, "offsets topic partitions 5000"},
+	} {
+		dir := filepath.Join(t.TempDir(), "data")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		out, err := exec.CommandContext(ctx, testbroker.Binary(t),
+			append([]string{"serve", "--data", dir, "--http", "127.0.0.1:0"}, tc.args...)...).CombinedOutput()
+		cancel()
+		require.Error(t, err, "%v: %s", tc.args, out)
+		require.Contains(t, string(out), tc.want, "%v", tc.args)
+		_, err = os.Stat(dir)
+		require.ErrorIs(t, err, os.ErrNotExist, "%v: the failed start created %s:\n%s", tc.args, dir, out)
+	}
 }

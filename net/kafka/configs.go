@@ -35,6 +35,7 @@ func describeTopicConfigEntries(overrides map[string]string, names []string, doc
 		if !overridden {
 			v = d.Default
 		}
+		v = d.Canonical(v)
 		e.Value = &v
 		e.Source = kmsg.ConfigSourceDefaultConfig
 		e.IsDefault = !overridden
