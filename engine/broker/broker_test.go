@@ -255,7 +255,10 @@ func TestRecompressionIsBoundedByMaxMessageBytes(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		require.ErrorIs(t, err, batch.ErrTooLarge, codec)
 		require.Contains(t, err.Error(), "decode to more than")
-		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(48<<20),
+		// Decoding to the 16 MiB bound takes about 34 MiB (69 under
+		// -race); unbounded, the 64 MiB of records took over 128 MiB.
+		t.Logf("%s: %d MiB allocated", codec, (after.TotalAlloc-before.TotalAlloc)>>20)
+		require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(100<<20),
 			"%s: recompressing holds at most what could fit max.message.bytes", codec)
 	}
 }
