@@ -4,8 +4,11 @@
 //	moonmq bench   produce/consume load generator
 //	moonmq version print the version
 //
-// This file parses flags, builds configuration and wires the packages
-// together; it holds no broker logic of its own.
+// Package main holds the command line only: flags, the config file and the
+// environment (config.go, serve.go), the toolkit commands' entry points
+// (main_mql.go, main_top.go) and the dispatch below. The broker node itself
+// is assembled by package node (serve.go turns the settings into a
+// node.Config); nothing here holds broker logic.
 package main
 
 import (

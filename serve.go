@@ -10,21 +10,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/term"
 
-	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/broker"
-	"github.com/moonmq/moonmq/engine/log"
-	"github.com/moonmq/moonmq/net/httpapi"
-	"github.com/moonmq/moonmq/net/kafka"
+	"github.com/moonmq/moonmq/node"
 )
 
 // serveConfig holds every `moonmq serve` setting. Each is a flag; the
@@ -123,7 +115,7 @@ func (c *serveConfig) validate() error {
 			return fmt.Errorf("advertise %q: want host:port: %v", c.advertise, err)
 		}
 	}
-	if err := c.groups.validate(); err != nil {
+	if err := c.nodeConfig(slog.New(slog.DiscardHandler)).Validate(); err != nil {
 		return err
 	}
 	// The logger is built after validation; check its settings here so
@@ -203,141 +195,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	// Registered first, so it runs last: after the deferred closes below
-	// have flushed and checkpointed every partition.
-	var shutdownStart time.Time
-	defer func() {
-		if !shutdownStart.IsZero() {
-			logger.Info("shutdown complete", "took", time.Since(shutdownStart).Round(time.Millisecond))
-		}
-	}()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	storage := httpapi.NewStorageMetrics(reg)
-	kmetrics := kafka.NewMetrics(reg)
-
-	// The HTTP listener comes up first so /healthz answers and /readyz says
-	// 503 while storage recovers and metadata loads.
-	var (
-		hs    *httpapi.Server
-		stats atomic.Pointer[func() *httpapi.Stats]
-	)
-	if cfg.http != "" {
-		hs, err = httpapi.Listen(httpapi.Options{Addr: cfg.http, Pprof: cfg.pprof, Registry: reg, Logger: logger,
-			Stats: func() *httpapi.Stats {
-				if f := stats.Load(); f != nil {
-					return (*f)()
-				}
-				return &httpapi.Stats{Version: version, NodeID: int32(cfg.nodeID)}
-			}})
-		if err != nil {
-			return err
-		}
-		go func() {
-			if err := hs.Serve(); err != nil {
-				logger.Error("http server stopped", "err", err)
-			}
-		}()
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = hs.Close(sctx)
-		}()
-	}
-
-	// Bind the Kafka port before the data directory is touched: a start
-	// that cannot listen (a bad address, a port in use) must not leave a
-	// fresh data directory and cluster id behind. Connections made while
-	// storage recovers wait in the listen backlog.
-	kln, err := net.Listen("tcp", cfg.listen)
-	if err != nil {
-		return fmt.Errorf("kafka listener: %w", err)
-	}
-	handedOver := false
-	defer func() {
-		if !handedOver {
-			kln.Close()
-		}
-	}()
-
-	fds := planDescriptors(cfg.maxConnections)
-	b, err := broker.Open(broker.Options{DataDir: cfg.data, Logger: logger,
-		RetentionCheckInterval: cfg.retentionCheck, GroupCommitWindow: cfg.groupCommitWindow, OnFsync: storage.ObserveFsync,
-		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
+	n, err := node.Open(ctx, cfg.nodeConfig(logger))
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := b.Close(); err != nil {
-			logger.Error("closing partitions", "err", err)
-		}
-	}()
-	reg.MustRegister(httpapi.NewPartitionCollector(b))
-
-	ctrl, err := controller.Open(ctx, controller.Options{
-		Dir: filepath.Join(cfg.data, "meta"), NodeID: int32(cfg.nodeID), Logger: logger,
-	})
-	if err != nil {
-		return err
-	}
-	defer ctrl.Close()
-	if err := wireMetadata(ctrl, b, kmetrics, logger); err != nil {
-		return err
-	}
-	groups, err := startGroups(cfg.groups, ctrl, b, logger)
-	if err != nil {
-		return err
-	}
-	defer groups.Close()
-
-	handedOver = true
-	ks, err := kafka.Listen(kafka.Options{
-		Listen: cfg.listen, Listener: kln, Advertise: cfg.advertise, NodeID: int32(cfg.nodeID),
-		MaxRequestSize: int32(cfg.maxRequestSize), AutoCreateTopics: cfg.autoCreate,
-		DefaultPartitions: int32(cfg.defaultPartitions), MaxConnections: cfg.maxConnections,
-		MaxConnectionsPerIP: cfg.maxConnectionsPerIP, Metrics: kmetrics, Logger: logger, Version: version,
-		Groups: groups, ConnectionsMaxIdle: cfg.connectionsMaxIdle, RequestTimeout: cfg.requestTimeout,
-	}, ctrl, b)
-	if err != nil {
-		return err
-	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- ks.Serve() }()
-
-	listeners := httpapi.Listeners{Kafka: ks.Addr().String(), Advertised: ks.Advertised()}
-	if hs != nil {
-		listeners.HTTP = hs.Addr().String()
-	}
-	statsFn := func() *httpapi.Stats {
-		return &httpapi.Stats{
-			Version: version, NodeID: int32(cfg.nodeID), StartedAt: start,
-			UptimeSeconds: time.Since(start).Seconds(), Listeners: listeners,
-			Connections: ks.Connections(), Topics: httpapi.TopicStatsOf(b), Groups: groupStatsOf(groups, b),
-		}
-	}
-	stats.Store(&statsFn)
-	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
-	var shuttingDown atomic.Bool
-	if hs != nil {
-		hs.SetReadiness(func() (bool, string) {
-			return readiness(shuttingDown.Load(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
-		})
-	}
-	// One line sums up the start; each partition's own opening is logged
-	// at DEBUG.
-	parts := summarizePartitions(b.PartitionStates())
-	logger.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
-		"http", listeners.HTTP, "data", cfg.data, "node_id", cfg.nodeID, "cluster_id", ctrl.ClusterID(), "version", version,
-		"topics", len(ctrl.Topics()), "partitions", parts.total, "recovered_unclean", parts.unclean,
-		"offline", parts.offline, "damaged", parts.damaged,
-		"startup", time.Since(start).Round(time.Millisecond))
+	defer n.Close()
 
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		ks.Close()
+	case err := <-n.Stopped():
 		if err == nil {
 			err = errors.New("closed unexpectedly")
 		}
@@ -354,8 +220,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}()
 
-	shutdownStart = time.Now()
-	shuttingDown.Store(true) // /readyz answers 503 from here to the end
+	shutdownStart := time.Now()
+	n.Draining() // /readyz answers 503 from here to the end
 	logger.Info("shutting down", "timeout", cfg.shutdownTimeout, "delay", cfg.shutdownDelay)
 	if cfg.shutdownDelay > 0 {
 		// Keep serving while load balancers and orchestrators notice the
@@ -365,123 +231,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownTimeout)
 	defer cancel()
-	// Parked JoinGroup/SyncGroup requests can wait minutes for a rebalance;
-	// closing the coordinator first answers them (COORDINATOR_NOT_AVAILABLE,
-	// so clients find the coordinator again after the restart).
-	_ = groups.Close()
-	if err := ks.Shutdown(sctx); err != nil {
-		logger.Warn("in-flight requests abandoned at shutdown", "err", err)
+	if err := n.Shutdown(sctx); err != nil {
+		logger.Warn("shutdown did not finish everything", "err", err)
 	}
-	return nil // deferred closes flush, fsync and checkpoint every partition
+	logger.Info("shutdown complete", "took", time.Since(shutdownStart).Round(time.Millisecond))
+	return nil
 }
 
-// partitionSummary counts the hosted partitions for the start-up line.
-type partitionSummary struct{ total, unclean, offline, damaged int }
-
-func summarizePartitions(states []broker.PartitionState) partitionSummary {
-	var s partitionSummary
-	for _, p := range states {
-		s.total++
-		switch {
-		case !p.Online:
-			s.offline++
-		case p.Stats.UncleanOpen:
-			s.unclean++
-		}
-		if len(p.CorruptRanges) > 0 {
-			s.damaged++
-		}
+// nodeConfig is the node's configuration from the settings.
+func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
+	return node.Config{
+		DataDir: c.data, Listen: c.listen, Advertise: c.advertise, HTTP: c.http, Pprof: c.pprof,
+		NodeID: int32(c.nodeID), AutoCreateTopics: c.autoCreate, DefaultPartitions: int32(c.defaultPartitions),
+		MaxRequestSize: int32(c.maxRequestSize), MaxConnections: c.maxConnections, MaxConnectionsPerIP: c.maxConnectionsPerIP,
+		ConnectionsMaxIdle: c.connectionsMaxIdle, RequestTimeout: c.requestTimeout,
+		RetentionCheckInterval: c.retentionCheck, GroupCommitWindow: c.groupCommitWindow,
+		Groups: c.groups.config(logger), ResetOffsetsTopic: c.groups.resetOffsetsTopic,
+		Version: version, Logger: logger,
 	}
-	return s
-}
-
-// readiness decides /readyz: the node is ready when it serves everything
-// it should — not while the group coordinator is still replaying
-// __consumer_offsets, while shutting down, while any partition it hosts is
-// offline (it could not be opened, or its log failed an I/O operation; the
-// broker retries it), or while accepting connections fails (out of file
-// descriptors). Damaged ranges inside a partition do not make the node
-// unready: everything else in it is served (they show in /stats and
-// /metrics).
-func readiness(shuttingDown bool, groupsErr error, parts []broker.PartitionState, acceptErr error) (bool, string) {
-	switch {
-	case shuttingDown:
-		return false, "shutting down"
-	case groupsErr != nil:
-		return false, "storage recovery or metadata load in progress: " + groupsErr.Error()
-	case acceptErr != nil:
-		return false, "cannot accept connections: " + acceptErr.Error()
-	}
-	var offline []string
-	for _, p := range parts {
-		if !p.Online {
-			offline = append(offline, fmt.Sprintf("%s-%d", p.Topic, p.Partition))
-		}
-	}
-	if len(offline) > 0 {
-		shown := offline[:min(len(offline), 10)]
-		more := ""
-		if len(offline) > len(shown) {
-			more = fmt.Sprintf(" and %d more", len(offline)-len(shown))
-		}
-		return false, fmt.Sprintf("%d partitions offline (%s%s); see /stats", len(offline), strings.Join(shown, ", "), more)
-	}
-	return true, ""
-}
-
-// descriptorPlan divides the process's file descriptor limit: a share for
-// client connections (up to --max-connections, at most half the limit), a
-// cache of idle segment files, a fixed reserve for the metadata store,
-// listeners and transient files, and the rest for partitions (one each).
-type descriptorPlan struct {
-	limit, reserve, fileCache int
-}
-
-func planDescriptors(maxConnections int) descriptorPlan {
-	var r syscall.Rlimit
-	limit := 1 << 20
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err == nil && r.Cur < 1<<30 {
-		limit = int(r.Cur) // Go has raised the soft limit to the hard one
-	}
-	conns := maxConnections
-	if conns <= 0 || conns > limit/2 {
-		conns = limit / 2
-	}
-	return descriptorPlan{limit: limit, reserve: 256 + conns, fileCache: min(max(limit/8, 32), 4096)}
-}
-
-// wireMetadata keeps the hosted partitions in step with the metadata: the
-// controller calls back synchronously on every change, so a CreateTopics
-// answer is sent only after the partitions exist on disk. Registering
-// replays every existing topic first. A partition that fails to open does
-// not fail the start: the broker keeps it offline (reported in /readyz,
-// /stats and /metrics) and retries it while the rest of the node serves.
-func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metrics, logger *slog.Logger) error {
-	ctrl.OnChange(func(ev controller.Event) {
-		var err error
-		switch ev.Kind {
-		case controller.TopicCreated, controller.PartitionsAdded:
-			for _, p := range ev.Topic.Partitions {
-				_, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
-				if !errors.Is(perr, broker.ErrPartitionOffline) { // offline ones are reported by the broker
-					err = errors.Join(err, perr)
-				}
-			}
-		case controller.ConfigsChanged:
-			err = b.UpdateConfigs(ev.Topic.Name, ev.Topic.Configs)
-		case controller.TopicDeleted:
-			err = b.DeleteTopic(ev.Topic.Name)
-			m.DeleteTopic(ev.Topic.Name)
-		}
-		if err != nil {
-			logger.Error("applying metadata change", "topic", ev.Topic.Name, "event", ev.Kind, "err", err)
-		}
-	})
-	known := map[broker.TopicPartition]bool{}
-	for _, t := range ctrl.Topics() {
-		for _, p := range t.Partitions {
-			known[broker.TopicPartition{Topic: t.Name, Partition: p.ID}] = true
-		}
-	}
-	return b.RemoveOrphans(func(tp broker.TopicPartition) bool { return known[tp] })
 }

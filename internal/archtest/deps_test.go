@@ -22,11 +22,14 @@ func TestDependencyDirection(t *testing.T) {
 		pkgs      string   // go list pattern
 		forbidden []string // import path prefixes (under the module)
 	}{
-		{"./engine/...", []string{"net/", "cluster/", "mql", "tui", "internal/"}},
+		{"./engine/...", []string{"net/", "cluster/", "mql", "tui", "internal/", "node"}},
 		{"./net/client/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi"}},
-		{"./mql/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi"}},
-		{"./tui/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi"}},
-		{"./cluster/...", []string{"net/", "mql", "tui"}},
+		{"./mql/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi", "node"}},
+		{"./tui/...", []string{"engine/", "cluster/", "net/kafka", "net/httpapi", "node"}},
+		{"./cluster/...", []string{"net/", "mql", "tui", "node"}},
+		// node assembles a broker from the layers below it: none of
+		// them may import it (package main and test harnesses do).
+		{"./net/...", []string{"node"}},
 	}
 	for _, r := range rules {
 		checkDeps(t, r.pkgs, func(rel string) bool {

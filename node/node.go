@@ -1,0 +1,289 @@
+// Package node assembles one MoonMQ broker node from its parts — the
+// hosted partitions (engine/broker), the metadata controller
+// (cluster/controller), the group coordinator (engine/group), the Kafka
+// listener (net/kafka) and the operator's HTTP endpoints (net/httpapi) —
+// and owns their order: storage and metadata before the coordinator,
+// everything before the listener accepts, and the reverse at shutdown.
+// Package main only turns flags, the config file and the environment into
+// a Config.
+//
+// Invariants: Open either returns a serving node or has closed everything
+// it opened; settings are checked and the Kafka port is bound before the
+// data directory is touched, so a failed Open leaves no data behind.
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/net/httpapi"
+	"github.com/moonmq/moonmq/net/kafka"
+)
+
+// Config is everything a node is built from. Zero durations and sizes take
+// the parts' own defaults.
+type Config struct {
+	DataDir string
+	// Listen is the Kafka listener address; Listener, when set, is used
+	// instead (the node owns it), so tests and embedders can pass one.
+	Listen    string
+	Listener  net.Listener
+	Advertise string
+	// HTTP is the address of /metrics, /stats, /healthz and /readyz;
+	// empty disables them.
+	HTTP  string
+	Pprof bool
+
+	NodeID              int32
+	AutoCreateTopics    bool
+	DefaultPartitions   int32
+	MaxRequestSize      int32
+	MaxConnections      int
+	MaxConnectionsPerIP int
+	ConnectionsMaxIdle  time.Duration
+	RequestTimeout      time.Duration
+
+	RetentionCheckInterval time.Duration
+	GroupCommitWindow      time.Duration
+
+	Groups group.Config
+	// ResetOffsetsTopic deletes __consumer_offsets at start (every
+	// committed offset and group is lost).
+	ResetOffsetsTopic bool
+
+	Version string
+	Logger  *slog.Logger
+}
+
+// Validate checks what Open would refuse before touching anything.
+func (c Config) Validate() error {
+	g := c.Groups
+	if g.Logger == nil {
+		g.Logger = slog.New(slog.DiscardHandler)
+	}
+	g.EnsureDefaults()
+	return g.Validate()
+}
+
+// Node is a running broker node.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	start  time.Time
+	http   *httpapi.Server
+	broker *broker.Broker
+	ctrl   *controller.Controller
+	groups *group.Coordinator
+	kafka  *kafka.Server
+
+	serveErr     chan error
+	shuttingDown atomic.Bool
+	closers      []func() // in opening order; Close runs them backwards
+}
+
+// Open builds the node and starts serving: HTTP first (so /readyz says 503
+// while storage recovers), then storage, metadata, the group coordinator
+// and the Kafka listener.
+func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Groups.Logger == nil {
+		cfg.Groups.Logger = cfg.Logger
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, start: time.Now(), serveErr: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			n.closeAll()
+		}
+	}()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	storage := httpapi.NewStorageMetrics(reg)
+	kmetrics := kafka.NewMetrics(reg)
+
+	var stats atomic.Pointer[func() *httpapi.Stats]
+	if cfg.HTTP != "" {
+		hs, err := httpapi.Listen(httpapi.Options{Addr: cfg.HTTP, Pprof: cfg.Pprof, Registry: reg, Logger: n.log,
+			Stats: func() *httpapi.Stats {
+				if f := stats.Load(); f != nil {
+					return (*f)()
+				}
+				return &httpapi.Stats{Version: cfg.Version, NodeID: cfg.NodeID}
+			}})
+		if err != nil {
+			return nil, err
+		}
+		n.http = hs
+		go func() {
+			if err := hs.Serve(); err != nil {
+				n.log.Error("http server stopped", "err", err)
+			}
+		}()
+		n.closers = append(n.closers, func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = hs.Close(sctx)
+		})
+	}
+
+	// Bind the Kafka port before the data directory is touched: a start
+	// that cannot listen (a bad address, a port in use) must not leave a
+	// fresh data directory and cluster id behind. Connections made while
+	// storage recovers wait in the listen backlog.
+	kln := cfg.Listener
+	if kln == nil {
+		if kln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("kafka listener: %w", err)
+		}
+	}
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			kln.Close()
+		}
+	}()
+
+	fds := planDescriptors(cfg.MaxConnections)
+	b, err := broker.Open(broker.Options{DataDir: cfg.DataDir, Logger: n.log,
+		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, OnFsync: storage.ObserveFsync,
+		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
+	if err != nil {
+		return nil, err
+	}
+	n.broker = b
+	n.closers = append(n.closers, func() {
+		// Flushes, fsyncs and checkpoints every partition.
+		if err := b.Close(); err != nil {
+			n.log.Error("closing partitions", "err", err)
+		}
+	})
+	reg.MustRegister(httpapi.NewPartitionCollector(b))
+
+	ctrl, err := controller.Open(ctx, controller.Options{
+		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: cfg.NodeID, Logger: n.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	n.ctrl = ctrl
+	n.closers = append(n.closers, func() { ctrl.Close() })
+	if err := wireMetadata(ctrl, b, kmetrics, n.log); err != nil {
+		return nil, err
+	}
+	groups, err := startGroups(cfg.Groups, cfg.ResetOffsetsTopic, ctrl, b, n.log)
+	if err != nil {
+		return nil, err
+	}
+	n.groups = groups
+	n.closers = append(n.closers, func() { groups.Close() })
+
+	handedOver = true
+	ks, err := kafka.Listen(kafka.Options{
+		Listen: cfg.Listen, Listener: kln, Advertise: cfg.Advertise, NodeID: cfg.NodeID,
+		MaxRequestSize: cfg.MaxRequestSize, AutoCreateTopics: cfg.AutoCreateTopics,
+		DefaultPartitions: cfg.DefaultPartitions, MaxConnections: cfg.MaxConnections,
+		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP, Metrics: kmetrics, Logger: n.log, Version: cfg.Version,
+		Groups: groups, ConnectionsMaxIdle: cfg.ConnectionsMaxIdle, RequestTimeout: cfg.RequestTimeout,
+	}, ctrl, b)
+	if err != nil {
+		return nil, err
+	}
+	n.kafka = ks
+	n.closers = append(n.closers, func() { ks.Close() })
+	go func() { n.serveErr <- ks.Serve() }()
+
+	listeners := httpapi.Listeners{Kafka: ks.Addr().String(), Advertised: ks.Advertised()}
+	if n.http != nil {
+		listeners.HTTP = n.http.Addr().String()
+	}
+	statsFn := func() *httpapi.Stats {
+		return &httpapi.Stats{
+			Version: cfg.Version, NodeID: cfg.NodeID, StartedAt: n.start,
+			UptimeSeconds: time.Since(n.start).Seconds(), Listeners: listeners,
+			Connections: ks.Connections(), Topics: httpapi.TopicStatsOf(b), Groups: groupStatsOf(groups, b),
+		}
+	}
+	stats.Store(&statsFn)
+	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
+	if n.http != nil {
+		n.http.SetReadiness(func() (bool, string) {
+			return readiness(n.shuttingDown.Load(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
+		})
+	}
+	// One line sums up the start; each partition's own opening is logged
+	// at DEBUG.
+	parts := summarizePartitions(b.PartitionStates())
+	n.log.Info("moonmq serving", "kafka", listeners.Kafka, "advertised", listeners.Advertised,
+		"http", listeners.HTTP, "data", cfg.DataDir, "node_id", cfg.NodeID, "cluster_id", ctrl.ClusterID(), "version", cfg.Version,
+		"topics", len(ctrl.Topics()), "partitions", parts.total, "recovered_unclean", parts.unclean,
+		"offline", parts.offline, "damaged", parts.damaged,
+		"startup", time.Since(n.start).Round(time.Millisecond))
+	return n, nil
+}
+
+// Addr is the Kafka listener's bound address.
+func (n *Node) Addr() net.Addr { return n.kafka.Addr() }
+
+// HTTPAddr is the HTTP listener's bound address, or nil without one.
+func (n *Node) HTTPAddr() net.Addr {
+	if n.http == nil {
+		return nil
+	}
+	return n.http.Addr()
+}
+
+// Stopped delivers why the Kafka listener stopped serving on its own (it
+// does not on a Shutdown or Close).
+func (n *Node) Stopped() <-chan error { return n.serveErr }
+
+// Draining marks the node as leaving: /readyz answers 503 from now on while
+// everything keeps serving (a load balancer's grace before Shutdown).
+func (n *Node) Draining() { n.shuttingDown.Store(true) }
+
+// Shutdown stops gracefully: /readyz turns 503, the group coordinator
+// answers parked joins, the listener closes and connections finish what
+// they read (until ctx ends), then every partition is flushed, fsynced and
+// checkpointed and the metadata store closed. HTTP goes last.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.Draining()
+	// Parked JoinGroup/SyncGroup requests can wait minutes for a rebalance;
+	// closing the coordinator first answers them (COORDINATOR_NOT_AVAILABLE,
+	// so clients find the coordinator again after the restart).
+	_ = n.groups.Close()
+	var err error
+	if serr := n.kafka.Shutdown(ctx); serr != nil {
+		err = fmt.Errorf("in-flight requests abandoned at shutdown: %w", serr)
+	}
+	n.closeAll()
+	return err
+}
+
+// Close stops at once: connections are closed with their requests.
+func (n *Node) Close() error {
+	n.closeAll()
+	return nil
+}
+
+func (n *Node) closeAll() {
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		n.closers[i]()
+	}
+	n.closers = nil
+}

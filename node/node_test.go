@@ -1,0 +1,81 @@
+package node
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/moonmq/moonmq/engine/group"
+)
+
+func testConfig(t *testing.T, dir string) Config {
+	return Config{DataDir: dir, Listen: "127.0.0.1:0", NodeID: 1, Version: "test",
+		Groups: group.Config{OffsetsTopicPartitions: 3}}
+}
+
+// A node opened in-process serves Kafka clients, and what it acknowledged
+// is there after a graceful Shutdown and a new Open on the same data.
+func TestOpenServeShutdownReopen(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	n, err := Open(ctx, testConfig(t, dir))
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "t")
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")}).FirstErr())
+	cl.Close()
+	require.Nil(t, n.HTTPAddr(), "no HTTP listener unless asked")
+	require.NoError(t, n.Shutdown(ctx))
+
+	n, err = Open(ctx, testConfig(t, dir))
+	require.NoError(t, err)
+	defer n.Close()
+	cl, err = kgo.NewClient(kgo.SeedBrokers(n.Addr().String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "t")
+	require.NoError(t, err)
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	require.Equal(t, int64(2), total)
+}
+
+// The node takes a listener it is given (tests and embedders), and an Open
+// that fails leaves no data directory behind and closes what it opened.
+func TestOpenWithAListenerAndFailures(t *testing.T) {
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(t, t.TempDir())
+	cfg.Listener = ln
+	n, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	require.Equal(t, ln.Addr().String(), n.Addr().String())
+	require.NoError(t, n.Close())
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	for _, bad := range []func(*Config){
+		func(c *Config) { c.Listen = taken.Addr().String() },
+		func(c *Config) { c.Groups.OffsetsTopicPartitions = 5000 },
+		func(c *Config) { c.HTTP = taken.Addr().String() },
+	} {
+		cfg := testConfig(t, filepath.Join(t.TempDir(), "data"))
+		bad(&cfg)
+		_, err := Open(ctx, cfg)
+		require.Error(t, err)
+		_, statErr := os.Stat(cfg.DataDir)
+		require.ErrorIs(t, statErr, os.ErrNotExist, "a failed Open created the data directory: %v", err)
+	}
+}
