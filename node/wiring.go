@@ -240,7 +240,7 @@ func groupStatsOf(coord *group.Coordinator, b *broker.Broker) []httpapi.GroupSta
 		for _, o := range s.Offsets {
 			ps := httpapi.GroupPartitionStat{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset, End: -1, Lag: -1}
 			if p, err := b.Partition(broker.TopicPartition{Topic: o.Topic, Partition: o.Partition}); err == nil {
-				ps.End = p.Log().HighWatermark()
+				ps.End = p.HighWatermark()
 				ps.Lag = lag.Of(o.Offset, ps.End)
 				gs.Lag = lag.Sum(gs.Lag, ps.Lag)
 			}

@@ -44,6 +44,7 @@ var errorMap = []struct {
 	{txn.ErrInvalidEpoch, kerr.InvalidProducerEpoch},
 	{txn.ErrInvalidSequence, kerr.InvalidRecord},
 	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{broker.ErrInvalidListOffset, kerr.InvalidRequest},
 	{log.ErrClosed, kerr.NotLeaderForPartition},
 	{log.ErrCorrupt, kerr.CorruptMessage}, // damaged stored data, as Kafka answers it
 

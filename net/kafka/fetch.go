@@ -152,14 +152,14 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, byte
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			l := part.Log()
-			changed = append(changed, l.Changed())
-			hw := l.HighWatermark()
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
+			pos := part.Position()
+			changed = append(changed, pos.Changed)
+			hw := pos.HighWatermark
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, pos.LastStable, pos.LogStart
 			if p.FetchOffset >= hw || p.FetchOffset < rp.LogStartOffset {
 				// Nothing to read: take no room, just the answer for the
 				// offset (none at the end, OFFSET_OUT_OF_RANGE outside).
-				_, err := l.ReadAppend(nil, p.FetchOffset, 0, hw)
+				_, err := part.ReadAppend(nil, p.FetchOffset, 0, hw)
 				rp.ErrorCode = c.errCode(err)
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
@@ -172,7 +172,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, byte
 				starved = true
 			}
 			if grant.conn > 0 || (mayForce && total == 0) {
-				data, err := l.ReadAppend(getFetchBuf(), p.FetchOffset, int(grant.conn), hw)
+				data, err := part.ReadAppend(getFetchBuf(), p.FetchOffset, int(grant.conn), hw)
 				if err != nil {
 					rp.ErrorCode = c.errCode(err)
 				} else if len(data) > 0 {

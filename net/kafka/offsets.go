@@ -11,13 +11,6 @@ import (
 	"github.com/moonmq/moonmq/engine/broker"
 )
 
-// Special ListOffsets timestamps.
-const (
-	latestTimestamp        = -1
-	earliestTimestamp      = -2
-	maxTimestamp           = -3
-	earliestLocalTimestamp = -4
-)
 
 func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ListOffsetsRequest)
@@ -36,29 +29,9 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 				continue
 			}
 			rp.LeaderEpoch = epochOf(epochs, p.Partition)
-			l := part.Log()
-			rp.Timestamp = -1
-			switch p.Timestamp {
-			case latestTimestamp:
-				rp.Offset = l.HighWatermark()
-			case earliestTimestamp, earliestLocalTimestamp:
-				rp.Offset = l.LogStartOffset()
-			case maxTimestamp:
-				rp.Offset, rp.Timestamp = l.MaxTimestamp()
-			default:
-				if p.Timestamp < 0 {
-					rp.ErrorCode = kerr.InvalidRequest.Code
-					break
-				}
-				off, ts, ok, err := l.OffsetForTimestamp(p.Timestamp)
-				switch {
-				case err != nil:
-					rp.ErrorCode = c.errCode(err)
-				case !ok || off >= l.HighWatermark():
-					rp.Offset, rp.Timestamp = -1, -1
-				default:
-					rp.Offset, rp.Timestamp = off, ts
-				}
+			rp.Offset, rp.Timestamp, err = part.ListOffset(p.Timestamp)
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -88,15 +61,7 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			l := part.Log()
-			offset := p.Offset
-			hw := l.HighWatermark()
-			if offset == -1 {
-				offset = hw
-			}
-			if offset < 0 || offset > hw {
-				rp.ErrorCode = kerr.OffsetOutOfRange.Code
-			} else if low, err := l.DeleteRecordsBefore(offset); err != nil {
+			if low, err := part.DeleteRecords(p.Offset); err != nil {
 				rp.ErrorCode = c.errCode(err)
 			} else {
 				rp.LowWatermark = low

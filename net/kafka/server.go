@@ -373,7 +373,7 @@ func (s *Server) replicaState(topic string, partition int32) replicaState {
 	switch {
 	case errors.Is(err, broker.ErrPartitionOffline):
 		return replicaUnopened
-	case err == nil && p.Log().Failure() != nil:
+	case err == nil && p.Failure() != nil:
 		return replicaFailed
 	}
 	return replicaOK
