@@ -11,7 +11,6 @@ import (
 	"github.com/moonmq/moonmq/engine/broker"
 )
 
-
 func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
