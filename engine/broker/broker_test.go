@@ -49,7 +49,7 @@ func TestIdempotentAppendSurvivesRestart(t *testing.T) {
 	dup, err := p.Append(producerBatch(7, 0, 0, "a", "b"), 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(0), dup.BaseOffset)
-	require.Equal(t, int64(3), p.Log().LogEndOffset())
+	require.Equal(t, int64(3), p.log.LogEndOffset())
 
 	_, err = p.Append(producerBatch(7, 0, 9, "gap"), 0)
 	require.ErrorIs(t, err, txn.ErrOutOfOrderSequence)
@@ -63,7 +63,7 @@ func TestIdempotentAppendSurvivesRestart(t *testing.T) {
 	dup, err = p.Append(producerBatch(7, 0, 2, "c"), 0)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), dup.BaseOffset)
-	require.Equal(t, int64(3), p.Log().LogEndOffset())
+	require.Equal(t, int64(3), p.log.LogEndOffset())
 }
 
 func TestAppendRejectsBadBatchesWhole(t *testing.T) {
@@ -77,7 +77,7 @@ func TestAppendRejectsBadBatchesWhole(t *testing.T) {
 	bad[len(bad)-1] ^= 0xff // breaks the CRC
 	_, err = p.Append(append(append([]byte{}, good...), bad...), 0)
 	require.ErrorIs(t, err, batch.ErrCorrupt)
-	require.Equal(t, int64(0), p.Log().LogEndOffset(), "nothing of a bad request is stored")
+	require.Equal(t, int64(0), p.log.LogEndOffset(), "nothing of a bad request is stored")
 
 	big := producerBatch(-1, -1, -1, string(make([]byte, 300)))
 	_, err = p.Append(big, 0)
@@ -89,7 +89,7 @@ func TestAppendRejectsBadBatchesWhole(t *testing.T) {
 	// An idempotent batch behind a plain one would skip the sequence check.
 	_, err = p.Append(append(producerBatch(-1, -1, -1, "plain"), producerBatch(7, 0, 0, "idem")...), 0)
 	require.ErrorIs(t, err, batch.ErrInvalidRecord)
-	require.Equal(t, int64(0), p.Log().LogEndOffset())
+	require.Equal(t, int64(0), p.log.LogEndOffset())
 }
 
 func TestLogAppendTimeStampsBatches(t *testing.T) {
@@ -149,7 +149,7 @@ func TestTimestampBounds(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
 	_, err = p.Append(timedBatch(batch.NoTimestamp), 0)
 	require.NoError(t, err, "records without a timestamp are not checked")
-	require.Equal(t, int64(2), p.Log().LogEndOffset())
+	require.Equal(t, int64(2), p.log.LogEndOffset())
 
 	// One record out of range in a batch is enough.
 	mixed := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: now, MaxTimestamp: now},
@@ -232,7 +232,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 	_, err = p.Append(small, 0)
 	require.ErrorIs(t, err, batch.ErrTooLarge)
 	require.Contains(t, err.Error(), "recompressed with uncompressed within max.message.bytes (1000)")
-	require.Zero(t, p.Log().LogEndOffset())
+	require.Zero(t, p.log.LogEndOffset())
 }
 
 // A small batch whose records decode to far more than max.message.bytes
@@ -280,7 +280,7 @@ func TestLogOptionsCarryTopicConfigs(t *testing.T) {
 		_, err := p.Append(producerBatch(-1, -1, -1, "x"), 0)
 		require.NoError(t, err)
 	}
-	require.Equal(t, 3, p.Log().SegmentCount())
+	require.Equal(t, 3, p.log.SegmentCount())
 }
 
 func TestDataDirIsLocked(t *testing.T) {
@@ -346,7 +346,7 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 		dup, err := p.Append(producerBatch(9, 1, 0, "a"), 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(0), dup.BaseOffset)
-		require.Equal(t, int64(1), p.Log().LogEndOffset(), "%s: the retry was not stored again", damage)
+		require.Equal(t, int64(1), p.log.LogEndOffset(), "%s: the retry was not stored again", damage)
 		_, err = p.Append(producerBatch(9, 0, 1, "old epoch"), 0)
 		require.ErrorIs(t, err, txn.ErrInvalidEpoch)
 		require.NoError(t, b.Close())
@@ -378,6 +378,6 @@ func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
 	b.EnforceRetention()
 	c, _ := b.Partition(TopicPartition{Topic: "compact", Partition: 0})
 	d, _ := b.Partition(TopicPartition{Topic: "delete", Partition: 0})
-	require.Equal(t, int64(0), c.Log().LogStartOffset())
-	require.Greater(t, d.Log().LogStartOffset(), int64(0))
+	require.Equal(t, int64(0), c.log.LogStartOffset())
+	require.Greater(t, d.log.LogStartOffset(), int64(0))
 }

@@ -49,8 +49,8 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 				offsets = append(offsets, res.BaseOffset)
 				seq += 2
 			}
-			require.Greater(t, len(p.Log().SegmentBases()), 10)
-			snaps, err := listSnapshots(mem, p.Log().Dir())
+			require.Greater(t, len(p.log.SegmentBases()), 10)
+			snaps, err := listSnapshots(mem, p.log.Dir())
 			require.NoError(t, err)
 			require.Len(t, snaps, keepSnapshots, "a snapshot at every roll, the older ones pruned")
 			// The first broker is abandoned, as a kill -9 leaves it; the
@@ -60,7 +60,7 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 			defer b2.Close()
 			p2, err := b2.EnsurePartition(tp, map[string]string{"segment.bytes": "1024"})
 			require.NoError(t, err)
-			leo := p2.Log().LogEndOffset()
+			leo := p2.log.LogEndOffset()
 			require.Equal(t, offsets[len(offsets)-1]+2, leo)
 			for k := 1; k <= txn.MaxCachedBatches; k++ {
 				i := len(sent) - k
@@ -70,7 +70,7 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 			}
 			_, err = p2.Append(append([]byte(nil), sent[len(sent)-txn.MaxCachedBatches-1]...), 0)
 			require.ErrorIs(t, err, txn.ErrOutOfOrderSequence, "older than the cached batches")
-			require.Equal(t, leo, p2.Log().LogEndOffset(), "no retry was stored again")
+			require.Equal(t, leo, p2.log.LogEndOffset(), "no retry was stored again")
 			_ = b.Close()
 		})
 	}
@@ -259,7 +259,7 @@ func TestCloseDuringHealKeepsTheData(t *testing.T) {
 	defer b3.Close()
 	p, err = b3.EnsurePartition(tp, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(10), p.Log().LogEndOffset(), "every record survives a shutdown during a heal")
+	require.Equal(t, int64(10), p.log.LogEndOffset(), "every record survives a shutdown during a heal")
 }
 
 // A topic deleted and created again while the healer opens its old
@@ -306,7 +306,7 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 
 	p, err = b.EnsurePartition(tp, nil) // the topic is created again
 	require.NoError(t, err)
-	require.Equal(t, int64(0), p.Log().LogEndOffset(), "the old partition's records are gone")
+	require.Equal(t, int64(0), p.log.LogEndOffset(), "the old partition's records are gone")
 	_, err = p.Append(producerBatch(-1, -1, -1, "new"), 0)
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
@@ -315,7 +315,7 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 	defer b.Close()
 	p, err = b.EnsurePartition(tp, nil)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), p.Log().LogEndOffset(), "the new partition's record survives a restart")
+	require.Equal(t, int64(1), p.log.LogEndOffset(), "the new partition's record survives a restart")
 }
 
 // A heal opens offline partitions one by one, and a topic delete waits

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -105,3 +106,32 @@ func (p *Partition) DeleteRecords(before int64) (int64, error) {
 	}
 	return p.log.DeleteRecordsBefore(before)
 }
+
+// The group coordinator is the only writer of its internal partitions and
+// waits for durability before it answers, so it reads them to the log end
+// rather than the high watermark; these serve it.
+
+// WaitOffsetDurable blocks until every record up to offset is on disk.
+func (p *Partition) WaitOffsetDurable(ctx context.Context, offset int64) error {
+	return p.log.WaitDurable(ctx, offset)
+}
+
+// ReadToEnd reads stored batches from offset up to the log end, bounded by
+// maxBytes: for the partition's single writer, which has waited for what it
+// wrote to be durable.
+func (p *Partition) ReadToEnd(offset int64, maxBytes int) ([]byte, error) {
+	return p.log.Read(offset, maxBytes, p.log.LogEndOffset())
+}
+
+// Bounds returns the log start and the log end.
+func (p *Partition) Bounds() (start, end int64) {
+	return p.log.LogStartOffset(), p.log.LogEndOffset()
+}
+
+// DamagedEnd returns the end of the damaged range holding offset, if it is
+// in one (see log.Log.DamagedEnd).
+func (p *Partition) DamagedEnd(offset int64) (int64, bool) { return p.log.DamagedEnd(offset) }
+
+// Generation changes whenever the log was rewritten under its readers
+// (truncated, healed, restarted empty), so they know to replay.
+func (p *Partition) Generation() uint64 { return p.log.Generation() }

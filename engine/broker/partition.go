@@ -137,12 +137,6 @@ func (p *Partition) delete() error {
 // TopicPartition names the partition.
 func (p *Partition) TopicPartition() TopicPartition { return p.tp }
 
-// Log exposes the partition's log. The wire layer no longer uses it (it
-// asks the partition: Position, ReadAppend, ListOffset, DeleteRecords);
-// the group coordinator's storage and tests still do, until it goes
-// (issue 12).
-func (p *Partition) Log() *log.Log { return p.log }
-
 // ProduceResult is the outcome of an append, in the terms of a Kafka produce response.
 type ProduceResult struct {
 	BaseOffset     int64

@@ -77,7 +77,7 @@ func (s *BrokerStorage) WaitDurable(ctx context.Context, p int32, offset int64) 
 	if err != nil {
 		return err
 	}
-	return part.Log().WaitDurable(ctx, offset)
+	return part.WaitOffsetDurable(ctx, offset)
 }
 
 // Read implements Storage: up to the log end, for the coordinator is the
@@ -87,8 +87,7 @@ func (s *BrokerStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error
 	if err != nil {
 		return nil, err
 	}
-	l := part.Log()
-	return l.Read(offset, maxBytes, l.LogEndOffset())
+	return part.ReadToEnd(offset, maxBytes)
 }
 
 // Bounds implements Storage.
@@ -97,8 +96,8 @@ func (s *BrokerStorage) Bounds(p int32) (start, end int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	l := part.Log()
-	return l.LogStartOffset(), l.LogEndOffset(), nil
+	start, end = part.Bounds()
+	return start, end, nil
 }
 
 // Damaged implements Storage: the end of the damaged range of the log that
@@ -108,7 +107,7 @@ func (s *BrokerStorage) Damaged(p int32, offset int64) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return part.Log().DamagedEnd(offset)
+	return part.DamagedEnd(offset)
 }
 
 // Generation implements Storage.
@@ -117,5 +116,5 @@ func (s *BrokerStorage) Generation(p int32) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return part.Log().Generation(), nil
+	return part.Generation(), nil
 }
