@@ -105,7 +105,10 @@ func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metric
 		switch ev.Kind {
 		case controller.TopicCreated, controller.PartitionsAdded:
 			for _, p := range ev.Topic.Partitions {
-				_, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				part, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				if perr == nil {
+					part.MakeLeader(p.LeaderEpoch)
+				}
 				if !errors.Is(perr, broker.ErrPartitionOffline) { // offline ones are reported by the broker
 					err = errors.Join(err, perr)
 				}
@@ -136,16 +139,9 @@ func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metric
 func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, error) {
 	store := &group.BrokerStorage{
 		Broker: b,
-		LeaderEpochs: func() []int32 {
-			t, ok := ctrl.Topic(group.OffsetsTopic)
-			if !ok {
-				return nil
-			}
-			epochs := make([]int32, len(t.Partitions))
-			for i, p := range t.Partitions {
-				epochs[i] = p.LeaderEpoch
-			}
-			return epochs
+		PartitionCount: func() int32 {
+			t, _ := ctrl.Topic(group.OffsetsTopic)
+			return int32(len(t.Partitions))
 		},
 		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
 			if err := b.CheckCapacity(int(n)); err != nil {

@@ -38,20 +38,20 @@ func TestIdempotentAppendSurvivesRestart(t *testing.T) {
 	p, err := b.EnsurePartition(tp, nil)
 	require.NoError(t, err)
 
-	r1, err := p.Append(producerBatch(7, 0, 0, "a", "b"), 0)
+	r1, err := p.Append(producerBatch(7, 0, 0, "a", "b"))
 	require.NoError(t, err)
 	require.NoError(t, p.WaitDurable(context.Background(), r1))
-	r2, err := p.Append(producerBatch(7, 0, 2, "c"), 0)
+	r2, err := p.Append(producerBatch(7, 0, 2, "c"))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), r2.BaseOffset)
 
 	// A retry is answered with the original offset and stores nothing.
-	dup, err := p.Append(producerBatch(7, 0, 0, "a", "b"), 0)
+	dup, err := p.Append(producerBatch(7, 0, 0, "a", "b"))
 	require.NoError(t, err)
 	require.Equal(t, int64(0), dup.BaseOffset)
 	require.Equal(t, int64(3), p.log.LogEndOffset())
 
-	_, err = p.Append(producerBatch(7, 0, 9, "gap"), 0)
+	_, err = p.Append(producerBatch(7, 0, 9, "gap"))
 	require.ErrorIs(t, err, txn.ErrOutOfOrderSequence)
 	require.NoError(t, b.Close())
 
@@ -60,7 +60,7 @@ func TestIdempotentAppendSurvivesRestart(t *testing.T) {
 	defer b.Close()
 	p, err = b.EnsurePartition(tp, nil)
 	require.NoError(t, err)
-	dup, err = p.Append(producerBatch(7, 0, 2, "c"), 0)
+	dup, err = p.Append(producerBatch(7, 0, 2, "c"))
 	require.NoError(t, err)
 	require.Equal(t, int64(2), dup.BaseOffset)
 	require.Equal(t, int64(3), p.log.LogEndOffset())
@@ -75,19 +75,19 @@ func TestAppendRejectsBadBatchesWhole(t *testing.T) {
 	good := producerBatch(-1, -1, -1, "ok")
 	bad := producerBatch(-1, -1, -1, "corrupt")
 	bad[len(bad)-1] ^= 0xff // breaks the CRC
-	_, err = p.Append(append(append([]byte{}, good...), bad...), 0)
+	_, err = p.Append(append(append([]byte{}, good...), bad...))
 	require.ErrorIs(t, err, batch.ErrCorrupt)
 	require.Equal(t, int64(0), p.log.LogEndOffset(), "nothing of a bad request is stored")
 
 	big := producerBatch(-1, -1, -1, string(make([]byte, 300)))
-	_, err = p.Append(big, 0)
+	_, err = p.Append(big)
 	require.ErrorIs(t, err, batch.ErrTooLarge)
 
-	_, err = p.Append(nil, 0)
+	_, err = p.Append(nil)
 	require.ErrorIs(t, err, batch.ErrInvalidRecord)
 
 	// An idempotent batch behind a plain one would skip the sequence check.
-	_, err = p.Append(append(producerBatch(-1, -1, -1, "plain"), producerBatch(7, 0, 0, "idem")...), 0)
+	_, err = p.Append(append(producerBatch(-1, -1, -1, "plain"), producerBatch(7, 0, 0, "idem")...))
 	require.ErrorIs(t, err, batch.ErrInvalidRecord)
 	require.Equal(t, int64(0), p.log.LogEndOffset())
 }
@@ -97,7 +97,7 @@ func TestLogAppendTimeStampsBatches(t *testing.T) {
 	defer b.Close()
 	p, err := b.EnsurePartition(TopicPartition{Topic: "t", Partition: 0}, map[string]string{"message.timestamp.type": "LogAppendTime"})
 	require.NoError(t, err)
-	res, err := p.Append(producerBatch(-1, -1, -1, "x"), 0)
+	res, err := p.Append(producerBatch(-1, -1, -1, "x"))
 	require.NoError(t, err)
 	require.Equal(t, int64(1_700_000_000_000), res.LogAppendTime)
 	require.NoError(t, p.WaitDurable(context.Background(), res))
@@ -130,49 +130,49 @@ func TestTimestampBounds(t *testing.T) {
 	}
 
 	def := part("defaults", nil)
-	_, err := def.Append(timedBatch(1000), 0)
+	_, err := def.Append(timedBatch(1000))
 	require.NoError(t, err, "no lower bound by default")
-	_, err = def.Append(timedBatch(now+time.Hour.Milliseconds()), 0)
+	_, err = def.Append(timedBatch(now + time.Hour.Milliseconds()))
 	require.NoError(t, err, "an hour ahead is Kafka 4's default limit")
-	_, err = def.Append(timedBatch(now+time.Hour.Milliseconds()+1), 0)
+	_, err = def.Append(timedBatch(now + time.Hour.Milliseconds() + 1))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
 	require.Contains(t, err.Error(), "message.timestamp.after.max.ms allows 3600000")
 
 	p := part("bounded", map[string]string{"message.timestamp.before.max.ms": "60000", "message.timestamp.after.max.ms": "0"})
-	_, err = p.Append(timedBatch(now-60000), 0)
+	_, err = p.Append(timedBatch(now - 60000))
 	require.NoError(t, err)
-	_, err = p.Append(append(timedBatch(now), timedBatch(now-60001)...), 0)
+	_, err = p.Append(append(timedBatch(now), timedBatch(now-60001)...))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
 	require.Contains(t, err.Error(), "batch 1 has a record with timestamp 1699999939999, 60001 ms before")
 	require.Contains(t, err.Error(), "[1699999940000, 1700000000000]")
-	_, err = p.Append(timedBatch(now+1), 0)
+	_, err = p.Append(timedBatch(now + 1))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
-	_, err = p.Append(timedBatch(batch.NoTimestamp), 0)
+	_, err = p.Append(timedBatch(batch.NoTimestamp))
 	require.NoError(t, err, "records without a timestamp are not checked")
 	require.Equal(t, int64(2), p.log.LogEndOffset())
 
 	// One record out of range in a batch is enough.
 	mixed := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: now, MaxTimestamp: now},
 		[]batch.Record{{Value: []byte("a")}, {OffsetDelta: 1, TimestampDelta: -120000, Value: []byte("b")}})
-	_, err = p.Append(mixed, 0)
+	_, err = p.Append(mixed)
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
 
 	diff := part("difference", map[string]string{"message.timestamp.difference.max.ms": "1000"})
-	_, err = diff.Append(timedBatch(now-1001), 0)
+	_, err = diff.Append(timedBatch(now - 1001))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
-	_, err = diff.Append(timedBatch(now+1001), 0)
+	_, err = diff.Append(timedBatch(now + 1001))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
-	_, err = diff.Append(timedBatch(now-1000), 0)
+	_, err = diff.Append(timedBatch(now - 1000))
 	require.NoError(t, err)
 
 	lat := part("append-time", map[string]string{"message.timestamp.type": "LogAppendTime", "message.timestamp.after.max.ms": "0"})
-	_, err = lat.Append(timedBatch(now+time.Hour.Milliseconds()*10), 0)
+	_, err = lat.Append(timedBatch(now + time.Hour.Milliseconds()*10))
 	require.NoError(t, err)
 
 	// A far-off timestamp does not overflow the comparison.
-	_, err = p.Append(timedBatch(-1<<62), 0)
+	_, err = p.Append(timedBatch(-1 << 62))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
-	_, err = def.Append(timedBatch(1<<62), 0)
+	_, err = def.Append(timedBatch(1 << 62))
 	require.ErrorIs(t, err, ErrInvalidTimestamp)
 }
 
@@ -202,7 +202,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 	} {
 		p, err := b.EnsurePartition(TopicPartition{Topic: "c", Partition: int32(i)}, tc.cfg)
 		require.NoError(t, err)
-		res, err := p.Append(append([]byte(nil), tc.in...), 0)
+		res, err := p.Append(append([]byte(nil), tc.in...))
 		require.NoError(t, err, "case %d", i)
 		require.NoError(t, p.WaitDurable(context.Background(), res))
 		data, err := p.Read(0, 1<<20)
@@ -229,7 +229,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 	p, err := b.EnsurePartition(TopicPartition{Topic: "limit", Partition: 0},
 		map[string]string{"compression.type": "uncompressed", "max.message.bytes": "1000"})
 	require.NoError(t, err)
-	_, err = p.Append(small, 0)
+	_, err = p.Append(small)
 	require.ErrorIs(t, err, batch.ErrTooLarge)
 	require.Contains(t, err.Error(), "recompressed with uncompressed within max.message.bytes (1000)")
 	require.Zero(t, p.log.LogEndOffset())
@@ -251,7 +251,7 @@ func TestRecompressionIsBoundedByMaxMessageBytes(t *testing.T) {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err = p.Append(append([]byte(nil), bomb...), 0)
+		_, err = p.Append(append([]byte(nil), bomb...))
 		runtime.ReadMemStats(&after)
 		require.ErrorIs(t, err, batch.ErrTooLarge, codec)
 		require.Contains(t, err.Error(), "decode to more than")
@@ -277,7 +277,7 @@ func TestLogOptionsCarryTopicConfigs(t *testing.T) {
 	require.Equal(t, time.Second, o.SegmentJitter)
 	require.Equal(t, int64(3), o.FlushMessages)
 	for i := 0; i < 3; i++ {
-		_, err := p.Append(producerBatch(-1, -1, -1, "x"), 0)
+		_, err := p.Append(producerBatch(-1, -1, -1, "x"))
 		require.NoError(t, err)
 	}
 	require.Equal(t, 3, p.log.SegmentCount())
@@ -325,7 +325,7 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 		tp := TopicPartition{Topic: "orders", Partition: 0}
 		p, err := b.EnsurePartition(tp, nil)
 		require.NoError(t, err)
-		_, err = p.Append(producerBatch(9, 1, 0, "a"), 0)
+		_, err = p.Append(producerBatch(9, 1, 0, "a"))
 		require.NoError(t, err)
 		require.NoError(t, b.Close())
 		snap := filepath.Join(dir, "orders-0", snapshotName(1))
@@ -343,11 +343,11 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 		b = open(t, dir)
 		p, err = b.EnsurePartition(tp, nil)
 		require.NoError(t, err)
-		dup, err := p.Append(producerBatch(9, 1, 0, "a"), 0)
+		dup, err := p.Append(producerBatch(9, 1, 0, "a"))
 		require.NoError(t, err)
 		require.Equal(t, int64(0), dup.BaseOffset)
 		require.Equal(t, int64(1), p.log.LogEndOffset(), "%s: the retry was not stored again", damage)
-		_, err = p.Append(producerBatch(9, 0, 1, "old epoch"), 0)
+		_, err = p.Append(producerBatch(9, 0, 1, "old epoch"))
 		require.ErrorIs(t, err, txn.ErrInvalidEpoch)
 		require.NoError(t, b.Close())
 		_, err = os.Stat(snap)
@@ -369,7 +369,7 @@ func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
 		})
 		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
-			res, err := p.Append(producerBatch(-1, -1, -1, string(make([]byte, 200))), 0)
+			res, err := p.Append(producerBatch(-1, -1, -1, string(make([]byte, 200))))
 			require.NoError(t, err)
 			require.NoError(t, p.WaitDurable(context.Background(), res))
 		}

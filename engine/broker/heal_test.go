@@ -43,7 +43,7 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 			for i := 0; i < 40; i++ {
 				raw := producerBatch(7, 0, seq, strings.Repeat("v", 150), strings.Repeat("w", 150))
 				sent = append(sent, raw)
-				res, err := p.Append(append([]byte(nil), raw...), 0)
+				res, err := p.Append(append([]byte(nil), raw...))
 				require.NoError(t, err)
 				require.NoError(t, p.WaitDurable(context.Background(), res))
 				offsets = append(offsets, res.BaseOffset)
@@ -64,11 +64,11 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 			require.Equal(t, offsets[len(offsets)-1]+2, leo)
 			for k := 1; k <= txn.MaxCachedBatches; k++ {
 				i := len(sent) - k
-				res, err := p2.Append(append([]byte(nil), sent[i]...), 0)
+				res, err := p2.Append(append([]byte(nil), sent[i]...))
 				require.NoError(t, err, "retry of the batch %d back", k)
 				require.Equal(t, offsets[i], res.BaseOffset, "retry of the batch %d back is answered with its offset", k)
 			}
-			_, err = p2.Append(append([]byte(nil), sent[len(sent)-txn.MaxCachedBatches-1]...), 0)
+			_, err = p2.Append(append([]byte(nil), sent[len(sent)-txn.MaxCachedBatches-1]...))
 			require.ErrorIs(t, err, txn.ErrOutOfOrderSequence, "older than the cached batches")
 			require.Equal(t, leo, p2.log.LogEndOffset(), "no retry was stored again")
 			_ = b.Close()
@@ -97,7 +97,7 @@ func TestOfflinePartitionHeals(t *testing.T) {
 	require.ErrorIs(t, err, ErrPartitionOffline)
 	healthy, err := b.EnsurePartition(TopicPartition{Topic: "fine", Partition: 0}, nil)
 	require.NoError(t, err)
-	_, err = healthy.Append(producerBatch(-1, -1, -1, "x"), 0)
+	_, err = healthy.Append(producerBatch(-1, -1, -1, "x"))
 	require.NoError(t, err)
 	require.Equal(t, 1, b.HealNow(), "still broken")
 	states := b.PartitionStates()
@@ -110,7 +110,7 @@ func TestOfflinePartitionHeals(t *testing.T) {
 	require.Zero(t, b.HealNow())
 	p, err := b.Partition(sick)
 	require.NoError(t, err)
-	_, err = p.Append(producerBatch(-1, -1, -1, "y"), 0)
+	_, err = p.Append(producerBatch(-1, -1, -1, "y"))
 	require.NoError(t, err)
 	require.True(t, b.PartitionStates()[1].Online)
 }
@@ -134,13 +134,13 @@ func TestFullDiskPartitionHeals(t *testing.T) {
 	require.NoError(t, err)
 	var last ProduceResult
 	for i := int32(0); i < 20; i++ {
-		last, err = p.Append(producerBatch(5, 0, i, strings.Repeat("x", 200)), 0)
+		last, err = p.Append(producerBatch(5, 0, i, strings.Repeat("x", 200)))
 		require.NoError(t, err)
 	}
 	require.NoError(t, p.WaitDurable(context.Background(), last))
 
 	full.Store(true)
-	_, err = p.Append(producerBatch(5, 0, 20, "z"), 0)
+	_, err = p.Append(producerBatch(5, 0, 20, "z"))
 	require.ErrorIs(t, err, log.ErrFailed)
 	st := b.PartitionStates()[0]
 	require.False(t, st.Online)
@@ -150,10 +150,10 @@ func TestFullDiskPartitionHeals(t *testing.T) {
 	full.Store(false)
 	require.Zero(t, b.HealNow())
 	require.True(t, b.PartitionStates()[0].Online)
-	res, err := p.Append(producerBatch(5, 0, 20, "z"), 0)
+	res, err := p.Append(producerBatch(5, 0, 20, "z"))
 	require.NoError(t, err, "the sequence continues where the durable log ends")
 	require.Equal(t, int64(20), res.BaseOffset)
-	dup, err := p.Append(producerBatch(5, 0, 19, strings.Repeat("x", 200)), 0)
+	dup, err := p.Append(producerBatch(5, 0, 19, strings.Repeat("x", 200)))
 	require.NoError(t, err)
 	require.Equal(t, int64(19), dup.BaseOffset)
 }
@@ -231,7 +231,7 @@ func TestCloseDuringHealKeepsTheData(t *testing.T) {
 	p, err := b.EnsurePartition(tp, nil)
 	require.NoError(t, err)
 	for i := 0; i < 10; i++ {
-		_, err = p.Append(producerBatch(-1, -1, -1, "x"), 0)
+		_, err = p.Append(producerBatch(-1, -1, -1, "x"))
 		require.NoError(t, err)
 	}
 	require.NoError(t, b.Close())
@@ -273,7 +273,7 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 	tp := TopicPartition{Topic: "t", Partition: 0}
 	p, err := b.EnsurePartition(tp, nil)
 	require.NoError(t, err)
-	_, err = p.Append(producerBatch(-1, -1, -1, "old", "old"), 0)
+	_, err = p.Append(producerBatch(-1, -1, -1, "old", "old"))
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 
@@ -307,7 +307,7 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 	p, err = b.EnsurePartition(tp, nil) // the topic is created again
 	require.NoError(t, err)
 	require.Equal(t, int64(0), p.log.LogEndOffset(), "the old partition's records are gone")
-	_, err = p.Append(producerBatch(-1, -1, -1, "new"), 0)
+	_, err = p.Append(producerBatch(-1, -1, -1, "new"))
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 
@@ -330,7 +330,7 @@ func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {
 	for _, topic := range []string{"t", "u"} {
 		p, err := b.EnsurePartition(TopicPartition{Topic: topic, Partition: 0}, nil)
 		require.NoError(t, err)
-		_, err = p.Append(producerBatch(-1, -1, -1, "x"), 0)
+		_, err = p.Append(producerBatch(-1, -1, -1, "x"))
 		require.NoError(t, err)
 	}
 	require.NoError(t, b.Close())

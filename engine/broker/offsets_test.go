@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/log"
 )
 
@@ -17,7 +18,7 @@ func TestPartitionListOffsetAndDeleteRecords(t *testing.T) {
 	p, err := b.EnsurePartition(TopicPartition{Topic: "o", Partition: 0}, nil)
 	require.NoError(t, err)
 	for i := 0; i < 3; i++ {
-		res, err := p.Append(producerBatch(-1, -1, -1, "a", "b"), 0)
+		res, err := p.Append(producerBatch(-1, -1, -1, "a", "b"))
 		require.NoError(t, err)
 		require.NoError(t, p.WaitDurable(context.Background(), res))
 	}
@@ -46,4 +47,23 @@ func TestPartitionListOffsetAndDeleteRecords(t *testing.T) {
 	require.NoError(t, b.DeleteTopic("o"))
 	_, err = p.DeleteRecords(-1)
 	require.ErrorIs(t, err, ErrUnknownPartition, "a deleted partition takes no DeleteRecords")
+}
+
+// The leader epoch is partition state: MakeLeader sets it and every append
+// is stamped with it; nobody passes one in.
+func TestAppendsCarryTheEpochThePartitionLeadsIn(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	p, err := b.EnsurePartition(TopicPartition{Topic: "e", Partition: 0}, nil)
+	require.NoError(t, err)
+	p.MakeLeader(3)
+	require.Equal(t, int32(3), p.LeaderEpoch())
+	res, err := p.Append(producerBatch(-1, -1, -1, "a"))
+	require.NoError(t, err)
+	require.NoError(t, p.WaitDurable(context.Background(), res))
+	data, err := p.Read(0, 1<<20)
+	require.NoError(t, err)
+	h, err := batch.ParseHeader(data)
+	require.NoError(t, err)
+	require.Equal(t, int32(3), h.PartitionLeaderEpoch)
 }

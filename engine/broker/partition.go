@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
@@ -27,6 +28,11 @@ type Partition struct {
 	snapshots  []int64 // offsets of the snapshot files on disk, oldest first (no directory listing on the produce path)
 	cfg        topicconfig.Config
 	deleted    bool
+
+	// leaderEpoch is the epoch this replica leads in, stamped on every
+	// batch it appends: partition state, set from the metadata by
+	// MakeLeader (a replicated node will also step it on failover).
+	leaderEpoch atomic.Int32
 
 	heal backoff // retries of Heal while the log is failed; owned by the healer
 }
@@ -134,6 +140,14 @@ func (p *Partition) delete() error {
 	return p.log.Delete()
 }
 
+// MakeLeader makes this replica the partition's leader in epoch: appends
+// are stamped with it from now on. Today every hosted partition leads; a
+// replicated node will also make followers.
+func (p *Partition) MakeLeader(epoch int32) { p.leaderEpoch.Store(max(epoch, 0)) }
+
+// LeaderEpoch is the epoch this replica leads in.
+func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch.Load() }
+
 // TopicPartition names the partition.
 func (p *Partition) TopicPartition() TopicPartition { return p.tp }
 
@@ -151,7 +165,7 @@ type ProduceResult struct {
 // this partition. Nothing of a request that fails validation is stored. The
 // caller waits for durability with WaitDurable when the producer asked for an
 // acknowledgement.
-func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, error) {
+func (p *Partition) Append(records []byte) (ProduceResult, error) {
 	// Validation, which decodes compressed payloads, and recompression run
 	// outside the lock so that producers to one partition do not queue
 	// behind each other's.
@@ -215,7 +229,7 @@ func (p *Partition) Append(records []byte, leaderEpoch int32) (ProduceResult, er
 			batch.SetLogAppendTime(b, appendTime)
 		}
 	}
-	res, err := p.log.Append(batches, leaderEpoch)
+	res, err := p.log.Append(batches, p.LeaderEpoch())
 	if err != nil {
 		return ProduceResult{}, err
 	}

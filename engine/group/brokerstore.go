@@ -24,16 +24,16 @@ var OffsetsTopicConfigs = map[string]string{
 // import cluster).
 type BrokerStorage struct {
 	Broker *broker.Broker
-	// LeaderEpochs returns the leader epoch of each partition of the
-	// offsets topic, nil when the topic does not exist.
-	LeaderEpochs func() []int32
+	// PartitionCount returns the offsets topic's partition count, 0 when
+	// the topic does not exist.
+	PartitionCount func() int32
 	// CreateTopic creates the offsets topic with n partitions and configs;
 	// an already existing topic is not an error.
 	CreateTopic func(ctx context.Context, n int32, configs map[string]string) error
 }
 
 // Partitions implements Storage.
-func (s *BrokerStorage) Partitions() int32 { return int32(len(s.LeaderEpochs())) }
+func (s *BrokerStorage) Partitions() int32 { return s.PartitionCount() }
 
 // Create implements Storage.
 func (s *BrokerStorage) Create(ctx context.Context, n int32) (int32, error) {
@@ -60,11 +60,7 @@ func (s *BrokerStorage) Append(p int32, records []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var epoch int32
-	if epochs := s.LeaderEpochs(); int(p) < len(epochs) {
-		epoch = epochs[p]
-	}
-	res, err := part.Append(records, epoch)
+	res, err := part.Append(records) // stamped with the epoch the replica leads in
 	if err != nil {
 		return 0, err
 	}

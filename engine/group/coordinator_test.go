@@ -579,7 +579,7 @@ func brokerCoordinator(t *testing.T, b *broker.Broker) *Coordinator {
 	t.Helper()
 	var n atomic.Int32
 	store := &BrokerStorage{Broker: b,
-		LeaderEpochs: func() []int32 { return make([]int32, n.Load()) },
+		PartitionCount: n.Load,
 		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
 			for i := int32(0); i < parts; i++ {
 				if _, err := b.EnsurePartition(broker.TopicPartition{Topic: OffsetsTopic, Partition: i}, configs); err != nil {

@@ -29,19 +29,17 @@ func startGroupServer(t *testing.T, cfg group.Config) *Server {
 	ctrl.OnChange(func(ev controller.Event) {
 		if ev.Kind == controller.TopicCreated {
 			for _, p := range ev.Topic.Partitions {
-				_, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				part, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
 				require.NoError(t, err)
+				part.MakeLeader(p.LeaderEpoch)
 			}
 		}
 	})
 	store := &group.BrokerStorage{
 		Broker: b,
-		LeaderEpochs: func() []int32 {
-			tp, ok := ctrl.Topic(group.OffsetsTopic)
-			if !ok {
-				return nil
-			}
-			return make([]int32, len(tp.Partitions))
+		PartitionCount: func() int32 {
+			t, _ := ctrl.Topic(group.OffsetsTopic)
+			return int32(len(t.Partitions))
 		},
 		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
 			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)

@@ -17,7 +17,6 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
-		epochs := c.leaderEpochs(t.Topic)
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
@@ -27,7 +26,7 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			rp.LeaderEpoch = epochOf(epochs, p.Partition)
+			rp.LeaderEpoch = part.LeaderEpoch()
 			rp.Offset, rp.Timestamp, err = part.ListOffset(p.Timestamp)
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)

@@ -46,7 +46,6 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		*rt = kmsg.NewProduceResponseTopic()
 		rt.Topic = t.Topic
 		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
-		epochs := c.leaderEpochs(t.Topic)
 		for pi, p := range t.Partitions {
 			rp := &rt.Partitions[pi]
 			*rp = kmsg.NewProduceResponseTopicPartition()
@@ -63,7 +62,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 				rp.ErrorCode = c.errCode(err)
 				continue
 			}
-			res, err := part.Append(p.Records, max(epochOf(epochs, p.Partition), 0))
+			res, err := part.Append(p.Records) // stamped with the epoch the replica leads in
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				rp.ErrorMessage = produceErrMessage(err)
@@ -190,29 +189,6 @@ func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 		return nil
 	}
 	return resp
-}
-
-// leaderEpochs returns a topic's partition leader epochs, indexed by
-// partition id; handlers look a topic up once per request, not per
-// partition (metadata reads copy the topic).
-func (c *conn) leaderEpochs(topic string) []int32 {
-	t, ok := c.s.meta.Topic(topic)
-	if !ok {
-		return nil
-	}
-	out := make([]int32, len(t.Partitions))
-	for i, p := range t.Partitions {
-		out[i] = p.LeaderEpoch
-	}
-	return out
-}
-
-// epochOf is partition p's leader epoch, -1 when unknown.
-func epochOf(epochs []int32, p int32) int32 {
-	if p >= 0 && int(p) < len(epochs) {
-		return epochs[p]
-	}
-	return -1
 }
 
 // produceErrMessage gives validation failures a message; other errors keep

@@ -40,8 +40,9 @@ func startServerWith(t *testing.T, opts Options, bopts broker.Options) *Server {
 		switch ev.Kind {
 		case controller.TopicCreated, controller.PartitionsAdded:
 			for _, p := range ev.Topic.Partitions {
-				_, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				part, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
 				require.NoError(t, err)
+				part.MakeLeader(p.LeaderEpoch)
 			}
 		case controller.TopicDeleted:
 			require.NoError(t, b.DeleteTopic(ev.Topic.Name))
