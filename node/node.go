@@ -238,6 +238,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	return n, nil
 }
 
+// Ready is closed once the node serves everything: storage and metadata
+// are open when Open returns; this waits for the group coordinator's replay
+// of __consumer_offsets. (/readyz also reports offline partitions, which can
+// come and go.)
+func (n *Node) Ready() <-chan struct{} { return n.groups.Loaded() }
+
 // Addr is the Kafka listener's bound address.
 func (n *Node) Addr() net.Addr { return n.kafka.Addr() }
 

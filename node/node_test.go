@@ -28,11 +28,20 @@ func TestOpenServeShutdownReopen(t *testing.T) {
 	defer cancel()
 	n, err := Open(ctx, testConfig(t, dir))
 	require.NoError(t, err)
+	select {
+	case <-n.Ready():
+	case <-ctx.Done():
+		t.Fatal("a new node never became ready")
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("t"))
 	require.NoError(t, err)
 	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, nil, "t")
 	require.NoError(t, err)
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")}).FirstErr())
+	var offs kadm.Offsets
+	offs.AddOffset("t", 0, 1, -1)
+	_, err = kadm.NewClient(cl).CommitOffsets(ctx, "g", offs)
+	require.NoError(t, err)
 	cl.Close()
 	require.Nil(t, n.HTTPAddr(), "no HTTP listener unless asked")
 	require.NoError(t, n.Shutdown(ctx))
@@ -40,9 +49,19 @@ func TestOpenServeShutdownReopen(t *testing.T) {
 	n, err = Open(ctx, testConfig(t, dir))
 	require.NoError(t, err)
 	defer n.Close()
+	select {
+	case <-n.Ready():
+	case <-ctx.Done():
+		t.Fatal("the reopened node never finished replaying __consumer_offsets")
+	}
 	cl, err = kgo.NewClient(kgo.SeedBrokers(n.Addr().String()))
 	require.NoError(t, err)
 	defer cl.Close()
+	fetched, err := kadm.NewClient(cl).FetchOffsets(ctx, "g")
+	require.NoError(t, err)
+	o, ok := fetched.Lookup("t", 0)
+	require.True(t, ok)
+	require.Equal(t, int64(1), o.At, "the commit was replayed by the time the node was ready")
 	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, "t")
 	require.NoError(t, err)
 	var total int64

@@ -84,10 +84,13 @@ type Coordinator struct {
 	nextSweep   time.Time
 
 	startOnce sync.Once
-	started   atomic.Bool
-	closeOnce sync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	// loaded is closed by markLoaded once the first replay is done (Loaded).
+	loaded     chan struct{}
+	loadedOnce sync.Once
+	started    atomic.Bool
+	closeOnce  sync.Once
+	stop       chan struct{}
+	done       chan struct{}
 }
 
 // offsetsPartition is the coordinator's view of one partition of the
@@ -123,8 +126,15 @@ func New(cfg Config, store Storage) (*Coordinator, error) {
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	c.topics.Store(newTopicSnapshot(0, nil))
+	c.loaded = make(chan struct{})
 	return c, nil
 }
+
+// Loaded is closed once the coordinator has replayed the offsets topic
+// (at once after Start when there is none yet) and serves group requests.
+func (c *Coordinator) Loaded() <-chan struct{} { return c.loaded }
+
+func (c *Coordinator) markLoaded() { c.loadedOnce.Do(func() { close(c.loaded) }) }
 
 // SetTopics replaces the coordinator's view of the cluster's topics. main
 // calls it on every metadata change (before Start, then from the
@@ -145,7 +155,11 @@ func (c *Coordinator) Start() {
 			c.setPartitionsLocked(n)
 			c.status = statusLoading
 		}
+		loading := c.status == statusLoading
 		c.mu.Unlock()
+		if !loading {
+			c.markLoaded()
+		}
 		c.started.Store(true)
 		go c.run()
 	})
@@ -630,6 +644,7 @@ func (c *Coordinator) load() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer c.markLoaded() // loaded, or overtaken (the topic deleted, recreated): done either way
 	if c.status != statusLoading {
 		return nil
 	}

@@ -52,6 +52,7 @@ func TestStorageLeaves(t *testing.T) {
 		"./engine/vfs":         nil,
 		"./engine/batch":       nil,
 		"./engine/topicconfig": nil,
+		"./engine/txn":         nil,
 		"./engine/log":         {"engine/batch", "engine/vfs"},
 		"./net/protoext":       nil,
 		"./internal/lag":       nil,
