@@ -124,10 +124,11 @@ func explain(fs *flag.FlagSet, err error) string {
 		name = strings.TrimPrefix(name, "-")
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-		return fmt.Sprintf("unknown flag --%s%s", name, DidYouMean(name, names, "--"))
+		return fmt.Sprintf("unknown flag %s%s%s", dashes(name), name, DidYouMean(name, names, "--"))
 	}
 	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
-		return fmt.Sprintf("flag --%s needs a value", strings.TrimPrefix(name, "-"))
+		name = strings.TrimPrefix(name, "-")
+		return fmt.Sprintf("flag %s%s needs a value", dashes(name), name)
 	}
 	// invalid value "one" for flag -node-id: parse error
 	// invalid boolean value "maybe" for -auto-create-topics: parse error
@@ -143,11 +144,19 @@ func explain(fs *flag.FlagSet, err error) string {
 				if isTyped(f) {
 					cause = Expected(f, value)
 				}
-				return fmt.Sprintf("--%s %q: %s", name, value, cause)
+				return fmt.Sprintf("%s%s %q: %s", dashes(name), name, value, cause)
 			}
 		}
 	}
 	return msg
+}
+
+// dashes is how a flag is written: -e, --addr.
+func dashes(name string) string {
+	if len(name) == 1 {
+		return "-"
+	}
+	return "--"
 }
 
 // Set sets a flag from a config file or the environment, with an error that

@@ -32,6 +32,7 @@ func TestParseExplains(t *testing.T) {
 		fs.Duration("timeout", 10*time.Second, "")
 		fs.Bool("verbose", false, "")
 		fs.String("listen", "", "")
+		fs.String("e", "", "")
 		return fs
 	}
 	for _, c := range []struct {
@@ -44,6 +45,7 @@ func TestParseExplains(t *testing.T) {
 		{[]string{"--timeout", "soon"}, `--timeout "soon": want a duration such as 10s, 500ms or 1m30s`},
 		{[]string{"--verbose=maybe"}, `--verbose "maybe": want true or false`},
 		{[]string{"--listen"}, "flag --listen needs a value"},
+		{[]string{"-e"}, "flag -e needs a value"},
 	} {
 		err := Parse(newFS(), c.args)
 		if err == nil || err.Error() != c.want {
