@@ -2,7 +2,10 @@
 // and deletes their logs as the metadata says, and implements the single-node
 // semantics of produce (validation, idempotent-producer dedup, timestamps,
 // durability) and fetch over them. It knows nothing about sockets or the
-// Kafka wire format beyond the RecordBatch bytes it stores.
+// Kafka wire format beyond the RecordBatch bytes it stores. A partition owns
+// its offsets and rules: readers ask it (Position, ReadAppend, ListOffset,
+// DeleteRecords), never its log, and the leader epoch it stamps on appends
+// is its own state (MakeLeader).
 //
 // Invariants: a partition's appends are serialised by its mutex, which also
 // guards its producer state, so sequence checks see the log in write order;
