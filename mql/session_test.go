@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,38 +15,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/moonmq/moonmq/internal/syncbuf"
 	"github.com/moonmq/moonmq/net/client"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a polling reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Reset() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.b.Reset()
-}
 
 type harness struct {
 	t      *testing.T
 	s      *Session
-	out    *syncBuffer // results: JSON rows
-	status *syncBuffer // acknowledgements, which never share the JSON stream
+	out    *syncbuf.Buffer // results: JSON rows
+	status *syncbuf.Buffer // acknowledgements, which never share the JSON stream
 	ctx    context.Context
 }
 
@@ -63,7 +39,7 @@ func newHarness(t *testing.T, addr string) *harness {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	out, status := &syncBuffer{}, &syncBuffer{}
+	out, status := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	s := NewSession(Options{Addr: addr, Out: out, Status: status, Format: FormatJSON, RequestTimeout: 5 * time.Second, DialTimeout: 2 * time.Second})
 	t.Cleanup(s.Close)
 	return &harness{t: t, s: s, out: out, status: status, ctx: ctx}

@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/moonmq/moonmq/internal/syncbuf"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -209,7 +209,7 @@ func TestHelp(t *testing.T) {
 }
 
 func TestProgressLine(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	var n, b atomic.Int64
 	n.Store(1000)
 	b.Store(2_000_000)
@@ -228,22 +228,4 @@ func TestProgressLine(t *testing.T) {
 	// Disabled writer: Stop still works.
 	startProgress(nil, "x", time.Millisecond, &n, &b).Stop()
 	require.False(t, isTerminal(&bytes.Buffer{}))
-}
-
-// syncBuffer is a bytes.Buffer safe for the progress goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,42 +1,24 @@
 package kafka
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer a logger and a test may share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Until transactions land, a transactional producer is refused with the
 // code clients present as "not supported" (not an authorization failure,
 // which sends users to their ACLs), and the broker logs why, once per
 // connection however often the client retries.
 func TestTransactionalProducerIsRefusedAsUnsupported(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	s := startServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	createTopic(t, s, "t", 1)
 
