@@ -238,7 +238,7 @@ func groupStatsOf(coord *group.Coordinator, b *broker.Broker) []httpapi.GroupSta
 			if p, err := b.Partition(broker.TopicPartition{Topic: o.Topic, Partition: o.Partition}); err == nil {
 				ps.End = p.HighWatermark()
 				ps.Lag = lag.Of(o.Offset, ps.End)
-				gs.Lag = lag.Sum(gs.Lag, ps.Lag)
+				gs.Lag = lag.Add(gs.Lag, ps.Lag)
 			}
 			gs.Partitions = append(gs.Partitions, ps)
 		}

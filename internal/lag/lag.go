@@ -29,13 +29,10 @@ func Of(committed, end int64) int64 {
 	return max(end-committed, 0)
 }
 
-// Sum adds the known lags, skipping Unknown: a group's total lag.
-func Sum(lags ...int64) int64 {
-	var total int64
-	for _, l := range lags {
-		if l > 0 {
-			total += l
-		}
+// Add adds a partition's lag to a group's total, skipping Unknown.
+func Add(total, l int64) int64 {
+	if l > 0 {
+		return total + l
 	}
 	return total
 }

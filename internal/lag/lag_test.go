@@ -16,7 +16,11 @@ func TestOf(t *testing.T) {
 			t.Errorf("Of(%d, %d) = %d, want %d", c.committed, c.end, got, c.want)
 		}
 	}
-	if got := Sum(3, Unknown, 0, 4); got != 7 {
-		t.Errorf("Sum = %d, want 7", got)
+	var total int64
+	for _, l := range []int64{3, Unknown, 0, 4} {
+		total = Add(total, l)
+	}
+	if total != 7 {
+		t.Errorf("total = %d, want 7: unknown lag adds nothing", total)
 	}
 }

@@ -179,7 +179,7 @@ func (c *Client) DescribeGroup(ctx context.Context, group string) (GroupDescript
 		if ml.Member != nil {
 			o.MemberID = ml.Member.MemberID
 		}
-		d.TotalLag = lag.Sum(d.TotalLag, o.Lag)
+		d.TotalLag = lag.Add(d.TotalLag, o.Lag)
 		d.Offsets = append(d.Offsets, o)
 	}
 	return d, nil
@@ -269,7 +269,7 @@ func (c *Client) describeConsumerGroup(ctx context.Context, group string) (Group
 			default:
 				o.End = end.Offset
 				o.Lag = lag.Of(o.Committed, o.End)
-				d.TotalLag = lag.Sum(d.TotalLag, o.Lag)
+				d.TotalLag = lag.Add(d.TotalLag, o.Lag)
 			}
 			d.Offsets = append(d.Offsets, o)
 		}
