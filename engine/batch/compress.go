@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -29,8 +28,12 @@ const xerialBlockSize = 32 << 10
 var (
 	gzipWriters [11]sync.Pool // by level+1, -1 ... 9
 	lz4Writers  [10]sync.Pool // by lz4Level index: Fast, Level1 ... Level9
-	zstdMu      sync.Mutex
-	zstdEncs    = map[zstd.EncoderLevel]*zstd.Encoder{} // EncodeAll is safe for concurrent use
+	// zstdEncoders pools single-goroutine encoders by zstd.EncoderLevel
+	// (1 to 4): concurrent recompressions each take one, and the garbage
+	// collector frees the idle ones. One shared encoder would serialise
+	// them, and one per core (its concurrency) would hold hundreds of MiB
+	// at the high levels for the life of the process.
+	zstdEncoders [zstd.SpeedBestCompression + 1]sync.Pool
 )
 
 // Compress encodes an uncompressed records payload (the bytes after a batch
@@ -99,10 +102,17 @@ func Compress(codec int8, level int, src []byte) ([]byte, error) {
 		defer pool.Put(w)
 		return compressInto(w, &buf, src)
 	case CompressionZstd:
-		enc, err := zstdEncoder(zstd.EncoderLevelFromZstd(level))
-		if err != nil {
-			return nil, err
+		l := zstd.EncoderLevelFromZstd(level)
+		pool := &zstdEncoders[l]
+		enc, _ := pool.Get().(*zstd.Encoder)
+		if enc == nil {
+			var err error
+			if enc, err = zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithWindowSize(64<<10),
+				zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true)); err != nil {
+				return nil, fmt.Errorf("zstd encoder: %w", err)
+			}
 		}
+		defer pool.Put(enc)
 		return enc.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
 	default:
 		return nil, fmt.Errorf("unknown codec %d", codec)
@@ -118,21 +128,6 @@ func lz4Level(level int) (int, lz4.CompressionLevel) {
 	}
 	i := min(max(level, 1), 9)
 	return i, levels[i]
-}
-
-func zstdEncoder(l zstd.EncoderLevel) (*zstd.Encoder, error) {
-	zstdMu.Lock()
-	defer zstdMu.Unlock()
-	if enc, ok := zstdEncs[l]; ok {
-		return enc, nil
-	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(l), zstd.WithWindowSize(64<<10),
-		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithZeroFrames(true)) // EncodeAll calls run that many at once
-	if err != nil {
-		return nil, fmt.Errorf("zstd encoder: %w", err)
-	}
-	zstdEncs[l] = enc
-	return enc, nil
 }
 
 // Recompress returns the batch b (validated, e.g. by Split) with its records

@@ -215,7 +215,7 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 		var got []string
 		require.NoError(t, batch.DecodeRecords(data, 1<<20, func(r batch.Record) bool { got = append(got, string(r.Value)); return true }))
 		require.Equal(t, values, got, "case %d", i)
-		if tc.in[21+1]&7 == byte(tc.want) { // attributes low byte: same codec in and out
+		if in, err := batch.ParseHeader(tc.in); err == nil && in.Compression() == tc.want { // same codec in and out
 			require.Equal(t, tc.in, data[:len(tc.in)], "case %d: a batch already in the codec is stored as produced", i)
 		}
 	}
@@ -380,4 +380,16 @@ func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
 	d, _ := b.Partition(TopicPartition{Topic: "delete", Partition: 0})
 	require.Equal(t, int64(0), c.log.LogStartOffset())
 	require.Greater(t, d.log.LogStartOffset(), int64(0))
+}
+
+// max.message.bytes=0 is the log's default limit everywhere, recompression
+// included: it used to refuse every batch of a recompressing topic.
+func TestZeroMaxMessageBytesIsTheDefaultEverywhere(t *testing.T) {
+	b := open(t, t.TempDir())
+	defer b.Close()
+	p, err := b.EnsurePartition(TopicPartition{Topic: "z", Partition: 0},
+		map[string]string{"compression.type": "gzip", "max.message.bytes": "0"})
+	require.NoError(t, err)
+	_, err = p.Append(producerBatch(-1, -1, -1, "a"))
+	require.NoError(t, err)
 }

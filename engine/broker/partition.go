@@ -87,7 +87,7 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 		Retention:          retention,
 		RetentionBytes:     retentionBytes,
 		IndexIntervalBytes: nonZero(cfg.IndexIntervalBytes),
-		MaxMessageBytes:    cfg.MaxMessageBytes,
+		MaxMessageBytes:    maxBatchBytes(cfg),
 		FlushAlways:        cfg.FlushAlways,
 		FlushInterval:      cfg.FlushInterval,
 		FlushMessages:      cfg.FlushMessages,
@@ -175,7 +175,8 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 	if deleted {
 		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
 	}
-	batches, headers, err := batch.Split(records, cfg.MaxMessageBytes)
+	maxBatch := maxBatchBytes(cfg)
+	batches, headers, err := batch.Split(records, maxBatch)
 	if err != nil {
 		return ProduceResult{}, err
 	}
@@ -184,7 +185,7 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 			return ProduceResult{}, err
 		}
 	}
-	if err := recompress(batches, headers, cfg); err != nil {
+	if err := recompress(batches, headers, cfg, maxBatch); err != nil {
 		return ProduceResult{}, err
 	}
 	p.mu.Lock()
@@ -310,6 +311,17 @@ func add(a, b int64) int64 {
 	return a + b
 }
 
+// maxBatchBytes is the largest batch a topic accepts, as the log enforces
+// it: max.message.bytes, with 0 meaning the log's default (log.Options'
+// zero values are defaults, so a zero never refuses everything). Split,
+// recompression and the log all use this one value.
+func maxBatchBytes(cfg topicconfig.Config) int {
+	if cfg.MaxMessageBytes <= 0 {
+		return log.DefaultMaxMessageBytes
+	}
+	return cfg.MaxMessageBytes
+}
+
 // codecs maps compression.type to the codec batches are stored with.
 var codecs = map[string]int8{
 	topicconfig.CompressionUncompressed: batch.CompressionNone,
@@ -323,7 +335,7 @@ var codecs = map[string]int8{
 // in another codec is recompressed in place of the producer's, and must
 // still fit max.message.bytes (Kafka checks the size again after
 // recompression too).
-func recompress(batches [][]byte, headers []batch.Validated, cfg topicconfig.Config) error {
+func recompress(batches [][]byte, headers []batch.Validated, cfg topicconfig.Config, maxBatch int) error {
 	codec, ok := codecs[cfg.Compression]
 	if !ok {
 		return nil // producer
@@ -334,9 +346,9 @@ func recompress(batches [][]byte, headers []batch.Validated, cfg topicconfig.Con
 	// above what producers' batches reach) rather than the 256 MiB any
 	// batch may decode to, which a few tiny hostile batches at once would
 	// turn into gigabytes.
-	maxDecoded := cfg.MaxMessageBytes - batch.HeaderSize
+	maxDecoded := maxBatch - batch.HeaderSize
 	if codec != batch.CompressionNone {
-		maxDecoded = 16 * cfg.MaxMessageBytes
+		maxDecoded = 16 * maxBatch
 	}
 	for i, b := range batches {
 		if headers[i].Compression() == codec {
@@ -345,14 +357,14 @@ func recompress(batches [][]byte, headers []batch.Validated, cfg topicconfig.Con
 		nb, err := batch.Recompress(b, codec, cfg.CompressionLevel, maxDecoded)
 		if errors.Is(err, batch.ErrTooLarge) {
 			return fmt.Errorf("batch %d cannot be recompressed with %s within max.message.bytes (%d): %w",
-				i, cfg.Compression, cfg.MaxMessageBytes, err)
+				i, cfg.Compression, maxBatch, err)
 		}
 		if err != nil {
 			return fmt.Errorf("batch %d: %w", i, err)
 		}
-		if len(nb) > cfg.MaxMessageBytes {
+		if len(nb) > maxBatch {
 			return fmt.Errorf("%w: batch %d is %d bytes recompressed with %s, the limit (max.message.bytes) is %d",
-				batch.ErrTooLarge, i, len(nb), cfg.Compression, cfg.MaxMessageBytes)
+				batch.ErrTooLarge, i, len(nb), cfg.Compression, maxBatch)
 		}
 		h, err := batch.ParseHeader(nb)
 		if err != nil {

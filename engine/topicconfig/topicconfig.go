@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -545,8 +546,8 @@ func Resolve(overrides map[string]string) (Config, error) {
 	r := resolver(overrides)
 	policy := splitList(r.get(CleanupPolicy))
 	c := Config{
-		CleanupDelete:      contains(policy, "delete"),
-		CleanupCompact:     contains(policy, "compact"),
+		CleanupDelete:      slices.Contains(policy, "delete"),
+		CleanupCompact:     slices.Contains(policy, "compact"),
 		DeleteRetention:    r.ms(DeleteRetentionMs),
 		FlushInterval:      r.ms(FlushMs),
 		FlushAlways:        r.get(FlushPolicy) == "always",
@@ -735,13 +736,4 @@ func splitList(v string) []string {
 		}
 	}
 	return out
-}
-
-func contains(items []string, s string) bool {
-	for _, it := range items {
-		if it == s {
-			return true
-		}
-	}
-	return false
 }
