@@ -50,6 +50,29 @@ type Parsed struct {
 // trusted), so it is the last entry.
 func ParseScript(filename, src string) []Parsed { return ParseScriptAt(filename, src, 1) }
 
+// maxNesting bounds parenthesis nesting in a statement; real statements
+// nest a handful deep.
+const maxNesting = 100
+
+// tooDeep returns the parenthesis that opens nesting level maxNesting+1.
+func tooDeep(toks []lexer.Token) (lexer.Token, bool) {
+	depth := 0
+	for _, t := range toks {
+		if t.Type != tokPunct {
+			continue
+		}
+		switch t.Value {
+		case "(":
+			if depth++; depth > maxNesting {
+				return t, true
+			}
+		case ")":
+			depth--
+		}
+	}
+	return lexer.Token{}, false
+}
+
 // ParseScriptAt is ParseScript for src that starts on line `line` of the
 // named source, so positions are those of the whole source.
 func ParseScriptAt(filename, src string, line int) []Parsed {
@@ -61,6 +84,16 @@ func ParseScriptAt(filename, src string, line int) []Parsed {
 			return
 		}
 		p := Parsed{Pos: cur[0].Pos, Text: src[cur[0].Pos.Offset:endOff]}
+		if deep, ok := tooDeep(cur); ok {
+			// The grammar recurses per parenthesis: a few hundred
+			// thousand of them would overflow the stack, which kills the
+			// process rather than panicking.
+			p.Err = newSyntaxError(src, &SyntaxError{Pos: deep.Pos,
+				Msg: fmt.Sprintf("parentheses nested deeper than %d", maxNesting)})
+			out = append(out, p)
+			cur = nil
+			return
+		}
 		toks := append(cur, lexer.Token{Type: tokEOF, Pos: end.Pos})
 		stmt, err := parseTokens(toks)
 		if err != nil {

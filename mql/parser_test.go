@@ -315,3 +315,15 @@ func FuzzParse(f *testing.F) {
 		_ = Complete(src)
 	})
 }
+
+// Deeply nested parentheses are a syntax error, not a stack overflow:
+// 200,000 of them used to kill the process (a fatal error, not a panic).
+func TestDeepNestingIsASyntaxError(t *testing.T) {
+	src := "SELECT * FROM t WHERE " + strings.Repeat("(", 200_000) + "key = 'a'" + strings.Repeat(")", 200_000) + ";"
+	got := ParseScript("", src)
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Err)
+	require.Contains(t, got[0].Err.Error(), "parentheses nested deeper than 100")
+	ok := ParseScript("", "SELECT * FROM t WHERE "+strings.Repeat("(", 20)+"key = 'a'"+strings.Repeat(")", 20)+";")
+	require.Nil(t, ok[0].Err, "ordinary nesting parses")
+}
