@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -109,11 +108,6 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("request-timeout %v: must be positive", c.requestTimeout)
 	case c.data == "":
 		return errors.New("data: must not be empty")
-	}
-	if c.advertise != "" {
-		if _, _, err := net.SplitHostPort(c.advertise); err != nil {
-			return fmt.Errorf("advertise %q: want host:port: %v", c.advertise, err)
-		}
 	}
 	if err := c.nodeConfig(slog.New(slog.DiscardHandler)).Validate(); err != nil {
 		return err

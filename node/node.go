@@ -69,12 +69,28 @@ type Config struct {
 
 // Validate checks what Open would refuse before touching anything.
 func (c Config) Validate() error {
+	ko := c.kafkaOptions(nil, nil, nil)
+	if err := ko.Validate(); err != nil {
+		return err
+	}
 	g := c.Groups
 	if g.Logger == nil {
 		g.Logger = slog.New(slog.DiscardHandler)
 	}
 	g.EnsureDefaults()
 	return g.Validate()
+}
+
+// kafkaOptions are the Kafka listener's options; Validate checks them
+// before anything is opened.
+func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Coordinator) kafka.Options {
+	return kafka.Options{
+		Listen: c.Listen, Listener: ln, Advertise: c.Advertise, NodeID: c.NodeID,
+		MaxRequestSize: c.MaxRequestSize, AutoCreateTopics: c.AutoCreateTopics,
+		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
+		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
+		Groups: groups, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
+	}
 }
 
 // Node is a running broker node.
@@ -97,6 +113,13 @@ type Node struct {
 // while storage recovers), then storage, metadata, the group coordinator
 // and the Kafka listener.
 func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
+	// The node owns a listener it is given from here, whatever happens.
+	handedOver := false
+	defer func() {
+		if !handedOver && cfg.Listener != nil {
+			cfg.Listener.Close()
+		}
+	}()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -147,18 +170,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// that cannot listen (a bad address, a port in use) must not leave a
 	// fresh data directory and cluster id behind. Connections made while
 	// storage recovers wait in the listen backlog.
-	kln := cfg.Listener
-	if kln == nil {
-		if kln, err = net.Listen("tcp", cfg.Listen); err != nil {
+	if cfg.Listener == nil {
+		if cfg.Listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return nil, fmt.Errorf("kafka listener: %w", err)
 		}
 	}
-	handedOver := false
-	defer func() {
-		if !handedOver {
-			kln.Close()
-		}
-	}()
+	kln := cfg.Listener
 
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := broker.Open(broker.Options{DataDir: cfg.DataDir, Logger: n.log,
@@ -195,13 +212,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.closers = append(n.closers, func() { groups.Close() })
 
 	handedOver = true
-	ks, err := kafka.Listen(kafka.Options{
-		Listen: cfg.Listen, Listener: kln, Advertise: cfg.Advertise, NodeID: cfg.NodeID,
-		MaxRequestSize: cfg.MaxRequestSize, AutoCreateTopics: cfg.AutoCreateTopics,
-		DefaultPartitions: cfg.DefaultPartitions, MaxConnections: cfg.MaxConnections,
-		MaxConnectionsPerIP: cfg.MaxConnectionsPerIP, Metrics: kmetrics, Logger: n.log, Version: cfg.Version,
-		Groups: groups, ConnectionsMaxIdle: cfg.ConnectionsMaxIdle, RequestTimeout: cfg.RequestTimeout,
-	}, ctrl, b)
+	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups), ctrl, b)
 	if err != nil {
 		return nil, err
 	}

@@ -89,6 +89,7 @@ func TestOpenWithAListenerAndFailures(t *testing.T) {
 		func(c *Config) { c.Listen = taken.Addr().String() },
 		func(c *Config) { c.Groups.OffsetsTopicPartitions = 5000 },
 		func(c *Config) { c.HTTP = taken.Addr().String() },
+		func(c *Config) { c.Advertise = "h:99999" },
 	} {
 		cfg := testConfig(t, filepath.Join(t.TempDir(), "data"))
 		bad(&cfg)
@@ -97,4 +98,17 @@ func TestOpenWithAListenerAndFailures(t *testing.T) {
 		_, statErr := os.Stat(cfg.DataDir)
 		require.ErrorIs(t, statErr, os.ErrNotExist, "a failed Open created the data directory: %v", err)
 	}
+}
+
+// A listener handed to Open is the node's from then on: a failed Open
+// closes it too.
+func TestFailedOpenClosesTheGivenListener(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(t, filepath.Join(t.TempDir(), "data"))
+	cfg.Listener, cfg.Groups.OffsetsTopicPartitions = ln, 5000
+	_, err = Open(context.Background(), cfg)
+	require.Error(t, err)
+	_, err = ln.Accept()
+	require.ErrorIs(t, err, net.ErrClosed)
 }

@@ -29,7 +29,8 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		// Until transactions land, say so rather than accepting writes we
 		// cannot commit or abort (see handleInitProducerID for the code).
 		c.refuseTransactions("Produce", *req.TransactionID)
-		return c.produceError(req, resp, kerr.UnsupportedVersion.Code, &errTransactionsUnsupported), nil
+		msg := errTransactionsUnsupported
+		return c.produceError(req, resp, kerr.UnsupportedVersion.Code, &msg), nil
 	}
 
 	type pending struct {
@@ -204,7 +205,7 @@ func produceErrMessage(err error) *string {
 
 // errTransactionsUnsupported is the message Produce v8+ carries with a
 // transactional refusal, for clients that print it.
-var errTransactionsUnsupported = "MoonMQ does not support transactions yet"
+const errTransactionsUnsupported = "MoonMQ does not support transactions yet"
 
 // refuseTransactions logs a refused transactional request, once per
 // connection: the client shows only an error code, so the broker's log says

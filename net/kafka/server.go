@@ -136,6 +136,15 @@ func (o *Options) Validate() error {
 	case o.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
 	}
+	if o.Advertise != "" {
+		_, port, err := net.SplitHostPort(o.Advertise)
+		if err != nil {
+			return fmt.Errorf("advertise %q: want host:port: %v", o.Advertise, err)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("advertise %q: the port must be 0 to 65535", o.Advertise)
+		}
+	}
 	return nil
 }
 
