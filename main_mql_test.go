@@ -213,9 +213,9 @@ func TestToolkitFlagsAnywhere(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+b.Addr)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	res = runMoonMQ(t, "", "--addr", b.Addr, "-e", "SELECT count(*) FROM benched;")
+	res = runMoonMQ(t, "", "--addr", b.Addr, "--output", "json", "-e", "SELECT count(*) FROM benched;")
 	require.Equal(t, 0, res.exit, res.stderr)
-	require.Contains(t, res.stdout, "10")
+	require.Equal(t, `{"count":10}`+"\n", res.stdout)
 }
 
 // TestMQLExamples runs every examples/*.mql twice in a row against one

@@ -141,8 +141,8 @@ func explain(fs *flag.FlagSet, err error) string {
 			value, _ := strconv.Unquote(rest[:i])
 			name, cause, _ := strings.Cut(rest[i+len(form[1]):], ": ")
 			if f := fs.Lookup(name); f != nil {
-				if isTyped(f) {
-					cause = Expected(f, value)
+				if want := Expected(f, value); want != "" {
+					cause = want
 				}
 				return fmt.Sprintf("%s%s %q: %s", dashes(name), name, value, cause)
 			}
@@ -163,34 +163,23 @@ func dashes(name string) string {
 // says what the value should have been.
 func Set(fs *flag.FlagSet, name, value string) error {
 	if err := fs.Set(name, value); err != nil {
-		if f := fs.Lookup(name); f != nil && isTyped(f) {
-			return errors.New(Expected(f, value))
+		if f := fs.Lookup(name); f != nil {
+			if want := Expected(f, value); want != "" {
+				return errors.New(want)
+			}
 		}
 		return err
 	}
 	return nil
 }
 
-// isTyped reports whether f is one of the flag package's typed values,
-// whose own errors say only "parse error".
-func isTyped(f *flag.Flag) bool {
-	g, ok := f.Value.(flag.Getter)
-	if !ok {
-		return false
-	}
-	switch g.Get().(type) {
-	case int, int64, uint, uint64, float64, bool, time.Duration:
-		return true
-	}
-	return false
-}
-
 // Expected says what a flag's value must look like, given the value that
-// was refused.
+// was refused: for the flag package's typed values, whose own errors say
+// only "parse error"; "" for others, whose errors say it themselves.
 func Expected(f *flag.Flag, value string) string {
 	g, ok := f.Value.(flag.Getter)
 	if !ok {
-		return "invalid value"
+		return ""
 	}
 	switch g.Get().(type) {
 	case int, int64:
@@ -207,5 +196,5 @@ func Expected(f *flag.Flag, value string) string {
 		}
 		return "want a duration such as " + f.DefValue + ", 500ms or 1m30s"
 	}
-	return "invalid value"
+	return ""
 }

@@ -801,7 +801,8 @@ func TestGroupKcat(t *testing.T) {
 // A KIP-848 consumer whose broker-resolved regex names an internal topic
 // is assigned it, as Kafka's regex resolution does (franz-go's
 // Test848RegexBrokerResolves). This goes through serve's own wiring of the
-// topics into the coordinator, which marks internal topics.
+// topics into the coordinator, where an internal-topic filter used to hide
+// __consumer_offsets.
 func TestRegexSubscriptionNamingAnInternalTopic(t *testing.T) {
 	b := testbroker.Start(t)
 	_, adm := newClient(t, b.Addr)
