@@ -142,11 +142,18 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 		l.kickFlusher()
 	} else {
 		l.raiseHW(next)
-		if next-l.durable.Load() >= opts.FlushMessages {
-			l.kickFlusher() // flush.messages: enough is waiting for the disk not to wait for the ticker
+		if flushDue(next, l.durable.Load(), opts) {
+			l.kickFlusher()
 		}
 	}
 	return AppendResult{BaseOffset: first, LastOffset: last, LogStartOffset: l.logStart.Load(), Rolled: rolled}, nil
+}
+
+// flushDue reports whether, under the interval policy, so many offsets
+// (next - durable) wait for the disk that they should not wait for the
+// ticker (flush.messages; unset, it never is).
+func flushDue(next, durable int64, o *Options) bool {
+	return next-durable >= o.FlushMessages
 }
 
 // shouldRoll reports whether an append of total bytes covering offsets

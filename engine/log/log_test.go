@@ -2,6 +2,7 @@ package log
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -433,18 +434,21 @@ func TestFlushMessages(t *testing.T) {
 	opts.FlushAlways = false
 	opts.FlushInterval = time.Hour
 	opts.FlushMessages = 5
+	opts.EnsureDefaults()
+	require.False(t, flushDue(3, 0, &opts), "3 offsets are fewer than flush.messages")
+	require.True(t, flushDue(5, 0, &opts))
+	require.False(t, flushDue(9, 5, &opts), "counted from the durable offset")
+
+	// An append that makes it due starts an fsync; the hour-long interval
+	// never would.
 	l := openLog(t, t.TempDir(), opts)
 	appendBatch(t, l, makeBatch(3, 10, 0, 0), 0)
-	time.Sleep(20 * time.Millisecond)
-	require.Zero(t, l.DurableOffset(), "3 offsets are fewer than flush.messages")
 	appendBatch(t, l, makeBatch(2, 10, 0, 0), 0)
 	waitFor(t, "flush.messages fsync", func() bool { return l.DurableOffset() == 5 })
 
 	opts.FlushMessages = 0 // the default: the interval only
-	l = openLog(t, t.TempDir(), opts)
-	appendBatch(t, l, makeBatch(10, 10, 0, 0), 0)
-	time.Sleep(20 * time.Millisecond)
-	require.Zero(t, l.DurableOffset())
+	opts.EnsureDefaults()
+	require.False(t, flushDue(math.MaxInt32, 0, &opts))
 }
 
 func TestDelete(t *testing.T) {
