@@ -40,12 +40,29 @@ type mqlRun struct {
 // runMoonMQ runs the binary with args (and stdin), bounded in time.
 func runMoonMQ(t *testing.T, stdin string, args ...string) mqlRun {
 	t.Helper()
+	return runMoonMQWith(t, runOpts{}, stdin, args...)
+}
+
+// runOpts says where the binary runs (dir, empty: here) and whether its
+// stderr shares stdout's pipe, as a terminal shows them (merged: all in
+// mqlRun.stdout).
+type runOpts struct {
+	dir    string
+	merged bool
+}
+
+func runMoonMQWith(t *testing.T, o runOpts, stdin string, args ...string) mqlRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
+	cmd.Dir = o.dir
 	cmd.Env = append(os.Environ(), "MOONMQ_ADDR=", "NO_COLOR=1", "HOME="+t.TempDir())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	if o.merged {
+		cmd.Stderr = &out
+	}
 	cmd.Stdin = strings.NewReader(stdin)
 	err := cmd.Run()
 	code := 0

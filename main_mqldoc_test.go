@@ -36,10 +36,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -175,28 +173,13 @@ func maskDoc(s string, addrs []string, clusterIDs []string) string {
 // a terminal shows them, and returns the output and exit code.
 func runMerged(t *testing.T, dir string, args ...string) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "MOONMQ_ADDR=", "NO_COLOR=1", "HOME="+t.TempDir())
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else {
-		require.NoError(t, err)
-	}
-	require.NoError(t, ctx.Err(), "moonmq %v did not finish in time:\n%s", args, out.String())
-	return out.String(), code
+	res := runMoonMQWith(t, runOpts{dir: dir, merged: true}, "", args...)
+	return res.stdout, res.exit
 }
 
 // replLike runs src as the REPL runs what is typed: lines are gathered
-// until they end a statement (mql.Complete), then every statement of the
-// chunk is parsed, its error or its result reported, and EXIT stops. The
+// until they end a statement (mql.Complete), then the chunk runs through
+// mql.ExecChunk, as the REPL runs it. The
 // session writes results, acknowledgements and errors to one buffer, as a
 // terminal shows stdout and stderr.
 func replLike(t *testing.T, addr, src string, flags []string) string {
@@ -223,18 +206,8 @@ func replLike(t *testing.T, addr, src string, flags []string) string {
 		if !mql.Complete(chunk.String()) {
 			continue
 		}
-		for _, p := range mql.ParseScript("", chunk.String()) {
-			if p.Err != nil {
-				mql.Report(&out, s.Renderer(), "", p, p.Err)
-				continue
-			}
-			err := s.Exec(ctx, p.Stmt)
-			if errors.Is(err, mql.ErrExit) {
-				return out.String()
-			}
-			if err != nil {
-				mql.Report(&out, s.Renderer(), "", p, err)
-			}
+		if mql.ExecChunk(chunk.String(), &out, s.Renderer(), func(st mql.Statement) error { return s.Exec(ctx, st) }) {
+			return out.String()
 		}
 		chunk.Reset()
 	}

@@ -22,6 +22,28 @@ type RunOptions struct {
 // message" (the statement's position; for syntax errors the error's, with
 // the source line and a caret). With no file name (a -e statement, the
 // REPL) it is "error: [LINE:COL: ]message".
+// ExecChunk runs every statement of src, a chunk the REPL read (lines up
+// to a complete statement), as the REPL does: a statement's syntax or
+// execution error is reported to errOut with r and the next one still
+// runs; EXIT stops the chunk and reports exit. run executes one statement
+// (the REPL wraps Session.Exec to cancel it on Ctrl-C).
+func ExecChunk(src string, errOut io.Writer, r *Renderer, run func(Statement) error) (exit bool) {
+	for _, p := range ParseScript("", src) {
+		if p.Err != nil {
+			Report(errOut, r, "", p, p.Err)
+			continue
+		}
+		err := run(p.Stmt)
+		if errors.Is(err, ErrExit) {
+			return true
+		}
+		if err != nil {
+			Report(errOut, r, "", p, err)
+		}
+	}
+	return false
+}
+
 func Report(w io.Writer, r *Renderer, filename string, p Parsed, err error) {
 	var se *SyntaxError
 	if errors.As(err, &se) {

@@ -169,26 +169,19 @@ func Run(ctx context.Context, opts Options) error {
 		buf.Reset()
 		_ = rl.SaveHistory(historyLine(src))
 		// Every statement of the chunk runs; an error does not stop the
-		// next. (replLike in main_mqldoc_test.go runs docs/mql.md's
-		// examples the same way: keep the two alike.)
-		for _, p := range mql.ParseScript("", src) {
-			if p.Err != nil {
-				mql.Report(opts.Stderr, out, "", p, p.Err)
-				continue
-			}
+		// next (docs/mql.md's examples are run the same way).
+		exit := mql.ExecChunk(src, opts.Stderr, out, func(st mql.Statement) error {
 			sctx, cancel := context.WithCancel(ctx)
 			cancelCh <- cancel
-			err := opts.Session.Exec(sctx, p.Stmt)
+			err := opts.Session.Exec(sctx, st)
 			cancel()
-			if errors.Is(err, mql.ErrExit) {
-				return nil
-			}
-			if err != nil {
-				mql.Report(opts.Stderr, out, "", p, err)
-			}
-			if _, ok := p.Stmt.(*mql.Connect); ok {
+			if _, ok := st.(*mql.Connect); ok {
 				comp.invalidate()
 			}
+			return err
+		})
+		if exit {
+			return nil
 		}
 	}
 }
