@@ -1,7 +1,6 @@
 package mql
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -362,11 +361,7 @@ func ParseFormat(s string) (Format, error) {
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	t, err := when.Parse(s, now)
 	if err != nil {
-		reason := err.Error()
-		if we, ok := errors.AsType[*when.Error](err); ok {
-			reason = we.Reason
-		}
-		return time.Time{}, fmt.Errorf("invalid timestamp %s: %s", Quote(s), reason)
+		return time.Time{}, fmt.Errorf("invalid timestamp %s: %s", Quote(s), when.Reason(err))
 	}
 	return t, nil
 }

@@ -1,7 +1,6 @@
 package tui
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -428,11 +427,7 @@ func parseJump(s string, now time.Time) (client.Position, error) {
 	}
 	t, err := when.Parse(s, now)
 	if err != nil {
-		reason := err.Error()
-		if we, ok := errors.AsType[*when.Error](err); ok {
-			reason = we.Reason
-		}
-		return client.Position{}, fmt.Errorf("jump: %q: %s, or an offset, -N from the end, earliest or latest", s, reason)
+		return client.Position{}, fmt.Errorf("jump: %q: %s, or an offset, -N from the end, earliest or latest", s, when.Reason(err))
 	}
 	return client.Timestamp(t), nil
 }

@@ -17,6 +17,7 @@
 package when
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -39,6 +40,15 @@ func (e *Error) Error() string {
 		return e.Reason
 	}
 	return e.Input + ": " + e.Reason
+}
+
+// Reason is why err (from Parse) refused its input, without the input,
+// for callers that name the input themselves.
+func Reason(err error) string {
+	if we, ok := errors.AsType[*Error](err); ok {
+		return we.Reason
+	}
+	return err.Error()
 }
 
 func fail(in, format string, args ...any) *Error {
@@ -93,7 +103,7 @@ func looksLikeDuration(s string) bool {
 	return true
 }
 
-// units are the duration units, longest first so "ms" is not read as "m".
+// units are the duration units; a unit is matched whole.
 var units = []struct {
 	name string
 	d    time.Duration
@@ -134,7 +144,7 @@ func ParseAgo(s string) (time.Duration, error) {
 		for j < len(s) && !(s[j] >= '0' && s[j] <= '9' || s[j] == '.') {
 			j++
 		}
-		unit := s[:j]
+		unit := strings.TrimSpace(s[:j]) // "1h 30m" and "5 m" read as written
 		s = s[j:]
 		var d time.Duration
 		for _, u := range units {

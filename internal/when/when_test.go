@@ -23,6 +23,8 @@ func TestParse(t *testing.T) {
 		"-5m":                       now.Add(-5 * time.Minute),
 		"5m ago":                    now.Add(-5 * time.Minute),
 		"1h30m":                     now.Add(-90 * time.Minute),
+		"1h 30m":                    now.Add(-90 * time.Minute),
+		"5 m":                       now.Add(-5 * time.Minute),
 		"1.5h":                      now.Add(-90 * time.Minute),
 		"2d":                        now.Add(-48 * time.Hour),
 		"1w":                        now.Add(-7 * 24 * time.Hour),
