@@ -98,11 +98,8 @@ func isMQLInvocation(args []string) bool {
 		return false
 	}
 	for _, a := range args {
-		switch a {
-		case "--repl", "-repl", "-e", "--e", "run":
-			return true
-		}
-		if strings.HasPrefix(a, "-e=") || strings.HasPrefix(a, "--e=") || strings.HasPrefix(a, "--repl=") {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if a == "run" || strings.HasPrefix(a, "-") && (name == "e" || name == "repl") {
 			return true
 		}
 	}
