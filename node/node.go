@@ -1,5 +1,5 @@
 // Package node assembles one MoonMQ broker node from its parts — the
-// hosted partitions (engine/broker), the metadata controller
+// hosted partitions (engine/replica), the metadata controller
 // (cluster/controller), the group coordinator (engine/group), the Kafka
 // listener (net/kafka) and the operator's HTTP endpoints (net/httpapi) —
 // and owns their order: storage and metadata before the coordinator,
@@ -25,9 +25,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
 )
@@ -99,7 +99,7 @@ type Node struct {
 	log    *slog.Logger
 	start  time.Time
 	http   *httpapi.Server
-	broker *broker.Broker
+	broker *replica.Manager
 	ctrl   *controller.Controller
 	groups *group.Coordinator
 	kafka  *kafka.Server
@@ -178,7 +178,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	kln := cfg.Listener
 
 	fds := planDescriptors(cfg.MaxConnections)
-	b, err := broker.Open(broker.Options{DataDir: cfg.DataDir, Logger: n.log,
+	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, OnFsync: storage.ObserveFsync,
 		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
 	if err != nil {

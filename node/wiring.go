@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/internal/lag"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
@@ -21,7 +21,7 @@ import (
 // partitionSummary counts the hosted partitions for the start-up line.
 type partitionSummary struct{ total, unclean, offline, damaged int }
 
-func summarizePartitions(states []broker.PartitionState) partitionSummary {
+func summarizePartitions(states []replica.PartitionState) partitionSummary {
 	var s partitionSummary
 	for _, p := range states {
 		s.total++
@@ -46,7 +46,7 @@ func summarizePartitions(states []broker.PartitionState) partitionSummary {
 // descriptors). Damaged ranges inside a partition do not make the node
 // unready: everything else in it is served (they show in /stats and
 // /metrics).
-func readiness(shuttingDown bool, groupsErr error, parts []broker.PartitionState, acceptErr error) (bool, string) {
+func readiness(shuttingDown bool, groupsErr error, parts []replica.PartitionState, acceptErr error) (bool, string) {
 	switch {
 	case shuttingDown:
 		return false, "shutting down"
@@ -99,17 +99,17 @@ func planDescriptors(maxConnections int) descriptorPlan {
 // replays every existing topic first. A partition that fails to open does
 // not fail the start: the broker keeps it offline (reported in /readyz,
 // /stats and /metrics) and retries it while the rest of the node serves.
-func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metrics, logger *slog.Logger) error {
+func wireMetadata(ctrl *controller.Controller, b *replica.Manager, m *kafka.Metrics, logger *slog.Logger) error {
 	ctrl.OnChange(func(ev controller.Event) {
 		var err error
 		switch ev.Kind {
 		case controller.TopicCreated, controller.PartitionsAdded:
 			for _, p := range ev.Topic.Partitions {
-				part, perr := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				part, perr := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
 				if perr == nil {
 					part.MakeLeader(p.LeaderEpoch)
 				}
-				if !errors.Is(perr, broker.ErrPartitionOffline) { // offline ones are reported by the broker
+				if !errors.Is(perr, replica.ErrPartitionOffline) { // offline ones are reported by the broker
 					err = errors.Join(err, perr)
 				}
 			}
@@ -123,20 +123,20 @@ func wireMetadata(ctrl *controller.Controller, b *broker.Broker, m *kafka.Metric
 			logger.Error("applying metadata change", "topic", ev.Topic.Name, "event", ev.Kind, "err", err)
 		}
 	})
-	known := map[broker.TopicPartition]bool{}
+	known := map[replica.TopicPartition]bool{}
 	for _, t := range ctrl.Topics() {
 		for _, p := range t.Partitions {
-			known[broker.TopicPartition{Topic: t.Name, Partition: p.ID}] = true
+			known[replica.TopicPartition{Topic: t.Name, Partition: p.ID}] = true
 		}
 	}
-	return b.RemoveOrphans(func(tp broker.TopicPartition) bool { return known[tp] })
+	return b.RemoveOrphans(func(tp replica.TopicPartition) bool { return known[tp] })
 }
 
 // startGroups builds the group coordinator over the broker's partitions of
 // __consumer_offsets, keeps its view of the topics current (and drops the
 // offsets of deleted topics) through a metadata listener, and starts it.
 // Call after wireMetadata, so the offsets partitions are open.
-func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, b *broker.Broker, logger *slog.Logger) (*group.Coordinator, error) {
+func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, b *replica.Manager, logger *slog.Logger) (*group.Coordinator, error) {
 	store := &group.BrokerStorage{
 		Broker: b,
 		PartitionCount: func() int32 {
@@ -229,13 +229,13 @@ func topicInfos(ts []controller.Topic) []group.TopicInfo {
 
 // groupStatsOf summarises every group's committed offsets and lag for
 // /stats, against the partitions' high watermarks.
-func groupStatsOf(coord *group.Coordinator, b *broker.Broker) []httpapi.GroupStats {
+func groupStatsOf(coord *group.Coordinator, b *replica.Manager) []httpapi.GroupStats {
 	out := []httpapi.GroupStats{}
 	for _, s := range coord.Stats() {
 		gs := httpapi.GroupStats{Group: s.Group, State: string(s.State), Members: s.Members}
 		for _, o := range s.Offsets {
 			ps := httpapi.GroupPartitionStat{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset, End: -1, Lag: -1}
-			if p, err := b.Partition(broker.TopicPartition{Topic: o.Topic, Partition: o.Partition}); err == nil {
+			if p, err := b.Partition(replica.TopicPartition{Topic: o.Topic, Partition: o.Partition}); err == nil {
 				ps.End = p.HighWatermark()
 				ps.Lag = lag.Of(o.Offset, ps.End)
 				gs.Lag = lag.Add(gs.Lag, ps.Lag)

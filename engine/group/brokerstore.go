@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // OffsetsTopicConfigs are the topic configs of __consumer_offsets, as
@@ -23,7 +23,7 @@ var OffsetsTopicConfigs = map[string]string{
 // functions, which main wires to the metadata controller (engine does not
 // import cluster).
 type BrokerStorage struct {
-	Broker *broker.Broker
+	Broker *replica.Manager
 	// PartitionCount returns the offsets topic's partition count, 0 when
 	// the topic does not exist.
 	PartitionCount func() int32
@@ -46,8 +46,8 @@ func (s *BrokerStorage) Create(ctx context.Context, n int32) (int32, error) {
 	return 0, fmt.Errorf("%s was created but has no partitions", OffsetsTopic)
 }
 
-func (s *BrokerStorage) partition(p int32) (*broker.Partition, error) {
-	return s.Broker.Partition(broker.TopicPartition{Topic: OffsetsTopic, Partition: p})
+func (s *BrokerStorage) partition(p int32) (*replica.Partition, error) {
+	return s.Broker.Partition(replica.TopicPartition{Topic: OffsetsTopic, Partition: p})
 }
 
 // Append implements Storage.

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/vfs"
 )
 
@@ -519,7 +519,7 @@ func TestCoordinatorRecheckKeepsPendingAppends(t *testing.T) {
 // watermark waits for the fsync): a recheck right after each commit never
 // unloads the partition or loses the commit.
 func TestCoordinatorRecheckKeepsPendingAppendsRealLog(t *testing.T) {
-	b, err := broker.Open(broker.Options{DataDir: "/data", FS: vfs.NewMem()})
+	b, err := replica.Open(replica.Options{DataDir: "/data", FS: vfs.NewMem()})
 	require.NoError(t, err)
 	defer b.Close()
 	c := brokerCoordinator(t, b)
@@ -548,7 +548,7 @@ func TestCoordinatorRecheckKeepsPendingAppendsRealLog(t *testing.T) {
 // partition, so the commit that was never durable is not served.
 func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
 	faults := vfs.NewFaults(vfs.NewMem())
-	b, err := broker.Open(broker.Options{DataDir: "/data", FS: faults, HealInterval: time.Hour})
+	b, err := replica.Open(replica.Options{DataDir: "/data", FS: faults, HealInterval: time.Hour})
 	require.NoError(t, err)
 	defer b.Close()
 	c := brokerCoordinator(t, b)
@@ -575,14 +575,14 @@ func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
 
 // brokerCoordinator runs a coordinator over a real broker's offsets topic
 // (4 partitions); the test drives rechecks and ticks itself.
-func brokerCoordinator(t *testing.T, b *broker.Broker) *Coordinator {
+func brokerCoordinator(t *testing.T, b *replica.Manager) *Coordinator {
 	t.Helper()
 	var n atomic.Int32
 	store := &BrokerStorage{Broker: b,
 		PartitionCount: n.Load,
 		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
 			for i := int32(0); i < parts; i++ {
-				if _, err := b.EnsurePartition(broker.TopicPartition{Topic: OffsetsTopic, Partition: i}, configs); err != nil {
+				if _, err := b.EnsurePartition(replica.TopicPartition{Topic: OffsetsTopic, Partition: i}, configs); err != nil {
 					return err
 				}
 			}

@@ -3,7 +3,7 @@ package httpapi
 import (
 	"time"
 
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // Stats is the /stats document. Field names are part of the operator
@@ -77,7 +77,7 @@ type GroupPartitionStat struct {
 }
 
 // TopicStatsOf summarises the partitions hosted by b, online or not.
-func TopicStatsOf(b *broker.Broker) []TopicStats {
+func TopicStatsOf(b *replica.Manager) []TopicStats {
 	var out []TopicStats
 	for _, ps := range b.PartitionStates() { // sorted by topic, partition
 		if len(out) == 0 || out[len(out)-1].Name != ps.Topic {

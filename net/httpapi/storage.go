@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // StorageMetrics observes fsync rounds; pass ObserveFsync as the broker's
@@ -42,7 +42,7 @@ func (m *StorageMetrics) ObserveFsync(d time.Duration, appends uint64) {
 // partitionCollector reports every hosted partition's log state at scrape
 // time; the label set is bounded by the partitions that exist.
 type partitionCollector struct {
-	b                                            *broker.Broker
+	b                                            *replica.Manager
 	logStart, logEnd, hw, size, segments, fsyncs *prometheus.Desc
 	online, corrupt, offline                     *prometheus.Desc
 	filesOpen, filesEvicted, capacity            *prometheus.Desc
@@ -50,7 +50,7 @@ type partitionCollector struct {
 
 // NewPartitionCollector exposes per-partition log gauges for b, its
 // offline partitions and its file descriptor use.
-func NewPartitionCollector(b *broker.Broker) prometheus.Collector {
+func NewPartitionCollector(b *replica.Manager) prometheus.Collector {
 	labels := []string{"topic", "partition"}
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)

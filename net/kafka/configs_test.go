@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
@@ -247,7 +247,7 @@ func TestProduceAppliesCompressionAndTimestampConfigs(t *testing.T) {
 
 	// The stored batch is zstd although the producer sent gzip, and a
 	// consumer reads the record.
-	p, err := s.broker.Partition(broker.TopicPartition{Topic: "applied", Partition: 0})
+	p, err := s.broker.Partition(replica.TopicPartition{Topic: "applied", Partition: 0})
 	require.NoError(t, err)
 	data, err := p.Read(0, 1<<20)
 	require.NoError(t, err)

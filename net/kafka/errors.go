@@ -8,9 +8,9 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/txn"
 )
@@ -21,11 +21,11 @@ var errorMap = []struct {
 	err  error
 	kerr *kerr.Error
 }{
-	{broker.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
-	{broker.ErrPartitionOffline, kerr.KafkaStorageError},
-	{broker.ErrOverCapacity, kerr.PolicyViolation},
-	{broker.ErrInvalidTimestamp, kerr.InvalidTimestamp},
-	{broker.ErrTransactionsUnsupported, kerr.InvalidTxnState},
+	{replica.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{replica.ErrPartitionOffline, kerr.KafkaStorageError},
+	{replica.ErrOverCapacity, kerr.PolicyViolation},
+	{replica.ErrInvalidTimestamp, kerr.InvalidTimestamp},
+	{replica.ErrTransactionsUnsupported, kerr.InvalidTxnState},
 	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
 	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
@@ -44,7 +44,7 @@ var errorMap = []struct {
 	{txn.ErrInvalidEpoch, kerr.InvalidProducerEpoch},
 	{txn.ErrInvalidSequence, kerr.InvalidRecord},
 	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
-	{broker.ErrInvalidListOffset, kerr.InvalidRequest},
+	{replica.ErrInvalidListOffset, kerr.InvalidRequest},
 	{log.ErrClosed, kerr.NotLeaderForPartition},
 	{log.ErrCorrupt, kerr.CorruptMessage}, // damaged stored data, as Kafka answers it
 

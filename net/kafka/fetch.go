@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // Fetch sessions (KIP-227) are optional for a broker: answering SessionID 0
@@ -49,7 +49,7 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			c.discardFetch(resp, charge)
 			changed = append(changed, c.s.draining)
 			if !starved {
-				broker.WaitAny(ctx, changed)
+				replica.WaitAny(ctx, changed)
 				continue
 			}
 			// A read the budgets cut short also waits for room. The
@@ -60,7 +60,7 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			// up unannounced: a starved fetch also looks again shortly.
 			changed = append(changed, c.respBudget.released(), c.s.respBudget.released())
 			wctx, cancel := context.WithTimeout(ctx, starvedRetry)
-			broker.WaitAny(wctx, changed)
+			replica.WaitAny(wctx, changed)
 			cancel()
 		}
 	}
@@ -146,7 +146,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, byte
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.RecordBatches = []byte{} // librdkafka rejects a null record set
-			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				rt.Partitions = append(rt.Partitions, rp)

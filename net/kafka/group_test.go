@@ -13,8 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // startGroupServer runs an in-process broker with a group coordinator,
@@ -22,14 +22,14 @@ import (
 func startGroupServer(t *testing.T, cfg group.Config) *Server {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := broker.Open(broker.Options{DataDir: dir})
+	b, err := replica.Open(replica.Options{DataDir: dir})
 	require.NoError(t, err)
 	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
 	require.NoError(t, err)
 	ctrl.OnChange(func(ev controller.Event) {
 		if ev.Kind == controller.TopicCreated {
 			for _, p := range ev.Topic.Partitions {
-				part, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				part, err := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
 				require.NoError(t, err)
 				part.MakeLeader(p.LeaderEpoch)
 			}

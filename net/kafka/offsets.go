@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response) {
@@ -20,7 +20,7 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
-			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				rt.Partitions = append(rt.Partitions, rp)
@@ -53,7 +53,7 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				rt.Partitions = append(rt.Partitions, rp)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // Produce appends on the read loop, in request order, then parks the wait
@@ -34,8 +34,8 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	}
 
 	type pending struct {
-		part *broker.Partition
-		res  broker.ProduceResult
+		part *replica.Partition
+		res  replica.ProduceResult
 		out  *kmsg.ProduceResponseTopicPartition
 	}
 	var waits []pending
@@ -58,7 +58,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 				rp.ErrorMessage = errMessage(fmt.Errorf("cannot append to internal topic %s", t.Topic))
 				continue
 			}
-			part, err := c.s.broker.Partition(broker.TopicPartition{Topic: t.Topic, Partition: p.Partition})
+			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
 				continue
@@ -195,7 +195,7 @@ func (c *conn) produceError(req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse
 // produceErrMessage gives validation failures a message; other errors keep
 // the bare code so internal details do not leak to clients.
 func produceErrMessage(err error) *string {
-	for _, e := range []error{batch.ErrCorrupt, batch.ErrTooLarge, batch.ErrInvalidRecord, batch.ErrUnsupportedMagic, broker.ErrInvalidTimestamp} {
+	for _, e := range []error{batch.ErrCorrupt, batch.ErrTooLarge, batch.ErrInvalidRecord, batch.ErrUnsupportedMagic, replica.ErrInvalidTimestamp} {
 		if errors.Is(err, e) {
 			return errMessage(err)
 		}

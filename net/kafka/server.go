@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/broker"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // Options configures a Server.
@@ -166,7 +166,7 @@ type Metadata interface {
 type Server struct {
 	opts   Options
 	meta   Metadata
-	broker *broker.Broker
+	broker *replica.Manager
 	log    *slog.Logger
 
 	ln          net.Listener
@@ -194,7 +194,7 @@ type Server struct {
 }
 
 // Listen binds the listener; Serve then accepts on it.
-func Listen(opts Options, meta Metadata, b *broker.Broker) (*Server, error) {
+func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		if opts.Listener != nil {
@@ -378,9 +378,9 @@ const (
 )
 
 func (s *Server) replicaState(topic string, partition int32) replicaState {
-	p, err := s.broker.Partition(broker.TopicPartition{Topic: topic, Partition: partition})
+	p, err := s.broker.Partition(replica.TopicPartition{Topic: topic, Partition: partition})
 	switch {
-	case errors.Is(err, broker.ErrPartitionOffline):
+	case errors.Is(err, replica.ErrPartitionOffline):
 		return replicaUnopened
 	case err == nil && p.Failure() != nil:
 		return replicaFailed

@@ -17,22 +17,22 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/broker"
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // startServer runs an in-process broker: controller, partitions and the
 // Kafka front end, wired as main.go wires them.
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()
-	return startServerWith(t, opts, broker.Options{})
+	return startServerWith(t, opts, replica.Options{})
 }
 
 // startServerWith is startServer with broker options (DataDir is set here).
-func startServerWith(t *testing.T, opts Options, bopts broker.Options) *Server {
+func startServerWith(t *testing.T, opts Options, bopts replica.Options) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	bopts.DataDir = dir
-	b, err := broker.Open(bopts)
+	b, err := replica.Open(bopts)
 	require.NoError(t, err)
 	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func startServerWith(t *testing.T, opts Options, bopts broker.Options) *Server {
 		switch ev.Kind {
 		case controller.TopicCreated, controller.PartitionsAdded:
 			for _, p := range ev.Topic.Partitions {
-				part, err := b.EnsurePartition(broker.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
+				part, err := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
 				require.NoError(t, err)
 				part.MakeLeader(p.LeaderEpoch)
 			}
@@ -248,7 +248,7 @@ func TestProduceErrors(t *testing.T) {
 // replies around it; its append stays in the log, as in Kafka.
 func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 	// A long group-commit window holds the second fsync back.
-	s := startServerWith(t, Options{}, broker.Options{GroupCommitWindow: 3 * time.Second})
+	s := startServerWith(t, Options{}, replica.Options{GroupCommitWindow: 3 * time.Second})
 	createTopic(t, s, "slow", 1)
 	rc := dialRaw(t, s)
 	produce := func(timeout time.Duration) int32 {
@@ -279,7 +279,7 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 // TestShutdownDeadlineCutsDurabilityWaits: a shutdown that runs out of time
 // does not wait for fsyncs that have not come yet.
 func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
-	s := startServerWith(t, Options{}, broker.Options{GroupCommitWindow: time.Hour})
+	s := startServerWith(t, Options{}, replica.Options{GroupCommitWindow: time.Hour})
 	createTopic(t, s, "stuck", 1)
 	rc := dialRaw(t, s)
 	records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/moonmq/moonmq/engine/vfs"
 )
 
-func memBroker(t *testing.T, fsys vfs.FS) *Broker {
+func memBroker(t *testing.T, fsys vfs.FS) *Manager {
 	t.Helper()
 	b, err := Open(Options{DataDir: "/data", FS: fsys, HealInterval: time.Hour,
 		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})

@@ -1,4 +1,4 @@
-package broker
+package replica
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/moonmq/moonmq/engine/txn"
 )
 
-func open(t *testing.T, dir string) *Broker {
+func open(t *testing.T, dir string) *Manager {
 	t.Helper()
 	b, err := Open(Options{DataDir: dir, Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
 	require.NoError(t, err)

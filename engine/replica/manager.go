@@ -20,7 +20,7 @@
 // the node serves. Each open partition holds one file descriptor (its
 // active segment); Capacity says how many fit in the descriptor limit, and
 // creates beyond it are refused before they are applied (CheckCapacity).
-package broker
+package replica
 
 import (
 	"context"
@@ -62,7 +62,7 @@ var (
 	ErrInvalidTimestamp = errors.New("record timestamp out of range")
 )
 
-// Options configures a Broker.
+// Options configures a Manager.
 type Options struct {
 	DataDir string
 	Logger  *slog.Logger
@@ -159,8 +159,8 @@ type TopicPartition struct {
 	Partition int32
 }
 
-// Broker is the set of partitions on this node.
-type Broker struct {
+// Manager is the set of partitions on this node.
+type Manager struct {
 	opts Options
 
 	mu      sync.RWMutex
@@ -203,7 +203,7 @@ func (b *backoff) failed(now time.Time, first, limit time.Duration) {
 // Open prepares the data directory. Partitions are opened by EnsurePartition,
 // driven by metadata; directories that metadata no longer names are left
 // alone until RemoveOrphans is called with the full topic list.
-func Open(opts Options) (*Broker, error) {
+func Open(opts Options) (*Manager, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -223,7 +223,7 @@ func Open(opts Options) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{opts: opts, parts: make(map[TopicPartition]*Partition), offline: map[TopicPartition]*offlinePartition{},
+	b := &Manager{opts: opts, parts: make(map[TopicPartition]*Partition), offline: map[TopicPartition]*offlinePartition{},
 		lock: lock, stop: make(chan struct{})}
 	b.wg.Add(2)
 	go b.every(opts.RetentionCheckInterval, b.housekeeping)
@@ -234,10 +234,10 @@ func Open(opts Options) (*Broker, error) {
 }
 
 // DataDir is the directory holding every partition.
-func (b *Broker) DataDir() string { return b.opts.DataDir }
+func (b *Manager) DataDir() string { return b.opts.DataDir }
 
 // Dir is the directory of one partition's log.
-func (b *Broker) Dir(tp TopicPartition) string {
+func (b *Manager) Dir(tp TopicPartition) string {
 	return filepath.Join(b.opts.DataDir, fmt.Sprintf("%s-%d", tp.Topic, tp.Partition))
 }
 
@@ -246,7 +246,7 @@ func (b *Broker) Dir(tp TopicPartition) string {
 // the configs applied. A partition that cannot be opened (or would not fit
 // in the descriptor budget) is registered offline, reported, and retried by
 // the healer; the error wraps ErrPartitionOffline.
-func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string) (*Partition, error) {
+func (b *Manager) EnsurePartition(tp TopicPartition, overrides map[string]string) (*Partition, error) {
 	cfg, err := topicconfig.Resolve(overrides)
 	if err != nil {
 		return nil, err
@@ -275,7 +275,7 @@ func (b *Broker) EnsurePartition(tp TopicPartition, overrides map[string]string)
 }
 
 // openLocked opens a partition and adds it. Caller holds b.mu.
-func (b *Broker) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
+func (b *Manager) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
 	p, err := b.open(tp, cfg)
 	if err != nil {
 		return nil, err
@@ -286,7 +286,7 @@ func (b *Broker) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partiti
 
 // open opens (creating if needed) a partition's log, making a new
 // directory durable. It takes no broker lock.
-func (b *Broker) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
+func (b *Manager) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
 	dir := b.Dir(tp)
 	_, statErr := b.opts.FS.Stat(dir)
 	p, err := openPartition(tp, dir, cfg, b.opts)
@@ -305,7 +305,7 @@ func (b *Broker) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, er
 }
 
 // markOffline records a partition that could not be opened. Caller holds b.mu.
-func (b *Broker) markOffline(tp TopicPartition, overrides map[string]string, cause error) error {
+func (b *Manager) markOffline(tp TopicPartition, overrides map[string]string, cause error) error {
 	o := &offlinePartition{overrides: overrides, err: cause}
 	o.heal.failed(b.opts.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
 	b.offline[tp] = o
@@ -314,23 +314,23 @@ func (b *Broker) markOffline(tp TopicPartition, overrides map[string]string, cau
 	return b.offlineErr(tp, o)
 }
 
-func (b *Broker) offlineErr(tp TopicPartition, o *offlinePartition) error {
+func (b *Manager) offlineErr(tp TopicPartition, o *offlinePartition) error {
 	return fmt.Errorf("%w: %s-%d: %w", ErrPartitionOffline, tp.Topic, tp.Partition, o.err)
 }
 
 // Capacity is how many partitions this node can hold open within its file
 // descriptor limit: each pins one descriptor (its active segment's .log);
 // FDReserve and the segment file cache take the rest.
-func (b *Broker) Capacity() int { return b.capacity() }
+func (b *Manager) Capacity() int { return b.capacity() }
 
-func (b *Broker) capacity() int {
+func (b *Manager) capacity() int {
 	return max(b.opts.FDLimit-b.opts.FDReserve-b.opts.FileCacheCapacity, 0)
 }
 
 // CheckCapacity refuses (ErrOverCapacity, with what to do) hosting n more
 // partitions when they would not fit in the descriptor budget. Creates call
 // it before they are applied, so a create is never half done.
-func (b *Broker) CheckCapacity(n int) error {
+func (b *Manager) CheckCapacity(n int) error {
 	b.mu.RLock()
 	have := len(b.parts) + len(b.offline)
 	b.mu.RUnlock()
@@ -345,7 +345,7 @@ func (b *Broker) CheckCapacity(n int) error {
 }
 
 // UpdateConfigs applies new config overrides to every open partition of a topic.
-func (b *Broker) UpdateConfigs(topic string, overrides map[string]string) error {
+func (b *Manager) UpdateConfigs(topic string, overrides map[string]string) error {
 	cfg, err := topicconfig.Resolve(overrides)
 	if err != nil {
 		return err
@@ -367,7 +367,7 @@ func (b *Broker) UpdateConfigs(topic string, overrides map[string]string) error 
 }
 
 // DeleteTopic closes and removes every partition of a topic.
-func (b *Broker) DeleteTopic(topic string) error {
+func (b *Manager) DeleteTopic(topic string) error {
 	b.mu.Lock()
 	// A heal opening one of its partitions finishes first: it must not
 	// work on files this delete removes (or a re-created topic reuses).
@@ -415,7 +415,7 @@ func (b *Broker) DeleteTopic(topic string) error {
 // RemoveOrphans deletes partition directories that metadata does not name,
 // e.g. a topic deleted by the controller while this node was down. keep
 // reports whether a partition is still wanted.
-func (b *Broker) RemoveOrphans(keep func(TopicPartition) bool) error {
+func (b *Manager) RemoveOrphans(keep func(TopicPartition) bool) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.removeDirs(func(tp TopicPartition) bool {
@@ -425,7 +425,7 @@ func (b *Broker) RemoveOrphans(keep func(TopicPartition) bool) error {
 	})
 }
 
-func (b *Broker) removeDirs(match func(TopicPartition) bool) error {
+func (b *Manager) removeDirs(match func(TopicPartition) bool) error {
 	entries, err := b.opts.FS.ReadDir(b.opts.DataDir)
 	if err != nil {
 		return fmt.Errorf("broker: list data dir: %w", err)
@@ -457,7 +457,7 @@ func parseDirName(name string) (TopicPartition, bool) {
 
 // Partition returns an open partition; one that is offline answers
 // ErrPartitionOffline.
-func (b *Broker) Partition(tp TopicPartition) (*Partition, error) {
+func (b *Manager) Partition(tp TopicPartition) (*Partition, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	p, ok := b.parts[tp]
@@ -471,7 +471,7 @@ func (b *Broker) Partition(tp TopicPartition) (*Partition, error) {
 }
 
 // Partitions lists the open partitions, sorted.
-func (b *Broker) Partitions() []*Partition {
+func (b *Manager) Partitions() []*Partition {
 	b.mu.RLock()
 	out := make([]*Partition, 0, len(b.parts))
 	for _, p := range b.parts {
@@ -488,7 +488,7 @@ func (b *Broker) Partitions() []*Partition {
 }
 
 // FileCacheStats describes the segment file cache shared by the partitions.
-func (b *Broker) FileCacheStats() log.FileCacheStats { return b.opts.Files.Stats() }
+func (b *Manager) FileCacheStats() log.FileCacheStats { return b.opts.Files.Stats() }
 
 // PartitionState is what an operator needs to know about one partition the
 // metadata assigns to this node.
@@ -507,7 +507,7 @@ type PartitionState struct {
 
 // PartitionStates describes every partition hosted here, online or not,
 // sorted by topic and partition.
-func (b *Broker) PartitionStates() []PartitionState {
+func (b *Manager) PartitionStates() []PartitionState {
 	var out []PartitionState
 	for _, p := range b.Partitions() {
 		st := PartitionState{TopicPartition: p.tp, Online: true, Stats: p.log.Stats(), CorruptRanges: p.log.CorruptRanges()}
@@ -531,7 +531,7 @@ func (b *Broker) PartitionStates() []PartitionState {
 }
 
 // every runs fn every interval until Close (a background loop of the broker).
-func (b *Broker) every(interval time.Duration, fn func()) {
+func (b *Manager) every(interval time.Duration, fn func()) {
 	defer b.wg.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -547,7 +547,7 @@ func (b *Broker) every(interval time.Duration, fn func()) {
 
 // housekeeping enforces retention and time-based segment rolls, and
 // forgets idle producers.
-func (b *Broker) housekeeping() {
+func (b *Manager) housekeeping() {
 	b.EnforceRetention()
 	b.expireProducers()
 }
@@ -555,9 +555,9 @@ func (b *Broker) housekeeping() {
 // HealNow retries every offline partition and failed log at once, ignoring
 // their backoff (tests; an operator's nudge). It returns how many are still
 // not serving.
-func (b *Broker) HealNow() int { return b.heal(true) }
+func (b *Manager) HealNow() int { return b.heal(true) }
 
-func (b *Broker) heal(force bool) (stillDown int) {
+func (b *Manager) heal(force bool) (stillDown int) {
 	b.healMu.Lock()
 	defer b.healMu.Unlock()
 	now := b.opts.Now()
@@ -647,7 +647,7 @@ func (b *Broker) heal(force bool) (stillDown int) {
 
 // EnforceRetention runs retention on every partition now. It is called
 // periodically; tests call it directly.
-func (b *Broker) EnforceRetention() {
+func (b *Manager) EnforceRetention() {
 	for _, p := range b.Partitions() {
 		n, err := p.log.EnforceRetention()
 		if err != nil && !errors.Is(err, log.ErrClosed) {
@@ -659,7 +659,7 @@ func (b *Broker) EnforceRetention() {
 	}
 }
 
-func (b *Broker) expireProducers() {
+func (b *Manager) expireProducers() {
 	now := b.opts.Now().UnixMilli()
 	for _, p := range b.Partitions() {
 		p.mu.Lock()
@@ -669,7 +669,7 @@ func (b *Broker) expireProducers() {
 }
 
 // Close flushes and closes every partition, writing clean-shutdown checkpoints.
-func (b *Broker) Close() error {
+func (b *Manager) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
