@@ -1,8 +1,9 @@
 // Package archtest keeps the dependency rules of DESIGN.md true: engine
 // imports nothing from net, cluster, mql or tui; the storage leaves
 // (engine/vfs, engine/batch, engine/topicconfig, engine/log) and the shared
-// leaves (net/protoext, internal/when) import no other MoonMQ package but
-// each other as listed; net/client never imports engine;
+// leaves (net/protoext, internal/when, cluster/metadata) import no other
+// MoonMQ package but each other as listed; net/client never imports engine;
+// net/kafka never imports cluster/controller (it sees cluster/metadata);
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster).
 package archtest
@@ -30,6 +31,10 @@ func TestDependencyDirection(t *testing.T) {
 		// node assembles a broker from the layers below it: none of
 		// them may import it (package main and test harnesses do).
 		{"./net/...", []string{"node"}},
+		// The Kafka front end sees metadata through cluster/metadata's
+		// types, not the controller that replicates it (a multi-node
+		// broker answers from metadata it does not replicate itself).
+		{"./net/kafka/...", []string{"cluster/controller"}},
 	}
 	for _, r := range rules {
 		checkDeps(t, r.pkgs, func(rel string) bool {
@@ -59,6 +64,7 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/cli":       nil,
 		"./internal/syncbuf":   nil,
 		"./internal/when":      nil,
+		"./cluster/metadata":   nil,
 	}
 	for pkg, allowed := range leaves {
 		checkDeps(t, pkg, func(rel string) bool {

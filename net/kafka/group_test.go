@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 )
@@ -26,15 +27,6 @@ func startGroupServer(t *testing.T, cfg group.Config) *Server {
 	require.NoError(t, err)
 	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
 	require.NoError(t, err)
-	ctrl.OnChange(func(ev controller.Event) {
-		if ev.Kind == controller.TopicCreated {
-			for _, p := range ev.Topic.Partitions {
-				part, err := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
-				require.NoError(t, err)
-				part.MakeLeader(p.LeaderEpoch)
-			}
-		}
-	})
 	store := &group.BrokerStorage{
 		Broker: b,
 		PartitionCount: func() int32 {
@@ -43,7 +35,7 @@ func startGroupServer(t *testing.T, cfg group.Config) *Server {
 		},
 		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
 			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)
-			if errors.Is(err, controller.ErrTopicExists) {
+			if errors.Is(err, metadata.ErrTopicExists) {
 				return nil
 			}
 			return err
@@ -59,7 +51,8 @@ func startGroupServer(t *testing.T, cfg group.Config) *Server {
 		}
 		coord.SetTopics(infos)
 	}
-	ctrl.OnChange(func(controller.Event) { topics() })
+	topics()
+	hostPartitions(t, ctrl, b, topics)
 	coord.Start()
 	s, err := Listen(Options{Listen: "127.0.0.1:0", NodeID: 1, Groups: coord}, ctrl, b)
 	require.NoError(t, err)

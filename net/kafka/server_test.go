@@ -16,12 +16,70 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // startServer runs an in-process broker: controller, partitions and the
 // Kafka front end, wired as main.go wires them.
+// hostPartitions keeps b's partitions in step with ctrl's deltas, as the
+// node's reconciler does (a simpler one: tests do not need its offline
+// handling), calling topics after each change. Topic changes answer once
+// it applied them.
+func hostPartitions(t *testing.T, ctrl *controller.Controller, b *replica.Manager, topics func()) {
+	t.Helper()
+	sub := ctrl.Subscribe(controller.SubscribeOptions{Await: true})
+	ensure := func(topic string, configs map[string]string, p metadata.Partition) {
+		part, err := b.EnsurePartition(replica.TopicPartition{Topic: topic, Partition: p.ID}, configs)
+		if err != nil {
+			t.Errorf("host %s-%d: %v", topic, p.ID, err) // not FailNow: this is not the test's goroutine
+			return
+		}
+		part.MakeLeader(p.LeaderEpoch)
+	}
+	check := func(err error) {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ds, err := sub.Next(context.Background())
+			if err != nil {
+				return
+			}
+			for _, d := range ds {
+				for _, ch := range d.Changes {
+					switch ch := ch.(type) {
+					case *metadata.TopicCreated:
+						for _, p := range ch.Topic.Partitions {
+							ensure(ch.Topic.Name, ch.Topic.Configs, p)
+						}
+					case *metadata.PartitionChanged:
+						ensure(ch.Topic, ch.Configs, ch.Partition)
+					case *metadata.ConfigsChanged:
+						check(b.UpdateConfigs(ch.Topic, ch.Configs))
+					case *metadata.TopicDeleted:
+						check(b.DeleteTopic(ch.Topic.Name))
+					}
+				}
+				if topics != nil {
+					topics()
+				}
+				sub.Done(d.Index)
+			}
+		}
+	}()
+	require.NoError(t, sub.WaitReconciled(context.Background(), ctrl.AppliedIndex()))
+	t.Cleanup(func() {
+		sub.Close()
+		<-done
+	})
+}
+
 func startServer(t *testing.T, opts Options) *Server {
 	t.Helper()
 	return startServerWith(t, opts, replica.Options{})
@@ -36,18 +94,7 @@ func startServerWith(t *testing.T, opts Options, bopts replica.Options) *Server 
 	require.NoError(t, err)
 	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
 	require.NoError(t, err)
-	ctrl.OnChange(func(ev controller.Event) {
-		switch ev.Kind {
-		case controller.TopicCreated, controller.PartitionsAdded:
-			for _, p := range ev.Topic.Partitions {
-				part, err := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
-				require.NoError(t, err)
-				part.MakeLeader(p.LeaderEpoch)
-			}
-		case controller.TopicDeleted:
-			require.NoError(t, b.DeleteTopic(ev.Topic.Name))
-		}
-	})
+	hostPartitions(t, ctrl, b, nil)
 	opts.Listen, opts.NodeID = "127.0.0.1:0", 1
 	s, err := Listen(opts, ctrl, b)
 	require.NoError(t, err)
