@@ -54,7 +54,9 @@ type gate struct {
 	release chan struct{}
 }
 
-func newGate() *gate { return &gate{blocked: make(chan metadata.Delta, 1), release: make(chan struct{})} }
+func newGate() *gate {
+	return &gate{blocked: make(chan metadata.Delta, 1), release: make(chan struct{})}
+}
 
 func (g *gate) hold(d metadata.Delta) {
 	select {

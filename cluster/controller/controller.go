@@ -580,11 +580,26 @@ type planFunc func(st *state) ([]record, error)
 // waits until awaiting subscribers hosted it, and returns the resulting
 // topic (for a delete: the topic as it was).
 func (c *Controller) change(ctx context.Context, op, name string, planFn planFunc, validateOnly bool) (metadata.Topic, error) {
+	t, index, err := c.changeLocked(ctx, op, name, planFn, validateOnly)
+	if err != nil || index == 0 {
+		return t, err
+	}
+	// Not under wmu: a slow reconciler delays this answer, not the next
+	// change (or a producer id block).
+	wctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	c.awaitReconciled(wctx, op, index)
+	return t, nil
+}
+
+// changeLocked plans and commits a topic change; index is 0 when nothing
+// was committed (validateOnly, or nothing to change).
+func (c *Controller) changeLocked(ctx context.Context, op, name string, planFn planFunc, validateOnly bool) (metadata.Topic, uint64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	recs, x, err := c.plan(planFn)
 	if err != nil {
-		return metadata.Topic{}, err
+		return metadata.Topic{}, 0, err
 	}
 	t := x.res.topic
 	if t == nil { // no records: the topic is already as asked
@@ -592,31 +607,25 @@ func (c *Controller) change(ctx context.Context, op, name string, planFn planFun
 		t = c.st.topics[name]
 		c.mu.RUnlock()
 		if t == nil {
-			return metadata.Topic{}, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
+			return metadata.Topic{}, 0, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
 		}
 	}
-	if _, deleted := x.topics[t.Name]; !deleted || x.topics[t.Name] != nil {
+	if after, touched := x.topics[t.Name]; !touched || after != nil { // not for a delete
 		// A proposer-side rule, not an FSM one: entries already in the log
 		// replay as they were; new changes cannot make them unsafe. (A
 		// delete is the way out of an unsafe one, so it is not checked.)
 		if err := checkInternalTopic(t); err != nil {
-			return metadata.Topic{}, err
+			return metadata.Topic{}, 0, err
 		}
 	}
-	if validateOnly {
-		return t.Clone(), nil
-	}
-	if len(recs) == 0 {
-		return t.Clone(), nil // already so: nothing to commit
+	if validateOnly || len(recs) == 0 { // len 0: already so, nothing to commit
+		return t.Clone(), 0, nil
 	}
 	res, index, err := c.propose(ctx, op, recs)
 	if err != nil {
-		return metadata.Topic{}, err
+		return metadata.Topic{}, 0, err
 	}
-	wctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	c.awaitReconciled(wctx, op, index)
-	return res.topic.Clone(), nil
+	return res.topic.Clone(), index, nil
 }
 
 // commit plans and commits a change that hosts nothing (the cluster id, a

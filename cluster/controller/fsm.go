@@ -183,6 +183,16 @@ func (x *txn) edit(name string) (*metadata.Topic, error) {
 	return &c, nil
 }
 
+// editByID is edit for the topic with id s.
+func (x *txn) editByID(s string) (string, *metadata.Topic, error) {
+	name, err := x.nameByID(s)
+	if err != nil {
+		return "", nil, err
+	}
+	t, err := x.edit(name)
+	return name, t, err
+}
+
 func (x *txn) touch(name string) {
 	if x.resName == "" {
 		x.resName = name
@@ -231,11 +241,7 @@ func (x *txn) apply(r record) error {
 		x.intents = append(x.intents, intent{kind: intentCreated, name: r.Name})
 
 	case *partitionRecord:
-		name, err := x.nameByID(r.TopicID)
-		if err != nil {
-			return err
-		}
-		t, err := x.edit(name)
+		name, t, err := x.editByID(r.TopicID)
 		if err != nil {
 			return err
 		}
@@ -260,11 +266,7 @@ func (x *txn) apply(r record) error {
 		x.intents = append(x.intents, intent{kind: intentPartitionAdded, name: name, part: n})
 
 	case *partitionChangeRecord:
-		name, err := x.nameByID(r.TopicID)
-		if err != nil {
-			return err
-		}
-		t, err := x.edit(name)
+		name, t, err := x.editByID(r.TopicID)
 		if err != nil {
 			return err
 		}

@@ -86,7 +86,8 @@ func (s *Subscription) push(d metadata.Delta, image func() metadata.Delta) {
 }
 
 // Next returns the deltas queued since the last call, waiting for at least
-// one. It fails once the subscription or the controller is closed, or ctx
+// one. Every subscription gets the same delta values: read them, do not
+// modify them. It fails once the subscription or the controller is closed, or ctx
 // ends.
 func (s *Subscription) Next(ctx context.Context) ([]metadata.Delta, error) {
 	for {

@@ -77,18 +77,24 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 	}
 }
 
-// A partition that cannot be opened is offline, not fatal: the rest of the
-// broker serves, and the healer brings it back once opening works.
-func TestOfflinePartitionHeals(t *testing.T) {
+// sickBroker is a broker on which partition sick-0 fails every file
+// operation while broken is set.
+func sickBroker(t *testing.T) (*Manager, *atomic.Bool) {
 	faults := vfs.NewFaults(vfs.NewMem())
-	var broken atomic.Bool
+	broken := new(atomic.Bool)
 	faults.SetInjector(func(op vfs.Op, path string) error {
 		if broken.Load() && strings.Contains(path, "/sick-0") {
 			return syscall.EIO
 		}
 		return nil
 	})
-	b := memBroker(t, faults)
+	return memBroker(t, faults), broken
+}
+
+// A partition that cannot be opened is offline, not fatal: the rest of the
+// broker serves, and the healer brings it back once opening works.
+func TestOfflinePartitionHeals(t *testing.T) {
+	b, broken := sickBroker(t)
 	defer b.Close()
 	broken.Store(true)
 	sick := TopicPartition{Topic: "sick", Partition: 0}
@@ -119,15 +125,7 @@ func TestOfflinePartitionHeals(t *testing.T) {
 // A partition healed from offline leads in the epoch the metadata gave it
 // (the latest, if it changed while offline), and stamps it on its appends.
 func TestHealedPartitionKeepsLeaderEpoch(t *testing.T) {
-	faults := vfs.NewFaults(vfs.NewMem())
-	var broken atomic.Bool
-	faults.SetInjector(func(op vfs.Op, path string) error {
-		if broken.Load() && strings.Contains(path, "/sick-0") {
-			return syscall.EIO
-		}
-		return nil
-	})
-	b := memBroker(t, faults)
+	b, broken := sickBroker(t)
 	defer b.Close()
 	broken.Store(true)
 	sick := TopicPartition{Topic: "sick", Partition: 0}
