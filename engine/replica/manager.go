@@ -1,11 +1,12 @@
-// Package broker owns the partitions hosted on this node: it opens, creates
+// Package replica owns the partitions hosted on this node: it opens, creates
 // and deletes their logs as the metadata says, and implements the single-node
 // semantics of produce (validation, idempotent-producer dedup, timestamps,
 // durability) and fetch over them. It knows nothing about sockets or the
 // Kafka wire format beyond the RecordBatch bytes it stores. A partition owns
-// its offsets and rules: readers ask it (Position, ReadAppend, ListOffset,
-// DeleteRecords), never its log, and the leader epoch it stamps on appends
-// is its own state (MakeLeader).
+// its offsets and rules: readers ask it (Fetch, with the isolation level
+// and leader-epoch checks Kafka applies; ListOffset; DeleteRecords; Stats),
+// never its log, and the leader epoch it stamps on appends and checks
+// requests against is its own state (MakeLeader).
 //
 // Invariants: a partition's appends are serialised by its mutex, which also
 // guards its producer state, so sequence checks see the log in write order;
@@ -510,7 +511,7 @@ type PartitionState struct {
 func (b *Manager) PartitionStates() []PartitionState {
 	var out []PartitionState
 	for _, p := range b.Partitions() {
-		st := PartitionState{TopicPartition: p.tp, Online: true, Stats: p.log.Stats(), CorruptRanges: p.log.CorruptRanges()}
+		st := PartitionState{TopicPartition: p.tp, Online: true, Stats: p.Stats(), CorruptRanges: p.log.CorruptRanges()}
 		if err := p.log.Failure(); err != nil {
 			st.Online, st.Error = false, err.Error()
 		}
