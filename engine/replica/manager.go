@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/vfs"
@@ -69,9 +70,11 @@ type Options struct {
 	Logger  *slog.Logger
 	// RetentionCheckInterval is how often retention and time-based rolls run.
 	RetentionCheckInterval time.Duration
-	// Now is the clock; it is called from every log's goroutines, so it
+	// Clock is the time of record timestamps, retention, heal backoff and
+	// every log's flusher, and runs the housekeeping and healer loops
+	// (default clock.Real); it is used from every log's goroutines, so it
 	// must be safe for concurrent use.
-	Now func() time.Time
+	Clock clock.Clock
 	// GroupCommitWindow is every partition's log.Options.GroupCommitWindow:
 	// the shortest time between two fsync rounds of one partition.
 	GroupCommitWindow time.Duration
@@ -119,8 +122,8 @@ func (o *Options) EnsureDefaults() {
 	if o.RetentionCheckInterval <= 0 {
 		o.RetentionCheckInterval = 30 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 	if o.ProducerIDExpiration <= 0 {
 		o.ProducerIDExpiration = 24 * time.Hour
@@ -308,7 +311,7 @@ func (b *Manager) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, e
 // markOffline records a partition that could not be opened. Caller holds b.mu.
 func (b *Manager) markOffline(tp TopicPartition, overrides map[string]string, cause error) error {
 	o := &offlinePartition{overrides: overrides, err: cause}
-	o.heal.failed(b.opts.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
+	o.heal.failed(b.opts.Clock.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
 	b.offline[tp] = o
 	b.opts.Logger.Error("partition offline: cannot open it; retrying, the rest of the node serves",
 		"topic", tp.Topic, "partition", tp.Partition, "err", cause)
@@ -534,13 +537,13 @@ func (b *Manager) PartitionStates() []PartitionState {
 // every runs fn every interval until Close (a background loop of the broker).
 func (b *Manager) every(interval time.Duration, fn func()) {
 	defer b.wg.Done()
-	t := time.NewTicker(interval)
+	t := b.opts.Clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 			fn()
 		}
 	}
@@ -561,7 +564,7 @@ func (b *Manager) HealNow() int { return b.heal(true) }
 func (b *Manager) heal(force bool) (stillDown int) {
 	b.healMu.Lock()
 	defer b.healMu.Unlock()
-	now := b.opts.Now()
+	now := b.opts.Clock.Now()
 	// Offline partitions are opened without the broker lock (recovery can
 	// take a while; produce, fetch and /readyz must not wait for it), then
 	// added if their topic still exists.
@@ -661,7 +664,7 @@ func (b *Manager) EnforceRetention() {
 }
 
 func (b *Manager) expireProducers() {
-	now := b.opts.Now().UnixMilli()
+	now := b.opts.Clock.Now().UnixMilli()
 	for _, p := range b.Partitions() {
 		p.mu.Lock()
 		p.producers.Expire(now, b.opts.ProducerIDExpiration.Milliseconds())

@@ -32,8 +32,7 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	}
 	c.discardFetch(resp, charge)
 	return nil, func() kmsg.Response {
-		deadline := time.Now().Add(maxWait)
-		ctx, cancel := context.WithDeadline(c.ctx, deadline)
+		ctx, cancel := c.withTimeout(c.ctx, maxWait)
 		defer cancel()
 		for {
 			if c.ctx.Err() != nil {
@@ -59,10 +58,21 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			// pass, so room one of them held while this fetch read frees
 			// up unannounced: a starved fetch also looks again shortly.
 			changed = append(changed, c.respBudget.released(), c.s.respBudget.released())
-			wctx, cancel := context.WithTimeout(ctx, starvedRetry)
+			wctx, cancel := c.withTimeout(ctx, starvedRetry)
 			replica.WaitAny(wctx, changed)
 			cancel()
 		}
+	}
+}
+
+// withTimeout is context.WithTimeout on the server's clock: the context is
+// cancelled once d has passed on it.
+func (c *conn) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	t := c.s.opts.Clock.AfterFunc(d, cancel)
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }
 

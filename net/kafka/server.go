@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 )
@@ -85,6 +86,10 @@ type Options struct {
 	// Groups is the group coordinator; nil answers every group API with
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+	// Clock runs the timers of requests that wait on the partitions: the
+	// produce durability timeout and the long-poll fetch's MaxWait
+	// (default clock.Real). Socket deadlines stay on the machine's clock.
+	Clock clock.Clock
 }
 
 // EnsureDefaults fills zero fields.
@@ -125,6 +130,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 }
 
