@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
