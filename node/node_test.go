@@ -12,9 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 )
@@ -132,27 +130,16 @@ func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
 	require.NoError(t, err)
 	defer n.Close()
 	<-n.Ready()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("stuck"))
+	const timeout = 2 * time.Hour // tells the produces' timers apart from the window's
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("stuck"),
+		kgo.ProduceRequestTimeout(timeout))
 	require.NoError(t, err)
 	defer cl.Close()
 	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "stuck")
 	require.NoError(t, err)
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}).FirstErr(), "the first round is immediate")
-
-	const timeout = 2 * time.Hour // tells its timer apart from the window's
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, int32(timeout/time.Millisecond)
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "stuck"
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("b")}})
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
 	answered := make(chan error, 1)
-	go func() {
-		_, err := req.RequestWith(ctx, cl)
-		answered <- err
-	}()
+	go func() { answered <- cl.ProduceSync(ctx, &kgo.Record{Value: []byte("b")}).FirstErr() }()
 	require.Eventually(t, func() bool { return slices.Contains(clk.Timers(), timeout) }, 10*time.Second, time.Millisecond,
 		"the produce waits for its fsync")
 
