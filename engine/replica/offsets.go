@@ -129,9 +129,9 @@ func (p *Partition) Fetch(fp FetchParams) (FetchResult, error) {
 			err, fp.ReplicaID, p.tp.Topic, p.tp.Partition)
 	}
 	res := FetchResult{Changed: p.log.Changed()} // before the offsets: a change after them closes it
-	res.HighWatermark = p.log.HighWatermark()
-	res.LastStable, res.LogStart = res.HighWatermark, p.log.LogStartOffset()
-	upTo := p.readBound(fp.Isolation, res.HighWatermark, res.LastStable)
+	res.HighWatermark, res.LogStart = p.HighWatermark(), p.log.LogStartOffset()
+	res.LastStable = p.lastStable(res.HighWatermark)
+	upTo := readBound(fp.Isolation, res.HighWatermark, res.LastStable)
 	if fp.Offset >= upTo || fp.Offset < res.LogStart {
 		// Nothing to read: only the answer for the offset (none up to the
 		// log end, OFFSET_OUT_OF_RANGE outside the log), and no room taken.
@@ -154,7 +154,7 @@ func (p *Partition) Fetch(fp FetchParams) (FetchResult, error) {
 }
 
 // readBound is the offset a consumer at isolation reads up to.
-func (p *Partition) readBound(isolation IsolationLevel, hw, lastStable int64) int64 {
+func readBound(isolation IsolationLevel, hw, lastStable int64) int64 {
 	if isolation == ReadCommitted {
 		return lastStable
 	}
@@ -178,8 +178,16 @@ func (p *Partition) checkLeaderEpoch(current int32) error {
 	return nil
 }
 
-// HighWatermark is the offset below which records are readable.
+// HighWatermark is the offset below which records are readable. Alone on
+// its node the partition's is its log's (the fsynced end under
+// flush.policy=always, the log end otherwise); every rule reads it here, so
+// a replicated partition holds its own, moved by its followers.
 func (p *Partition) HighWatermark() int64 { return p.log.HighWatermark() }
+
+// lastStable is the last stable offset for the high watermark hw just
+// read: hw itself, until transactions (issue 14) hold it back at the first
+// open one. Never above hw.
+func (p *Partition) lastStable(hw int64) int64 { return hw }
 
 // Stats is the partition's log statistics, with the high watermark the
 // partition holds (what readers are told), for /stats and /metrics.
@@ -221,8 +229,8 @@ func (p *Partition) ListOffset(lp ListOffsetParams) (ListOffsetResult, error) {
 		return ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1}, err
 	}
 	res := ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: p.LeaderEpoch()}
-	hw := p.log.HighWatermark()
-	upTo := p.readBound(lp.Isolation, hw, hw)
+	hw := p.HighWatermark()
+	upTo := readBound(lp.Isolation, hw, p.lastStable(hw))
 	var (
 		off, ts int64
 		ok      bool
@@ -263,7 +271,7 @@ func (p *Partition) DeleteRecords(before int64) (int64, error) {
 	if p.deleted {
 		return -1, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
 	}
-	hw := p.log.HighWatermark()
+	hw := p.HighWatermark()
 	if before == -1 {
 		before = hw
 	}

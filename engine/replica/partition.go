@@ -423,5 +423,5 @@ func (p *Partition) NotifyDurable(r ProduceResult, fn func(error)) {
 // Read returns stored batches from offset, bounded by maxBytes, never past
 // the high watermark.
 func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
-	return p.log.Read(offset, maxBytes, p.log.HighWatermark())
+	return p.log.Read(offset, maxBytes, p.HighWatermark())
 }
