@@ -1,7 +1,9 @@
 // Package kafka is MoonMQ's Kafka protocol front end: the listener, the
 // per-connection read and write loops, request decoding with franz-go's kmsg,
 // one handler per API, and the single place where engine and controller
-// errors become Kafka error codes.
+// errors become Kafka error codes. Handlers translate: the rules of a read
+// (isolation level, leader-epoch checks, offsets reported) are the
+// partition's (engine/replica), not theirs.
 //
 // Invariants: every length read from the socket is bounded before
 // allocation; a request that cannot be decoded closes only its connection;
