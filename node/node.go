@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
@@ -57,6 +58,11 @@ type Config struct {
 
 	RetentionCheckInterval time.Duration
 	GroupCommitWindow      time.Duration
+	// Clock runs the storage's and the Kafka listener's timers (flushers,
+	// group-commit windows, housekeeping, produce timeouts, fetch waits);
+	// nil is the machine's clock. Tests pass a clock.Fake to decide when
+	// time passes.
+	Clock clock.Clock
 
 	Groups group.Config
 	// ResetOffsetsTopic deletes __consumer_offsets at start (every
@@ -90,6 +96,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
 		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
 		Groups: groups, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
+		Clock: c.Clock,
 	}
 }
 
@@ -179,7 +186,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
-		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, OnFsync: storage.ObserveFsync,
+		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, Clock: cfg.Clock, OnFsync: storage.ObserveFsync,
 		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
 	if err != nil {
 		return nil, err

@@ -1,8 +1,8 @@
 // Package archtest keeps the dependency rules of DESIGN.md true: engine
 // imports nothing from net, cluster, mql or tui; the storage leaves
-// (engine/vfs, engine/batch, engine/topicconfig, engine/log) and the shared
-// leaves (net/protoext, internal/when) import no other MoonMQ package but
-// each other as listed; net/client never imports engine;
+// (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log)
+// and the shared leaves (net/protoext, internal/when) import no other
+// MoonMQ package but each other as listed; net/client never imports engine;
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster).
 package archtest
@@ -53,7 +53,8 @@ func TestStorageLeaves(t *testing.T) {
 		"./engine/batch":       nil,
 		"./engine/topicconfig": nil,
 		"./engine/txn":         nil,
-		"./engine/log":         {"engine/batch", "engine/vfs"},
+		"./engine/clock":       nil,
+		"./engine/log":         {"engine/batch", "engine/clock", "engine/vfs"},
 		"./net/protoext":       nil,
 		"./internal/lag":       nil,
 		"./internal/cli":       nil,

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -433,9 +435,12 @@ func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
 }
 
 // A starved parked fetch whose room another fetch's pass held, and gave
-// back quietly, does not wait for MaxWait: it looks again shortly.
+// back quietly, does not wait for MaxWait: it looks again shortly. The
+// fetch's waits run on a fake clock, so "shortly" is starvedRetry of it and
+// MaxWait never comes.
 func TestStarvedFetchLooksAgainAfterAQuietRelease(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
+	clk := clock.NewFake(time.Now())
+	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10, Clock: clk})
 	createTopic(t, s, "small", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("small"),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(1))
@@ -450,15 +455,16 @@ func TestStarvedFetchLooksAgainAfterAQuietRelease(t *testing.T) {
 	rc := dialRaw(t, s)
 	req := fetchRequest("small", 30*time.Second)
 	req.MinBytes = 4 << 10 // what the 8 KiB of data satisfies once there is room
-	start := time.Now()
 	rc.send(req)
-	eventually(t, "the fetch to park, starved", 2*time.Second, func() bool { return s.fetchPasses.Load()-before >= 2 })
+	eventually(t, "the fetch to park, starved", 10*time.Second, func() bool {
+		return s.fetchPasses.Load()-before >= 2 && slices.Contains(clk.Timers(), starvedRetry)
+	})
 	s.respBudget.releaseQuiet(held) // that pass ends, as settle and discardFetch end theirs
+	clk.Advance(starvedRetry)
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = req.Version
 	rc.recv(resp)
-	require.Less(t, time.Since(start), 10*time.Second, "answered long before MaxWait")
-	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches)
+	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches, "answered after starvedRetry, MaxWait still far")
 }
 
 // Several starved parked fetches (on their own connections) do not wake

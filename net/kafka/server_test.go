@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
@@ -245,11 +247,16 @@ func TestProduceErrors(t *testing.T) {
 
 // TestProduceTimesOutWaitingForDurability: an acks=all produce whose fsync
 // does not come within its timeout gets REQUEST_TIMED_OUT, in order with the
-// replies around it; its append stays in the log, as in Kafka.
+// replies around it; its append stays in the log, as in Kafka. The produce
+// timeouts and the group-commit window that holds the fsync back run on one
+// fake clock, so the test decides what happens first instead of racing the
+// machine: the timeout passes while the window is still open.
 func TestProduceTimesOutWaitingForDurability(t *testing.T) {
-	// A long group-commit window holds the second fsync back.
-	s := startServerWith(t, Options{}, replica.Options{GroupCommitWindow: 3 * time.Second})
+	clk := clock.NewFake(time.Now())
+	s := startServerWith(t, Options{Clock: clk}, replica.Options{Clock: clk, GroupCommitWindow: 3 * time.Second})
 	createTopic(t, s, "slow", 1)
+	part, err := s.broker.Partition(replica.TopicPartition{Topic: "slow"})
+	require.NoError(t, err)
 	rc := dialRaw(t, s)
 	produce := func(timeout time.Duration) int32 {
 		records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
@@ -266,11 +273,16 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 	require.Zero(t, first.ErrorCode)
 	require.Equal(t, int64(0), first.BaseOffset)
 
-	start := time.Now()
 	late, patient := produce(50*time.Millisecond), produce(10*time.Second)
+	require.Eventually(t, func() bool {
+		timers := clk.Timers()
+		return slices.Contains(timers, 50*time.Millisecond) && slices.Contains(timers, 10*time.Second)
+	}, 10*time.Second, time.Millisecond, "both produces appended and wait on their timeouts")
+	clk.Advance(50 * time.Millisecond)
 	timedOut := recv(late)
 	require.Equal(t, kerr.RequestTimedOut.Code, timedOut.ErrorCode)
-	require.Less(t, time.Since(start), 2*time.Second, "answered at its timeout, not at the fsync")
+	require.Equal(t, int64(1), part.HighWatermark(), "answered at its timeout, before the fsync")
+	clk.Advance(3 * time.Second) // the window ends: one round covers both appends
 	ok := recv(patient)
 	require.Zero(t, ok.ErrorCode)
 	require.Equal(t, int64(2), ok.BaseOffset, "the timed-out append stays")
@@ -279,7 +291,8 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 // TestShutdownDeadlineCutsDurabilityWaits: a shutdown that runs out of time
 // does not wait for fsyncs that have not come yet.
 func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
-	s := startServerWith(t, Options{}, replica.Options{GroupCommitWindow: time.Hour})
+	clk := clock.NewFake(time.Now())
+	s := startServerWith(t, Options{Clock: clk}, replica.Options{Clock: clk, GroupCommitWindow: time.Hour})
 	createTopic(t, s, "stuck", 1)
 	rc := dialRaw(t, s)
 	records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
@@ -290,11 +303,11 @@ func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
 	rc.send(produceRequest("stuck", -1, time.Hour, records)) // this one waits an hour for its fsync
 	require.Eventually(t, func() bool { return s.parkedN.Load() == 1 }, 10*time.Second, time.Millisecond)
 
+	// The window runs on a clock that never moves: the fsync cannot come,
+	// so a Shutdown that returns did not wait for it.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	require.ErrorIs(t, s.Shutdown(ctx), context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 5*time.Second)
 	require.Zero(t, s.parkedN.Load())
 }
 
