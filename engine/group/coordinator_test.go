@@ -219,18 +219,72 @@ func startCoordinator(t *testing.T, store *memStorage, clk *clock, topics []Topi
 	return c
 }
 
-func commit(c *Coordinator, group string, gen int32, member string, offsets map[int32]int64) [][]error {
+// get waits for a reply as a handler does; a failed wait fails the test.
+func get[T any](t testing.TB, r *Reply[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := r.Wait(ctx)
+	require.NoError(t, err)
+	return v
+}
+
+// commitErrs answers a commit as the OffsetCommit handler does: a failed
+// wait for durability is the error of every partition that had succeeded.
+func commitErrs(r *Reply[[][]error]) [][]error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs, err := r.Wait(ctx)
+	for _, row := range errs {
+		for j := range row {
+			if row[j] == nil {
+				row[j] = err
+			}
+		}
+	}
+	return errs
+}
+
+func commitReq(group string, gen int32, member string, offsets map[int32]int64) CommitRequest {
 	ct := CommitTopic{Topic: "t"}
 	for p, o := range offsets {
 		md := "meta"
 		ct.Partitions = append(ct.Partitions, CommitPartition{Partition: p, Offset: o, LeaderEpoch: 4, Metadata: &md, Timestamp: -1})
 	}
-	return c.CommitOffsets(CommitRequest{Group: group, Version: 8, Generation: gen, MemberID: member, Topics: []CommitTopic{ct}})
+	return CommitRequest{Group: group, Version: 8, Generation: gen, MemberID: member, Topics: []CommitTopic{ct}}
+}
+
+func commit(c *Coordinator, group string, gen int32, member string, offsets map[int32]int64) [][]error {
+	return commitErrs(c.CommitOffsets(commitReq(group, gen, member, offsets)))
+}
+
+// fetch is an OffsetFetch of one group, waited for.
+func fetch(c *Coordinator, req FetchRequest) ([]FetchedTopic, error) {
+	res, err := c.FetchOffsets(req).Wait(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return res.Topics, res.Err
+}
+
+// deleteGroups answers a DeleteGroups as the handler does.
+func deleteGroups(t testing.TB, c *Coordinator, ids ...string) []error {
+	var out []error
+	for _, r := range c.DeleteGroups(ids) {
+		out = append(out, get(t, r))
+	}
+	return out
+}
+
+// groupOf is the group's state in its shard (nil: none, or not served).
+func groupOf(c *Coordinator, id string) (g *Group) {
+	_ = c.do(id, func(s *shard, _ time.Time) { g = s.groups[id] })
+	return g
 }
 
 func fetched(t *testing.T, c *Coordinator, group string) map[string]FetchedPartition {
 	t.Helper()
-	ts, err := c.FetchOffsets(FetchRequest{Group: group, MemberEpoch: -1})
+	ts, err := fetch(c, FetchRequest{Group: group, MemberEpoch: -1})
 	require.NoError(t, err)
 	out := map[string]FetchedPartition{}
 	for _, ft := range ts {
@@ -253,23 +307,26 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 	require.Equal(t, int32(4), store.Partitions())
 
 	store.autoSync = false
-	errs = commit(c, "g", -1, "", map[int32]int64{0: 5, 1: 7})
-	require.NoError(t, errs[0][0])
-	require.NoError(t, errs[0][1])
+	reply := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 5, 1: 7}))
 	// Not acknowledged before it is durable.
+	_, ready := reply.Ready()
+	require.False(t, ready)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	require.ErrorIs(t, c.Barrier(ctx, "g"), context.DeadlineExceeded)
+	_, err := reply.Wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
 	cancel()
 	store.sync()
-	require.NoError(t, c.Barrier(context.Background(), "g"))
+	errs = get(t, reply)
+	require.NoError(t, errs[0][0])
+	require.NoError(t, errs[0][1])
 	store.autoSync = true
 
 	// Per-partition refusals.
 	big := string(make([]byte, 5000))
-	res := c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{
+	res := commitErrs(c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{
 		{Topic: "t", Partitions: []CommitPartition{{Partition: 9, Offset: 1}, {Partition: 2, Offset: 1, Metadata: &big}}},
 		{Topic: "nope", Partitions: []CommitPartition{{Partition: 0, Offset: 1}}},
-	}})
+	}}))
 	require.ErrorIs(t, res[0][0], ErrUnknownTopicOrPartition)
 	require.ErrorIs(t, res[0][1], ErrOffsetMetadataTooLarge)
 	require.ErrorIs(t, res[1][0], ErrUnknownTopicOrPartition)
@@ -281,7 +338,7 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 		"t/1": {Partition: 1, Offset: 7, LeaderEpoch: 4, Metadata: "meta"},
 	}
 	require.Equal(t, want, fetched(t, c, "g"))
-	ts, err := c.FetchOffsets(FetchRequest{Group: "g", Topics: []FetchTopic{{Topic: "t", Partitions: []int32{0, 2}}}})
+	ts, err := fetch(c, FetchRequest{Group: "g", Topics: []FetchTopic{{Topic: "t", Partitions: []int32{0, 2}}}})
 	require.NoError(t, err)
 	require.Equal(t, []FetchedTopic{{Topic: "t", Partitions: []FetchedPartition{
 		{Partition: 0, Offset: 5, LeaderEpoch: 4, Metadata: "meta"}, {Partition: 2, Offset: -1, LeaderEpoch: -1}}}}, ts)
@@ -295,8 +352,8 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 	require.Equal(t, []GroupListing{{Group: "g", ProtocolType: "", State: StateEmpty, Type: "classic"}}, ls)
 
 	// Deleting the group writes tombstones: gone after the next restart.
-	require.Equal(t, []error{nil}, c2.DeleteGroups([]string{"g"}))
-	require.ErrorIs(t, c2.DeleteGroups([]string{"g"})[0], ErrGroupIDNotFound)
+	require.Equal(t, []error{nil}, deleteGroups(t, c2, "g"))
+	require.ErrorIs(t, deleteGroups(t, c2, "g")[0], ErrGroupIDNotFound)
 	require.NoError(t, c2.Close())
 	c3 := startCoordinator(t, store, clk, testTopics)
 	require.Empty(t, fetched(t, c3, "g"))
@@ -324,9 +381,9 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	c.Start()
 	defer c.Close()
 	require.ErrorIs(t, c.Ready(), ErrCoordinatorLoadInProgress)
-	res := <-c.JoinGroup(joinReq("", "m"))
+	res := get(t, c.JoinGroup(joinReq("", "m")))
 	require.ErrorIs(t, res.Err, ErrCoordinatorLoadInProgress)
-	_, err = c.FetchOffsets(FetchRequest{Group: "g"})
+	_, err = fetch(c, FetchRequest{Group: "g"})
 	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
 	close(store.readGate)
 	require.Eventually(t, func() bool { return c.Ready() == nil }, 10*time.Second, time.Millisecond)
@@ -369,7 +426,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	defer c2.Close()
 	require.Eventually(t, func() bool { return c2.Ready() == nil }, 10*time.Second, time.Millisecond)
 	require.EqualValues(t, 7, fetched(t, c2, a)["t/0"].Offset, "the other partitions' groups are served")
-	_, err = c2.FetchOffsets(FetchRequest{Group: b, MemberEpoch: -1})
+	_, err = fetch(c2, FetchRequest{Group: b, MemberEpoch: -1})
 	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
 	require.ErrorContains(t, err, "bad sector")
 	require.ErrorIs(t, commit(c2, b, -1, "", map[int32]int64{0: 10})[0][0], ErrCoordinatorNotAvailable, "nor written")
@@ -378,7 +435,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	store.readErr = nil
 	store.mu.Unlock()
 	require.Eventually(t, func() bool {
-		ts, err := c2.FetchOffsets(FetchRequest{Group: b, MemberEpoch: -1})
+		ts, err := fetch(c2, FetchRequest{Group: b, MemberEpoch: -1})
 		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 9
 	}, 10*time.Second, 10*time.Millisecond, "replayed once readable")
 }
@@ -435,7 +492,7 @@ func TestFailingReplayBacksOff(t *testing.T) {
 	var tries []int
 	for i := 1; i <= 40; i++ {
 		before := store.reads.Load()
-		c2.recheckPartitions()
+		c2.rt.Recheck()
 		if store.reads.Load() > before {
 			tries = append(tries, i)
 		}
@@ -445,8 +502,8 @@ func TestFailingReplayBacksOff(t *testing.T) {
 	mem.mu.Lock()
 	mem.readErr = nil
 	mem.mu.Unlock()
-	for range maxRecheckSkip + 1 {
-		c2.recheckPartitions()
+	for range 30 { // the longest a down partition waits between tries
+		c2.rt.Recheck()
 	}
 	require.EqualValues(t, 7, fetched(t, c2, "g")["t/0"].Offset, "replayed once readable")
 }
@@ -467,24 +524,20 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 	defer c.Close()
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
-	require.NoError(t, c.Barrier(context.Background(), "g"))
 
 	store.mu.Lock()
 	store.autoSync = false
 	store.mu.Unlock()
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0]) // appended, not fsynced
+	pending := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 6})) // appended, not fsynced
 	store.mu.Lock()
 	store.failWith = errors.New("no space left on device") // the fsync fails
 	store.mu.Unlock()
-	require.Error(t, c.Barrier(context.Background(), "g"))
+	require.ErrorIs(t, commitErrs(pending)[0][0], ErrCoordinatorNotAvailable)
 	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 7})[0][0], ErrCoordinatorNotAvailable)
 
 	store.heal(PartitionFor("g", 4))
 	require.Eventually(t, func() bool {
-		if c.Barrier(context.Background(), "g") != nil {
-			return false
-		}
-		ts, err := c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1})
+		ts, err := fetch(c, FetchRequest{Group: "g", MemberEpoch: -1})
 		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 5
 	}, 10*time.Second, 10*time.Millisecond, "reloaded: the commit the heal dropped is not served")
 }
@@ -498,21 +551,17 @@ func TestCoordinatorRecheckKeepsPendingAppends(t *testing.T) {
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(t.Context()))
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
+	first := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 5}))
 	store.sync()
-	require.NoError(t, c.Barrier(t.Context(), "g"))
+	require.NoError(t, commitErrs(first)[0][0])
 
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0]) // fsync pending
-	c.mu.Lock()
-	before := c.groups["g"]
-	c.mu.Unlock()
-	c.recheckPartitions()
+	pending := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 6})) // fsync pending
+	before := groupOf(c, "g")
+	c.rt.Recheck()
 	store.sync()
-	require.NoError(t, c.Barrier(t.Context(), "g"))
+	require.NoError(t, commitErrs(pending)[0][0])
 	require.EqualValues(t, 6, fetched(t, c, "g")["t/0"].Offset)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	require.Same(t, before, c.groups["g"], "the group was not unloaded")
+	require.Same(t, before, groupOf(c, "g"), "the group was not unloaded")
 }
 
 // The same over a real broker log (flush.policy=always, where the high
@@ -528,19 +577,14 @@ func TestCoordinatorRecheckKeepsPendingAppendsRealLog(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: int64(i)})[0][0])
 		if first == nil { // before the first recheck, which must not unload it either
-			c.mu.Lock()
-			first = c.groups["g"]
-			c.mu.Unlock()
+			first = groupOf(c, "g")
 			require.NotNil(t, first)
 		}
-		c.recheckPartitions()
-		c.mu.Lock()
-		g, st := c.groups["g"], c.parts[p]
-		c.mu.Unlock()
+		c.rt.Recheck()
+		g := groupOf(c, "g")
 		require.Same(t, first, g, "recheck %d unloaded the group", i)
-		require.Nil(t, st.down)
-		require.EqualValues(t, i, g.offsets[tpKey{"t", 0}].offset)
-		require.NoError(t, c.Barrier(t.Context(), "g"))
+		require.NoError(t, c.rt.Status(p))
+		require.EqualValues(t, i, fetched(t, c, "g")["t/0"].Offset)
 	}
 }
 
@@ -553,7 +597,6 @@ func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
 	defer b.Close()
 	c := brokerCoordinator(t, b)
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
-	require.NoError(t, c.Barrier(t.Context(), "g"))
 
 	dir := fmt.Sprintf("/%s-%d/", OffsetsTopic, PartitionFor("g", 4))
 	var failing atomic.Bool
@@ -564,12 +607,10 @@ func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0])
-	require.Error(t, c.Barrier(t.Context(), "g"), "the fsync failed")
+	require.Error(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0], "the fsync failed")
 	failing.Store(false)
 	require.Zero(t, b.HealNow())
-	c.recheckPartitions()
-	require.NoError(t, c.Barrier(t.Context(), "g"))
+	c.rt.Recheck()
 	require.EqualValues(t, 5, fetched(t, c, "g")["t/0"].Offset, "the commit that was never durable is gone")
 }
 
@@ -654,7 +695,7 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 				{Key: encodeGroupKey("g"), Value: meta(4, now.Add(-time.Hour), 1)},
 				{Key: encodeOffsetKey("g", "t", 0), Value: off(900, now.Add(-time.Hour))},
 			} {
-				_, err := store.Append(p, buildBatch(now.UnixMilli(), []batch.Record{r}))
+				_, err := store.Append(p, testBatch(now, r))
 				require.NoError(t, err)
 			}
 			h := &halfReadable{memStorage: store, part: p, upTo: 2}
@@ -674,7 +715,7 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 			require.Len(t, groups, map[bool]int{false: 1, true: 0}[broken], "a group of a partition not replayed is not listed")
 			c.Tick(clk.add(2 * time.Minute)) // the first retention sweep
 			h.broken.Store(false)
-			c.recheckPartitions()
+			c.rt.Recheck()
 			require.EqualValues(t, 900, fetched(t, c, "g")["t/0"].Offset, "the group's newest commit survives")
 		})
 	}
@@ -691,7 +732,7 @@ func TestRecheckPurgesOffsetsOfDeletedTopics(t *testing.T) {
 	store.mu.Lock()
 	store.readErr = nil
 	store.mu.Unlock()
-	c2.recheckPartitions()
+	c2.rt.Recheck()
 	_, ok := fetched(t, c2, "g")["t/0"]
 	require.False(t, ok, "the deleted topic's offset is not served for the new topic")
 }
@@ -705,22 +746,21 @@ func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
 	req.InstanceID = "x"
 	ch := c.JoinGroup(req)
 	c.Tick(clk.add(4 * time.Second)) // past the initial rebalance delay
-	j := <-ch
+	j := get(t, ch)
 	require.NoError(t, j.Err)
-	s := <-c.SyncGroup(SyncRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID,
-		Assignments: map[string][]byte{j.MemberID: []byte("assigned")}})
+	s := get(t, c.SyncGroup(SyncRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID,
+		Assignments: map[string][]byte{j.MemberID: []byte("assigned")}}))
 	require.NoError(t, s.Err)
-	require.NoError(t, c.Barrier(context.Background(), "g"))
 	require.NoError(t, c.Close())
 
 	// After a restart the member is still there: its heartbeats work, and
 	// its restarted incarnation takes over without a rebalance.
 	c2 := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c2.Heartbeat(HeartbeatRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID, InstanceID: "x"}))
-	j2 := <-c2.JoinGroup(req)
+	require.NoError(t, get(t, c2.Heartbeat(HeartbeatRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID, InstanceID: "x"})))
+	j2 := get(t, c2.JoinGroup(req))
 	require.NoError(t, j2.Err)
 	require.Equal(t, j.Generation, j2.Generation)
-	s2 := <-c2.SyncGroup(SyncRequest{Group: "g", Generation: j2.Generation, MemberID: j2.MemberID})
+	s2 := get(t, c2.SyncGroup(SyncRequest{Group: "g", Generation: j2.Generation, MemberID: j2.MemberID}))
 	require.NoError(t, s2.Err)
 	require.Equal(t, "assigned", string(s2.Assignment))
 	d := c2.DescribeGroups([]string{"g", "missing"})
@@ -737,7 +777,7 @@ func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 1})[0][0])
-	u := c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{{Topic: "u", Partitions: []CommitPartition{{Partition: 0, Offset: 9}}}}})
+	u := commitErrs(c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{{Topic: "u", Partitions: []CommitPartition{{Partition: 0, Offset: 9}}}}}))
 	require.NoError(t, u[0][0])
 	c.SetTopics(testTopics[:1])
 	c.TopicDeleted("u")
@@ -781,12 +821,12 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 	// A consumer (KIP-848) group refuses classic joins while it has members.
 	hb := ConsumerHeartbeatRequest{Group: "cg", Version: 1, MemberID: "m1", RebalanceTimeout: time.Second,
 		SubscribedTopicNames: []string{"t"}, Owned: []TopicPartitions{}}
-	res, err := c.ConsumerHeartbeat(hb)
-	require.NoError(t, err)
+	res := get(t, c.ConsumerHeartbeat(hb))
+	require.NoError(t, res.Err)
 	require.Equal(t, int32(1), res.MemberEpoch)
 	jr := joinReq("", "m")
 	jr.Group = "cg"
-	require.ErrorIs(t, (<-c.JoinGroup(jr)).Err, ErrInconsistentGroupProtocol)
+	require.ErrorIs(t, get(t, c.JoinGroup(jr)).Err, ErrInconsistentGroupProtocol)
 	ls, err := c.ListGroups([]string{"stable"}, []string{"CONSUMER"})
 	require.NoError(t, err)
 	require.Equal(t, []GroupListing{{Group: "cg", ProtocolType: "consumer", State: StateStable, Type: "consumer"}}, ls)
@@ -795,22 +835,20 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 	require.Equal(t, AssignorUniform, cd[0].Assignor)
 	require.Len(t, cd[0].Members[0].Assignment, 1)
 	require.ErrorIs(t, c.DescribeGroups([]string{"cg"})[0].Err, ErrGroupIDNotFound)
-	require.ErrorIs(t, c.DeleteGroups([]string{"cg"})[0], ErrNonEmptyGroup)
+	require.ErrorIs(t, deleteGroups(t, c, "cg")[0], ErrNonEmptyGroup)
 
 	// Commits from the member; offsets of a subscribed topic cannot be deleted.
-	r := c.CommitOffsets(CommitRequest{Group: "cg", Version: 9, Generation: 1, MemberID: "m1",
-		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 3}}}}})
+	r := commitErrs(c.CommitOffsets(CommitRequest{Group: "cg", Version: 9, Generation: 1, MemberID: "m1",
+		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 3}}}}}))
 	require.NoError(t, r[0][0])
-	derrs, err := c.DeleteOffsets("cg", []FetchTopic{{Topic: "t", Partitions: []int32{0}}})
-	require.NoError(t, err)
-	require.ErrorIs(t, derrs[0][0], ErrGroupSubscribedToTopic)
+	dres := get(t, c.DeleteOffsets("cg", []FetchTopic{{Topic: "t", Partitions: []int32{0}}}))
+	require.NoError(t, dres.Err)
+	require.ErrorIs(t, dres.Partitions[0][0], ErrGroupSubscribedToTopic)
 
 	// Once empty, it can become a classic group, keeping its offsets.
 	hb.MemberEpoch = -1
-	_, err = c.ConsumerHeartbeat(hb)
-	require.NoError(t, err)
-	ch := c.JoinGroup(jr)
-	require.ErrorIs(t, (<-ch).Err, ErrMemberIDRequired)
+	require.NoError(t, get(t, c.ConsumerHeartbeat(hb)).Err)
+	require.ErrorIs(t, get(t, c.JoinGroup(jr)).Err, ErrMemberIDRequired)
 	require.Equal(t, int64(3), fetched(t, c, "cg")["t/0"].Offset)
 
 	// And a classic group with members refuses consumer heartbeats.
@@ -819,14 +857,12 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 	jr.MemberID = ""
 	jr.Version = 3 // no MEMBER_ID_REQUIRED round
 	c.JoinGroup(jr)
-	_, err = c.ConsumerHeartbeat(hb2)
-	require.ErrorIs(t, err, ErrGroupIDNotFound)
+	require.ErrorIs(t, get(t, c.ConsumerHeartbeat(hb2)).Err, ErrGroupIDNotFound)
 	// A regular heartbeat to a group that does not exist: the member is
 	// unknown (e.g. after a coordinator restart) and must rejoin.
 	hb3 := hb
 	hb3.Group, hb3.MemberEpoch = "nope", 4
-	_, err = c.ConsumerHeartbeat(hb3)
-	require.ErrorIs(t, err, ErrUnknownMemberID)
+	require.ErrorIs(t, get(t, c.ConsumerHeartbeat(hb3)).Err, ErrUnknownMemberID)
 }
 
 func TestCoordinatorStorageFailure(t *testing.T) {
@@ -839,8 +875,11 @@ func TestCoordinatorStorageFailure(t *testing.T) {
 	store.mu.Unlock()
 	errs := commit(c, "g", -1, "", map[int32]int64{0: 1})
 	require.ErrorIs(t, errs[0][0], ErrCoordinatorNotAvailable)
-	require.ErrorIs(t, c.Barrier(context.Background(), "g"), ErrCoordinatorNotAvailable)
-	require.Empty(t, fetched(t, c, "g"), "a failed commit is not applied")
+	_, err := c.Heartbeat(HeartbeatRequest{Group: "g"}).Wait(t.Context())
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable, "no reply is released while the last append failed")
+	res, err := c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1}).Wait(t.Context())
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
+	require.Empty(t, res.Topics, "a failed commit is not applied")
 }
 
 func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
@@ -852,7 +891,7 @@ func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
 	req.Version = 3
 	ch := c.JoinGroup(req)
 	require.NoError(t, c.Close())
-	require.ErrorIs(t, (<-ch).Err, ErrCoordinatorNotAvailable)
+	require.ErrorIs(t, get(t, ch).Err, ErrCoordinatorNotAvailable)
 	require.ErrorIs(t, c.Ready(), ErrCoordinatorNotAvailable)
 }
 
@@ -865,11 +904,17 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Add([]byte{0, 9, 0, 1, 'g'}, []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		cfg := testConfig()
-		c, err := New(cfg, newMemStorage())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.replayRecord(map[string]*Group{}, 0, key, value)
+		s := &shard{cfg: &cfg, groups: map[string]*Group{}}
+		s.replayRecord(key, value)
 		_, _, _ = decodeRecord(key, value)
 	})
+}
+
+// testBatch wraps records in a batch as the runtime writes them.
+func testBatch(now time.Time, recs ...batch.Record) []byte {
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	return batch.Build(batch.Header{FirstTimestamp: now.UnixMilli(), MaxTimestamp: now.UnixMilli(),
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}, recs)
 }
