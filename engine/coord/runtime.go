@@ -181,7 +181,9 @@ func (r *Runtime[S]) run(partitions []int32) {
 			return
 		default:
 		}
-		if r.Load(p) != nil {
+		// Only partitions still hosted: the topic may have gone (UnloadAll)
+		// during the load.
+		if s := r.slot(p); s != nil && r.replay(s) != nil {
 			down++
 		}
 	}
@@ -281,8 +283,13 @@ func (r *Runtime[S]) replay(s *slot[S]) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.status == statusGone || r.slot(s.p) != s {
+	switch {
+	case s.status == statusGone || r.slot(s.p) != s:
 		return fmt.Errorf("%w: %s-%d was unloaded during its replay", ErrNotCoordinator, r.cfg.Topic, s.p)
+	case s.status == statusActive:
+		// Another replay (a Load racing a Recheck) won; its state may
+		// have served operations since, which this one lacks.
+		return nil
 	}
 	if err != nil {
 		// Logged when the reason changes, not at every retry.

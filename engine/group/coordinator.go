@@ -275,12 +275,8 @@ func (c *Coordinator) TopicDeleted(topic string) {
 func (c *Coordinator) JoinGroup(req JoinRequest) *Reply[JoinResult] {
 	r := coord.NewFuture[JoinResult]()
 	fail := func(err error) { r.Resolve(JoinResult{Err: err, MemberID: req.MemberID, Generation: -1}) }
-	if req.Group == "" {
-		if _, err := c.route(""); err != nil {
-			fail(err)
-			return r
-		}
-		fail(ErrInvalidGroupID)
+	if err := c.checkGroup(req.Group, ErrInvalidGroupID); err != nil {
+		fail(err)
 		return r
 	}
 	if err := c.do(req.Group, func(s *shard, now time.Time) { s.join(now, req, r) }); err != nil {
@@ -293,7 +289,7 @@ func (c *Coordinator) JoinGroup(req JoinRequest) *Reply[JoinResult] {
 // the leader assigned.
 func (c *Coordinator) SyncGroup(req SyncRequest) *Reply[SyncResult] {
 	r := coord.NewFuture[SyncResult]()
-	if err := c.checkGroup(req.Group); err != nil {
+	if err := c.checkGroup(req.Group, ErrInvalidGroupID); err != nil {
 		r.Resolve(SyncResult{Err: err})
 		return r
 	}
@@ -303,16 +299,19 @@ func (c *Coordinator) SyncGroup(req SyncRequest) *Reply[SyncResult] {
 	return r
 }
 
-// checkGroup refuses an empty group id, after the coordinator's own
-// availability (Kafka's order).
-func (c *Coordinator) checkGroup(group string) error {
+// checkGroup refuses an empty group id with empty, after the
+// coordinator's own availability (Kafka's order).
+func (c *Coordinator) checkGroup(group string, empty error) error {
 	if group != "" {
 		return nil
+	}
+	if err := c.Ready(); err != nil {
+		return err
 	}
 	if _, err := c.route(""); err != nil {
 		return err
 	}
-	return ErrInvalidGroupID
+	return empty
 }
 
 // Heartbeat handles a classic Heartbeat.
@@ -323,7 +322,7 @@ func (c *Coordinator) Heartbeat(req HeartbeatRequest) *Reply[error] {
 // doErr runs op on group's shard; its error is the reply.
 func doErr(c *Coordinator, group string, op func(s *shard, now time.Time) error) *Reply[error] {
 	r := coord.NewFuture[error]()
-	if err := c.checkGroup(group); err != nil {
+	if err := c.checkGroup(group, ErrInvalidGroupID); err != nil {
 		r.Resolve(err)
 		return r
 	}
@@ -343,7 +342,7 @@ type LeaveResult struct {
 // LeaveGroup removes members.
 func (c *Coordinator) LeaveGroup(group string, members []LeaveMember) *Reply[LeaveResult] {
 	r := coord.NewFuture[LeaveResult]()
-	if err := c.checkGroup(group); err != nil {
+	if err := c.checkGroup(group, ErrInvalidGroupID); err != nil {
 		r.Resolve(LeaveResult{Err: err})
 		return r
 	}
@@ -361,12 +360,8 @@ func (c *Coordinator) LeaveGroup(group string, members []LeaveMember) *Reply[Lea
 // its error.
 func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) *Reply[ConsumerHeartbeatResult] {
 	r := coord.NewFuture[ConsumerHeartbeatResult]()
-	if req.Group == "" {
-		if _, err := c.route(""); err != nil {
-			r.Resolve(ConsumerHeartbeatResult{Err: err})
-			return r
-		}
-		r.Resolve(ConsumerHeartbeatResult{Err: invalid("GroupId can't be empty.")})
+	if err := c.checkGroup(req.Group, invalid("GroupId can't be empty.")); err != nil {
+		r.Resolve(ConsumerHeartbeatResult{Err: err})
 		return r
 	}
 	if err := c.do(req.Group, func(s *shard, now time.Time) {
@@ -423,7 +418,7 @@ func (c *Coordinator) CommitOffsets(req CommitRequest) *Reply[[][]error] {
 		}
 		return out
 	}
-	if err := c.checkGroup(req.Group); err != nil {
+	if err := c.checkGroup(req.Group, ErrInvalidGroupID); err != nil {
 		r.Resolve(failAll(err))
 		return r
 	}
@@ -548,7 +543,7 @@ type DeleteOffsetsResult struct {
 // topics the group consumes are refused per partition.
 func (c *Coordinator) DeleteOffsets(group string, topics []FetchTopic) *Reply[DeleteOffsetsResult] {
 	r := coord.NewFuture[DeleteOffsetsResult]()
-	if err := c.checkGroup(group); err != nil {
+	if err := c.checkGroup(group, ErrInvalidGroupID); err != nil {
 		r.Resolve(DeleteOffsetsResult{Err: err})
 		return r
 	}
@@ -625,12 +620,13 @@ func (c *Coordinator) DescribeGroups(ids []string) []GroupDescription {
 }
 
 // describe runs fill on group id under its shard's lock; the error is
-// why it could not (empty is the error for an empty id).
+// why it could not (empty is the error for an empty id). A shard still
+// loading answers for its own groups only.
 func (c *Coordinator) describe(id string, empty error, fill func(*Group) error) error {
-	if err := c.Ready(); err != nil {
-		return err
-	}
 	if id == "" {
+		if err := c.Ready(); err != nil {
+			return err
+		}
 		return empty
 	}
 	if n, err := c.partitions(); err != nil || n == 0 {
