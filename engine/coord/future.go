@@ -50,6 +50,9 @@ func (f *Future[T]) Complete(sh *Shard, v T) {
 	})
 }
 
+// Done is closed once the value is set (it may not be durable yet).
+func (f *Future[T]) Done() <-chan struct{} { return f.done }
+
 // Ready returns the value if Wait would return it at once without error:
 // completed, and durable as far as the shard knows. A caller that must not
 // block tries it before parking on Wait.

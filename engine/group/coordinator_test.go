@@ -15,170 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/coord/coordtest"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/vfs"
 )
-
-// memStorage is an in-memory offsets topic: batches per partition with
-// offsets assigned, and a durable mark moved explicitly (or on every
-// append when autoSync). Like a broker log, Read and Bounds reach the log
-// end, past the durable mark; failWith models a failed log (appends and
-// waits fail) and heal what log.Heal does: drop what is not durable and
-// move to a new generation.
-type memStorage struct {
-	mu          sync.Mutex
-	parts       [][][]byte
-	ends        []int64
-	durable     []int64
-	gens        []uint64
-	autoSync    bool
-	hwBounds    bool          // Bounds ends at the durable mark, as a FlushAlways log's high watermark does
-	synced      chan struct{} // closed and replaced whenever durable moves
-	failWith    error
-	readErr     error
-	readErrPart int32         // readErr applies to this partition only when >= 0; -1: all
-	readGate    chan struct{} // when set, Read blocks until it is closed
-}
-
-func newMemStorage() *memStorage {
-	return &memStorage{autoSync: true, synced: make(chan struct{}), readErrPart: -1}
-}
-
-func (s *memStorage) Partitions() int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return int32(len(s.parts))
-}
-
-func (s *memStorage) Create(_ context.Context, n int32) (int32, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.parts) == 0 {
-		s.parts = make([][][]byte, n)
-		s.ends = make([]int64, n)
-		s.durable = make([]int64, n)
-		s.gens = make([]uint64, n)
-		for p := range s.gens {
-			s.gens[p] = uint64(100 + p) // like log.Generation: never 0 for a log that exists
-		}
-	}
-	return int32(len(s.parts)), nil
-}
-
-func (s *memStorage) Append(p int32, b []byte) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failWith != nil {
-		return 0, s.failWith
-	}
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return 0, err
-	}
-	cp := append([]byte(nil), b...)
-	batch.SetBaseOffset(cp, s.ends[p])
-	s.parts[p] = append(s.parts[p], cp)
-	s.ends[p] += int64(h.LastOffsetDelta) + 1
-	if s.autoSync {
-		s.syncLocked()
-	}
-	return s.ends[p] - 1, nil
-}
-
-func (s *memStorage) syncLocked() {
-	copy(s.durable, s.ends)
-	close(s.synced)
-	s.synced = make(chan struct{})
-}
-
-func (s *memStorage) sync() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.syncLocked()
-}
-
-// heal brings a failed partition back as log.Heal does.
-func (s *memStorage) heal(p int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failWith = nil
-	kept := s.parts[p][:0]
-	for _, b := range s.parts[p] {
-		if h, _ := batch.ParseHeader(b); h.LastOffset() < s.durable[p] {
-			kept = append(kept, b)
-		}
-	}
-	s.parts[p], s.ends[p] = kept, s.durable[p]
-	s.gens[p]++
-	close(s.synced)
-	s.synced = make(chan struct{})
-}
-
-func (s *memStorage) WaitDurable(ctx context.Context, p int32, offset int64) error {
-	for {
-		s.mu.Lock()
-		ok, ch, failed := s.durable[p] > offset, s.synced, s.failWith
-		end := s.ends[p]
-		s.mu.Unlock()
-		if ok {
-			return nil
-		}
-		if failed != nil {
-			return failed
-		}
-		if offset >= end {
-			return errors.New("offset truncated away")
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (s *memStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
-	s.mu.Lock()
-	gate := s.readGate
-	s.mu.Unlock()
-	if gate != nil {
-		<-gate
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.readErr != nil && (s.readErrPart < 0 || s.readErrPart == p) {
-		return nil, s.readErr
-	}
-	var out []byte
-	for _, b := range s.parts[p] {
-		h, _ := batch.ParseHeader(b)
-		if h.LastOffset() < offset {
-			continue
-		}
-		if len(out) > 0 && len(out)+len(b) > maxBytes {
-			break
-		}
-		out = append(out, b...)
-	}
-	return out, nil
-}
-
-func (s *memStorage) Damaged(int32, int64) (int64, bool) { return 0, false }
-
-func (s *memStorage) Generation(p int32) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gens[p], nil
-}
-
-func (s *memStorage) Bounds(p int32) (int64, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hwBounds {
-		return 0, s.durable[p], nil
-	}
-	return 0, s.ends[p], nil
-}
 
 type clock struct {
 	mu  sync.Mutex
@@ -202,7 +42,7 @@ var testTopics = []TopicInfo{{Name: "t", ID: tid("t"), Partitions: 3}, {Name: "u
 
 // startCoordinator starts a coordinator over store with a fake clock and
 // waits until it has loaded.
-func startCoordinator(t *testing.T, store *memStorage, clk *clock, topics []TopicInfo) *Coordinator {
+func startCoordinator(t *testing.T, store *coordtest.MemLog, clk *clock, topics []TopicInfo) *Coordinator {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Now = clk.Now
@@ -296,7 +136,7 @@ func fetched(t *testing.T, c *Coordinator, group string) map[string]FetchedParti
 }
 
 func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 
@@ -306,7 +146,7 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.Equal(t, int32(4), store.Partitions())
 
-	store.autoSync = false
+	store.SetAutoSync(false)
 	reply := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 5, 1: 7}))
 	// Not acknowledged before it is durable.
 	_, ready := reply.Ready()
@@ -315,11 +155,11 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 	_, err := reply.Wait(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	cancel()
-	store.sync()
+	store.Sync()
 	errs = get(t, reply)
 	require.NoError(t, errs[0][0])
 	require.NoError(t, errs[0][1])
-	store.autoSync = true
+	store.SetAutoSync(true)
 
 	// Per-partition refusals.
 	big := string(make([]byte, 5000))
@@ -363,7 +203,7 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 }
 
 func TestCoordinatorLoadInProgress(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	// A commit to replay: an empty partition is never read, so the gate
 	// would not hold the load.
@@ -371,9 +211,7 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	require.NoError(t, first.EnsureTopic(t.Context()))
 	require.NoError(t, commit(first, "other", -1, "", map[int32]int64{0: 1})[0][0])
 	require.NoError(t, first.Close())
-	store.mu.Lock()
-	store.readGate = make(chan struct{})
-	store.mu.Unlock()
+	release := store.GateReads()
 	cfg := testConfig()
 	cfg.Now = clk.Now
 	c, err := New(cfg, store)
@@ -385,7 +223,7 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	require.ErrorIs(t, res.Err, ErrCoordinatorLoadInProgress)
 	_, err = fetch(c, FetchRequest{Group: "g"})
 	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
-	close(store.readGate)
+	release()
 	require.Eventually(t, func() bool { return c.Ready() == nil }, 10*time.Second, time.Millisecond)
 }
 
@@ -404,7 +242,7 @@ func groupsOnTwoPartitions(n int32) (string, string) {
 // unavailable, and is replayed once it can be read (issue 10 finding 7: one
 // offline offsets partition used to disable every group until a restart).
 func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -413,9 +251,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
 	require.NoError(t, c.Close())
 
-	store.mu.Lock()
-	store.readErr, store.readErrPart = errors.New("bad sector"), PartitionFor(b, 4)
-	store.mu.Unlock()
+	store.FailReads(PartitionFor(b, 4), errors.New("bad sector"))
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
 	cfg.PartitionRecheckInterval = 10 * time.Millisecond
@@ -431,9 +267,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	require.ErrorContains(t, err, "bad sector")
 	require.ErrorIs(t, commit(c2, b, -1, "", map[int32]int64{0: 10})[0][0], ErrCoordinatorNotAvailable, "nor written")
 
-	store.mu.Lock()
-	store.readErr = nil
-	store.mu.Unlock()
+	store.FailReads(-1, nil)
 	require.Eventually(t, func() bool {
 		ts, err := fetch(c2, FetchRequest{Group: b, MemberEpoch: -1})
 		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 9
@@ -444,7 +278,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 // stops the coordinator, makes g's offsets partition unreadable and
 // starts a new coordinator over store (mem or a wrapper of it) whose
 // rechecks and ticks the test drives; it returns once that one is loaded.
-func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Storage, g string, offset int64) *Coordinator {
+func restartWithAnUnreadablePartition(t *testing.T, mem *coordtest.MemLog, store Storage, g string, offset int64) *Coordinator {
 	t.Helper()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, mem, clk, testTopics)
@@ -452,9 +286,7 @@ func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Stora
 	require.NoError(t, commit(c, g, -1, "", map[int32]int64{0: offset})[0][0])
 	require.NoError(t, c.Close())
 
-	mem.mu.Lock()
-	mem.readErr, mem.readErrPart = errors.New("bad sector"), PartitionFor(g, 4)
-	mem.mu.Unlock()
+	mem.FailReads(PartitionFor(g, 4), errors.New("bad sector"))
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = clk.Now, 4, time.Hour, time.Hour
 	c2, err := New(cfg, store)
@@ -468,7 +300,7 @@ func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Stora
 
 // countingReads counts the reads of one partition.
 type countingReads struct {
-	*memStorage
+	*coordtest.MemLog
 	part  int32
 	reads atomic.Int64
 }
@@ -477,15 +309,15 @@ func (s *countingReads) Read(p int32, offset int64, maxBytes int) ([]byte, error
 	if p == s.part {
 		s.reads.Add(1)
 	}
-	return s.memStorage.Read(p, offset, maxBytes)
+	return s.MemLog.Read(p, offset, maxBytes)
 }
 
 // A partition that keeps failing its replay is retried less and less
 // often (each try replays it from the start on the driver, which also
 // runs every group's timers), and still comes back once it can be read.
 func TestFailingReplayBacksOff(t *testing.T) {
-	mem := newMemStorage()
-	store := &countingReads{memStorage: mem, part: PartitionFor("g", 4)}
+	mem := coordtest.NewMemLog()
+	store := &countingReads{MemLog: mem, part: PartitionFor("g", 4)}
 	c2 := restartWithAnUnreadablePartition(t, mem, store, "g", 7)
 	require.EqualValues(t, 1, store.reads.Load(), "the load tried once")
 
@@ -499,9 +331,7 @@ func TestFailingReplayBacksOff(t *testing.T) {
 	}
 	require.Equal(t, []int{1, 3, 7, 15, 31}, tries, "rechecks that retried the replay")
 
-	mem.mu.Lock()
-	mem.readErr = nil
-	mem.mu.Unlock()
+	mem.FailReads(-1, nil)
 	for range 30 { // the longest a down partition waits between tries
 		c2.rt.Recheck()
 	}
@@ -512,7 +342,7 @@ func TestFailingReplayBacksOff(t *testing.T) {
 // fsynced, the partition is reloaded from it: waits for durability work
 // again, and state the log lost is not served.
 func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
@@ -525,17 +355,13 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
 
-	store.mu.Lock()
-	store.autoSync = false
-	store.mu.Unlock()
+	store.SetAutoSync(false)
 	pending := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 6})) // appended, not fsynced
-	store.mu.Lock()
-	store.failWith = errors.New("no space left on device") // the fsync fails
-	store.mu.Unlock()
+	store.FailWith(errors.New("no space left on device"))                     // the fsync fails
 	require.ErrorIs(t, commitErrs(pending)[0][0], ErrCoordinatorNotAvailable)
 	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 7})[0][0], ErrCoordinatorNotAvailable)
 
-	store.heal(PartitionFor("g", 4))
+	store.Heal(PartitionFor("g", 4))
 	require.Eventually(t, func() bool {
 		ts, err := fetch(c, FetchRequest{Group: "g", MemberEpoch: -1})
 		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 5
@@ -546,19 +372,20 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 // below it) is not mistaken for a rewrite of the log: the recheck keeps
 // the partition (its members, the commit).
 func TestCoordinatorRecheckKeepsPendingAppends(t *testing.T) {
-	store := newMemStorage()
-	store.autoSync, store.hwBounds = false, true
+	store := coordtest.NewMemLog()
+	store.SetAutoSync(false)
+	store.SetHWBounds(true)
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(t.Context()))
 	first := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 5}))
-	store.sync()
+	store.Sync()
 	require.NoError(t, commitErrs(first)[0][0])
 
 	pending := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 6})) // fsync pending
 	before := groupOf(c, "g")
 	c.rt.Recheck()
-	store.sync()
+	store.Sync()
 	require.NoError(t, commitErrs(pending)[0][0])
 	require.EqualValues(t, 6, fetched(t, c, "g")["t/0"].Offset)
 	require.Same(t, before, groupOf(c, "g"), "the group was not unloaded")
@@ -644,7 +471,7 @@ func brokerCoordinator(t *testing.T, b *replica.Manager) *Coordinator {
 
 // halfReadable serves partition part only up to upTo while broken.
 type halfReadable struct {
-	*memStorage
+	*coordtest.MemLog
 	part   int32
 	upTo   int64
 	broken atomic.Bool
@@ -653,11 +480,11 @@ type halfReadable struct {
 func (h *halfReadable) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
 	if h.broken.Load() && p == h.part {
 		if offset < h.upTo {
-			return h.memStorage.Read(p, offset, 1) // one batch at a time
+			return h.MemLog.Read(p, offset, 1) // one batch at a time
 		}
 		return nil, errors.New("input/output error")
 	}
-	return h.memStorage.Read(p, offset, maxBytes)
+	return h.MemLog.Read(p, offset, maxBytes)
 }
 
 // A partition that could be replayed only in part keeps nothing of it:
@@ -668,7 +495,7 @@ func (h *halfReadable) Read(p int32, offset int64, maxBytes int) ([]byte, error)
 func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 	for _, broken := range []bool{false, true} {
 		t.Run(fmt.Sprint("broken=", broken), func(t *testing.T) {
-			store := newMemStorage()
+			store := coordtest.NewMemLog()
 			_, _ = store.Create(t.Context(), 4)
 			now := time.Unix(1_000_000_000, 0)
 			day := 24 * time.Hour
@@ -698,7 +525,7 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 				_, err := store.Append(p, testBatch(now, r))
 				require.NoError(t, err)
 			}
-			h := &halfReadable{memStorage: store, part: p, upTo: 2}
+			h := &halfReadable{MemLog: store, part: p, upTo: 2}
 			h.broken.Store(broken)
 			clk := &clock{now: now}
 			cfg := testConfig()
@@ -725,20 +552,18 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 // partition could not be replayed are purged when it is: they must not be
 // served for the new topic of that name.
 func TestRecheckPurgesOffsetsOfDeletedTopics(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	c2 := restartWithAnUnreadablePartition(t, store, store, "g", 77)
 	c2.TopicDeleted("t")
 	c2.SetTopics([]TopicInfo{{Name: "t", ID: tid("t-new"), Partitions: 3}, {Name: "u", ID: tid("u"), Partitions: 1}})
-	store.mu.Lock()
-	store.readErr = nil
-	store.mu.Unlock()
+	store.FailReads(-1, nil)
 	c2.rt.Recheck()
 	_, ok := fetched(t, c2, "g")["t/0"]
 	require.False(t, ok, "the deleted topic's offset is not served for the new topic")
 }
 
 func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -772,7 +597,7 @@ func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
 }
 
 func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -795,7 +620,7 @@ func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
 }
 
 func TestCoordinatorOffsetRetention(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -813,7 +638,7 @@ func TestCoordinatorOffsetRetention(t *testing.T) {
 }
 
 func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -866,13 +691,11 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 }
 
 func TestCoordinatorStorageFailure(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
-	store.mu.Lock()
-	store.failWith = errors.New("disk on fire")
-	store.mu.Unlock()
+	store.FailWith(errors.New("disk on fire"))
 	errs := commit(c, "g", -1, "", map[int32]int64{0: 1})
 	require.ErrorIs(t, errs[0][0], ErrCoordinatorNotAvailable)
 	_, err := c.Heartbeat(HeartbeatRequest{Group: "g"}).Wait(t.Context())
@@ -883,7 +706,7 @@ func TestCoordinatorStorageFailure(t *testing.T) {
 }
 
 func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))

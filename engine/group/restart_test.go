@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/coord/coordtest"
 )
 
 // TestRestartBetweenJoinAndSync: a broker restart after a rebalance's
@@ -13,7 +15,7 @@ import (
 // group Stable on the previous assignments: the members of the unfinished
 // generation are sent back to rejoin.
 func TestRestartBetweenJoinAndSync(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -53,7 +55,7 @@ func TestRestartBetweenJoinAndSync(t *testing.T) {
 // heartbeat, or a leave, aimed at an empty classic group fails without
 // converting the group (and without tombstoning its metadata).
 func TestBadConsumerHeartbeatLeavesClassicGroupAlone(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
