@@ -67,7 +67,8 @@ type State interface {
 	// Tick applies the timers due at now.
 	Tick(now time.Time)
 	// Unload answers what the state has parked with err: the shard stops
-	// serving (leadership moved, the log was rewritten, shutdown).
+	// serving (leadership moved, the log was rewritten, shutdown). The
+	// replies it completes wait for nothing: they reveal no state.
 	Unload(err error)
 }
 
@@ -343,7 +344,7 @@ func (r *Runtime[S]) unloadSlot(s *slot[S], err error) {
 	if s.status == statusActive {
 		s.begin()
 		s.state.Unload(err)
-		s.finish()
+		s.finishUnload()
 	}
 	s.status = statusGone
 }

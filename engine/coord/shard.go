@@ -66,8 +66,13 @@ func (s *Shard) begin() { s.inOp = true }
 
 // finish ends an operation: the Futures it completed learn where their
 // durability point is (what the shard has appended so far).
-func (s *Shard) finish() {
-	off, err := s.last, s.lastErr
+func (s *Shard) finish() { s.release(s.last, s.lastErr) }
+
+// finishUnload ends the unload operation: what it answered reveals no
+// state (the state is gone), so it waits for nothing.
+func (s *Shard) finishUnload() { s.release(-1, nil) }
+
+func (s *Shard) release(off int64, err error) {
 	for _, c := range s.completions {
 		c(off, err)
 	}
