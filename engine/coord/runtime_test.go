@@ -103,11 +103,7 @@ func (e *env) get(t *testing.T, p int32, k string) *coord.Future[string] {
 
 func wait[T any](t *testing.T, r *coord.Future[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v, err := r.Wait(ctx)
-	require.NoError(t, err)
-	return v
+	return coordtest.MustWait(t, r)
 }
 
 // A reply is released only once what its shard appended is durable, also

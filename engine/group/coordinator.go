@@ -273,31 +273,41 @@ func (c *Coordinator) TopicDeleted(topic string) {
 // JoinGroup starts a JoinGroup; the reply may complete only after the
 // rebalance.
 func (c *Coordinator) JoinGroup(req JoinRequest) *Reply[JoinResult] {
-	r := coord.NewFuture[JoinResult]()
-	fail := func(err error) { r.Resolve(JoinResult{Err: err, MemberID: req.MemberID, Generation: -1}) }
-	if err := c.checkGroup(req.Group, ErrInvalidGroupID); err != nil {
-		fail(err)
-		return r
-	}
-	if err := c.do(req.Group, func(s *shard, now time.Time) { s.join(now, req, r) }); err != nil {
-		fail(err)
-	}
-	return r
+	return start(c, req.Group, ErrInvalidGroupID,
+		func(err error) JoinResult { return JoinResult{Err: err, MemberID: req.MemberID, Generation: -1} },
+		func(s *shard, now time.Time, r *Reply[JoinResult]) { s.join(now, req, r) })
 }
 
 // SyncGroup starts a SyncGroup; for followers the reply completes once
 // the leader assigned.
 func (c *Coordinator) SyncGroup(req SyncRequest) *Reply[SyncResult] {
-	r := coord.NewFuture[SyncResult]()
-	if err := c.checkGroup(req.Group, ErrInvalidGroupID); err != nil {
-		r.Resolve(SyncResult{Err: err})
+	return start(c, req.Group, ErrInvalidGroupID, func(err error) SyncResult { return SyncResult{Err: err} },
+		func(s *shard, now time.Time, r *Reply[SyncResult]) { s.sync(now, req, r) })
+}
+
+// start runs op on group's shard; op completes r, now or in a later
+// operation (a parked request). fail is the reply to a request refused
+// before it reached the shard, for an empty group id (empty), the
+// coordinator's state or the shard's.
+func start[T any](c *Coordinator, group string, empty error, fail func(error) T, op func(s *shard, now time.Time, r *Reply[T])) *Reply[T] {
+	r := coord.NewFuture[T]()
+	if err := c.checkGroup(group, empty); err != nil {
+		r.Resolve(fail(err))
 		return r
 	}
-	if err := c.do(req.Group, func(s *shard, now time.Time) { s.sync(now, req, r) }); err != nil {
-		r.Resolve(SyncResult{Err: err})
+	if err := c.do(group, func(s *shard, now time.Time) { op(s, now, r) }); err != nil {
+		r.Resolve(fail(err))
 	}
 	return r
 }
+
+// reply is start for an operation whose result is its reply.
+func reply[T any](c *Coordinator, group string, empty error, fail func(error) T, op func(s *shard, now time.Time) T) *Reply[T] {
+	return start(c, group, empty, fail, func(s *shard, now time.Time, r *Reply[T]) { r.Complete(s.sh, op(s, now)) })
+}
+
+// itself is the reply of an operation whose reply is its error.
+func itself(err error) error { return err }
 
 // checkGroup refuses an empty group id with empty, after the
 // coordinator's own availability (Kafka's order).
@@ -316,20 +326,7 @@ func (c *Coordinator) checkGroup(group string, empty error) error {
 
 // Heartbeat handles a classic Heartbeat.
 func (c *Coordinator) Heartbeat(req HeartbeatRequest) *Reply[error] {
-	return doErr(c, req.Group, func(s *shard, now time.Time) error { return s.heartbeat(now, req) })
-}
-
-// doErr runs op on group's shard; its error is the reply.
-func doErr(c *Coordinator, group string, op func(s *shard, now time.Time) error) *Reply[error] {
-	r := coord.NewFuture[error]()
-	if err := c.checkGroup(group, ErrInvalidGroupID); err != nil {
-		r.Resolve(err)
-		return r
-	}
-	if err := c.do(group, func(s *shard, now time.Time) { r.Complete(s.sh, op(s, now)) }); err != nil {
-		r.Resolve(err)
-	}
-	return r
+	return reply(c, req.Group, ErrInvalidGroupID, itself, func(s *shard, now time.Time) error { return s.heartbeat(now, req) })
 }
 
 // LeaveResult answers a LeaveGroup: one error per member, or Err for the
@@ -341,17 +338,8 @@ type LeaveResult struct {
 
 // LeaveGroup removes members.
 func (c *Coordinator) LeaveGroup(group string, members []LeaveMember) *Reply[LeaveResult] {
-	r := coord.NewFuture[LeaveResult]()
-	if err := c.checkGroup(group, ErrInvalidGroupID); err != nil {
-		r.Resolve(LeaveResult{Err: err})
-		return r
-	}
-	if err := c.do(group, func(s *shard, now time.Time) {
-		r.Complete(s.sh, LeaveResult{Members: s.leave(now, group, members)})
-	}); err != nil {
-		r.Resolve(LeaveResult{Err: err})
-	}
-	return r
+	return reply(c, group, ErrInvalidGroupID, func(err error) LeaveResult { return LeaveResult{Err: err} },
+		func(s *shard, now time.Time) LeaveResult { return LeaveResult{Members: s.leave(now, group, members)} })
 }
 
 // ---- consumer (KIP-848) protocol ----
@@ -359,19 +347,13 @@ func (c *Coordinator) LeaveGroup(group string, members []LeaveMember) *Reply[Lea
 // ConsumerHeartbeat handles a ConsumerGroupHeartbeat; the result's Err is
 // its error.
 func (c *Coordinator) ConsumerHeartbeat(req ConsumerHeartbeatRequest) *Reply[ConsumerHeartbeatResult] {
-	r := coord.NewFuture[ConsumerHeartbeatResult]()
-	if err := c.checkGroup(req.Group, invalid("GroupId can't be empty.")); err != nil {
-		r.Resolve(ConsumerHeartbeatResult{Err: err})
-		return r
-	}
-	if err := c.do(req.Group, func(s *shard, now time.Time) {
-		res, err := s.consumerHeartbeat(now, req)
-		res.Err = err
-		r.Complete(s.sh, res)
-	}); err != nil {
-		r.Resolve(ConsumerHeartbeatResult{Err: err})
-	}
-	return r
+	return reply(c, req.Group, invalid("GroupId can't be empty."),
+		func(err error) ConsumerHeartbeatResult { return ConsumerHeartbeatResult{Err: err} },
+		func(s *shard, now time.Time) ConsumerHeartbeatResult {
+			res, err := s.consumerHeartbeat(now, req)
+			res.Err = err
+			return res
+		})
 }
 
 // ---- offsets ----
@@ -410,7 +392,6 @@ type CommitPartition struct {
 // has one error per requested partition (nil: committed); it is released
 // once the commit is durable (a failed fsync is Wait's error).
 func (c *Coordinator) CommitOffsets(req CommitRequest) *Reply[[][]error] {
-	r := coord.NewFuture[[][]error]()
 	failAll := func(err error) [][]error {
 		out := make([][]error, len(req.Topics))
 		for i, t := range req.Topics {
@@ -418,15 +399,8 @@ func (c *Coordinator) CommitOffsets(req CommitRequest) *Reply[[][]error] {
 		}
 		return out
 	}
-	if err := c.checkGroup(req.Group, ErrInvalidGroupID); err != nil {
-		r.Resolve(failAll(err))
-		return r
-	}
 	snap := c.topics.Load()
-	if err := c.do(req.Group, func(s *shard, now time.Time) { r.Complete(s.sh, s.commit(now, req, snap)) }); err != nil {
-		r.Resolve(failAll(err))
-	}
-	return r
+	return reply(c, req.Group, ErrInvalidGroupID, failAll, func(s *shard, now time.Time) [][]error { return s.commit(now, req, snap) })
 }
 
 // FetchRequest is one group of an OffsetFetch. Topics nil means every
@@ -542,18 +516,11 @@ type DeleteOffsetsResult struct {
 // DeleteOffsets deletes committed offsets (OffsetDelete). Offsets of
 // topics the group consumes are refused per partition.
 func (c *Coordinator) DeleteOffsets(group string, topics []FetchTopic) *Reply[DeleteOffsetsResult] {
-	r := coord.NewFuture[DeleteOffsetsResult]()
-	if err := c.checkGroup(group, ErrInvalidGroupID); err != nil {
-		r.Resolve(DeleteOffsetsResult{Err: err})
-		return r
-	}
-	if err := c.do(group, func(s *shard, now time.Time) {
-		errs, err := s.deleteOffsets(now, group, topics)
-		r.Complete(s.sh, DeleteOffsetsResult{Partitions: errs, Err: err})
-	}); err != nil {
-		r.Resolve(DeleteOffsetsResult{Err: err})
-	}
-	return r
+	return reply(c, group, ErrInvalidGroupID, func(err error) DeleteOffsetsResult { return DeleteOffsetsResult{Err: err} },
+		func(s *shard, now time.Time) DeleteOffsetsResult {
+			errs, err := s.deleteOffsets(now, group, topics)
+			return DeleteOffsetsResult{Partitions: errs, Err: err}
+		})
 }
 
 // ---- admin ----
@@ -695,7 +662,7 @@ func (c *Coordinator) TopicID(name string) (TopicID, bool) {
 func (c *Coordinator) DeleteGroups(ids []string) []*Reply[error] {
 	out := make([]*Reply[error], len(ids))
 	for i, id := range ids {
-		out[i] = doErr(c, id, func(s *shard, now time.Time) error { return s.deleteGroup(now, id) })
+		out[i] = reply(c, id, ErrInvalidGroupID, itself, func(s *shard, now time.Time) error { return s.deleteGroup(now, id) })
 	}
 	return out
 }

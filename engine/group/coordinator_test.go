@@ -62,11 +62,7 @@ func startCoordinator(t *testing.T, store *coordtest.MemLog, clk *clock, topics 
 // get waits for a reply as a handler does; a failed wait fails the test.
 func get[T any](t testing.TB, r *Reply[T]) T {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	v, err := r.Wait(ctx)
-	require.NoError(t, err)
-	return v
+	return coordtest.MustWait(t, r)
 }
 
 // commitErrs answers a commit as the OffsetCommit handler does: a failed

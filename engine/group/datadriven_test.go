@@ -408,26 +408,21 @@ func (a ddArgs) list(key, def string) []string {
 	return strings.Split(s, ",")
 }
 
-func (a ddArgs) int(key string, def int) int {
-	s := a.str(key, "")
-	if s == "" {
-		return def
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		a.td.Fatalf(a.t, "%s: %v", key, err)
-	}
-	return n
-}
+func (a ddArgs) int(key string, def int) int { return parseArg(a, key, def, strconv.Atoi) }
 
 func (a ddArgs) dur(key string, def time.Duration) time.Duration {
+	return parseArg(a, key, def, time.ParseDuration)
+}
+
+// parseArg is argument key parsed, def when it is absent.
+func parseArg[T any](a ddArgs, key string, def T, parse func(string) (T, error)) T {
 	s := a.str(key, "")
 	if s == "" {
 		return def
 	}
-	d, err := time.ParseDuration(s)
+	v, err := parse(s)
 	if err != nil {
 		a.td.Fatalf(a.t, "%s: %v", key, err)
 	}
-	return d
+	return v
 }

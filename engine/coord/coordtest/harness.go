@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
@@ -107,6 +108,19 @@ func (h *Harness) Output(result string) string {
 		return "ok\n"
 	}
 	return out
+}
+
+// MustWait waits for reply as a request handler does (for 10 s at most)
+// and fails t if the wait fails.
+func MustWait[T any](t testing.TB, reply *coord.Future[T]) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := reply.Wait(ctx)
+	if err != nil {
+		t.Fatalf("waiting for a reply: %v", err)
+	}
+	return v
 }
 
 // Pending lists the labels of the replies still parked.
