@@ -55,8 +55,9 @@ type Coordinator struct {
 	nparts int32      // partitions of the offsets topic; 0: none yet
 	// homes routes groups whose records live outside their hash partition
 	// (the topic grew since they were written), per partition.
-	homes     map[string]int32
-	closed    bool
+	homes  map[string]int32
+	closed bool
+
 	startOnce sync.Once
 }
 
@@ -112,6 +113,20 @@ func partitionRange(n int32) []int32 {
 		ps[p] = p
 	}
 	return ps
+}
+
+// LoadPartition makes this node coordinate the groups of offsets
+// partition p (it became the partition's leader): the partition is
+// replayed, its groups answered COORDINATOR_LOAD_IN_PROGRESS meanwhile. It
+// returns once they are served, or why not (the replay is then retried).
+// Start loads every partition; a leadership listener calls this.
+func (c *Coordinator) LoadPartition(p int32) error { return c.rt.Load(p) }
+
+// UnloadPartition stops coordinating the groups of offsets partition p
+// (this node no longer leads it): their parked requests, and later ones,
+// are answered NOT_COORDINATOR, so clients find the new coordinator.
+func (c *Coordinator) UnloadPartition(p int32) {
+	c.rt.Unload(p, fmt.Errorf("%w: %s-%d moved to another node", ErrNotCoordinator, OffsetsTopic, p))
 }
 
 // Close stops the driver and answers every parked request with

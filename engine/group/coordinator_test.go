@@ -737,3 +737,31 @@ func testBatch(now time.Time, recs ...batch.Record) []byte {
 	return batch.Build(batch.Header{FirstTimestamp: now.UnixMilli(), MaxTimestamp: now.UnixMilli(),
 		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}, recs)
 }
+
+// Leadership of an offsets partition moves away and back: its groups are
+// answered NOT_COORDINATOR (a parked join too) while another node
+// coordinates them, and replayed from the log when it comes back.
+func TestCoordinatorPartitionMovesAndComesBack(t *testing.T) {
+	store := coordtest.NewMemLog()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	a, b := groupsOnTwoPartitions(4)
+	require.NoError(t, commit(c, a, -1, "", map[int32]int64{0: 7})[0][0])
+	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
+	req := joinReq("", "m")
+	req.Group, req.Version = a, 3
+	parked := c.JoinGroup(req)
+
+	c.UnloadPartition(PartitionFor(a, 4))
+	require.ErrorIs(t, get(t, parked).Err, ErrNotCoordinator)
+	_, err := fetch(c, FetchRequest{Group: a, MemberEpoch: -1})
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	require.EqualValues(t, 9, fetched(t, c, b)["t/0"].Offset, "the other partitions are served")
+	ls, err := c.ListGroups(nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []GroupListing{{Group: b, State: StateEmpty, Type: "classic"}}, ls)
+
+	require.NoError(t, c.LoadPartition(PartitionFor(a, 4)))
+	require.EqualValues(t, 7, fetched(t, c, a)["t/0"].Offset)
+}
