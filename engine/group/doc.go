@@ -34,9 +34,11 @@
 // retention sweep (Tick), and is unloaded (its parked requests answered)
 // when it stops serving. The Coordinator only routes a request to the
 // shard of PartitionFor(group) and keeps the node-wide view: the topic's
-// existence, the cluster's topics, listings across shards. Every request
-// returns a Reply, which the runtime releases once what it reveals is
-// durable. testdata/datadriven holds scenarios (TestDataDriven) that drive
+// existence, the cluster's topics, listings across shards. The requests
+// of the group protocols and of offsets return a Reply, which the runtime
+// releases once what it reveals is durable; the admin views (ListGroups,
+// DescribeGroups, ConsumerGroupDescribe, Stats) read the shards' current
+// state at once, as before. testdata/datadriven holds scenarios (TestDataDriven) that drive
 // the coordinator command by command and show each reply and record.
 //
 // Invariants:
