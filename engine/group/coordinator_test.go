@@ -558,40 +558,6 @@ func TestRecheckPurgesOffsetsOfDeletedTopics(t *testing.T) {
 	require.False(t, ok, "the deleted topic's offset is not served for the new topic")
 }
 
-func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
-	store := coordtest.NewMemLog()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(context.Background()))
-	req := joinReq("", "mx")
-	req.InstanceID = "x"
-	ch := c.JoinGroup(req)
-	c.Tick(clk.add(4 * time.Second)) // past the initial rebalance delay
-	j := get(t, ch)
-	require.NoError(t, j.Err)
-	s := get(t, c.SyncGroup(SyncRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID,
-		Assignments: map[string][]byte{j.MemberID: []byte("assigned")}}))
-	require.NoError(t, s.Err)
-	require.NoError(t, c.Close())
-
-	// After a restart the member is still there: its heartbeats work, and
-	// its restarted incarnation takes over without a rebalance.
-	c2 := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, get(t, c2.Heartbeat(HeartbeatRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID, InstanceID: "x"})))
-	j2 := get(t, c2.JoinGroup(req))
-	require.NoError(t, j2.Err)
-	require.Equal(t, j.Generation, j2.Generation)
-	s2 := get(t, c2.SyncGroup(SyncRequest{Group: "g", Generation: j2.Generation, MemberID: j2.MemberID}))
-	require.NoError(t, s2.Err)
-	require.Equal(t, "assigned", string(s2.Assignment))
-	d := c2.DescribeGroups([]string{"g", "missing"})
-	require.Equal(t, StateStable, d[0].State)
-	require.Len(t, d[0].Members, 1)
-	require.Equal(t, "x", d[0].Members[0].InstanceID)
-	require.ErrorIs(t, d[1].Err, ErrGroupIDNotFound)
-	require.Equal(t, StateDead, d[1].State)
-}
-
 func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
 	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
@@ -613,24 +579,6 @@ func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
 	require.NoError(t, c2.Close())
 	c3 := startCoordinator(t, store, clk, recreated)
 	require.Empty(t, fetched(t, c3, "g"), "the purge wrote tombstones")
-}
-
-func TestCoordinatorOffsetRetention(t *testing.T) {
-	store := coordtest.NewMemLog()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(context.Background()))
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 1})[0][0])
-	c.Tick(clk.add(30 * time.Minute))
-	require.Len(t, fetched(t, c, "g"), 1)
-	c.Tick(clk.add(31 * time.Minute))
-	require.Empty(t, fetched(t, c, "g"))
-	ls, err := c.ListGroups(nil, nil)
-	require.NoError(t, err)
-	require.Empty(t, ls, "an empty group without offsets is removed")
-	require.NoError(t, c.Close())
-	c2 := startCoordinator(t, store, clk, testTopics)
-	require.Empty(t, fetched(t, c2, "g"))
 }
 
 func TestCoordinatorOneProtocolPerGroup(t *testing.T) {

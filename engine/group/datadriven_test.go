@@ -38,6 +38,9 @@ import (
 //	list
 //	tick <duration>       advance the clock, then run the timers once
 //	restart               close the coordinator and replay the records written so far
+//	fail-reads group=     make reads of the group's offsets partition fail (restore-reads: work again)
+//	recheck               retry the partitions that could not be replayed
+//	unload group= / load group=   leadership of the group's offsets partition moves away / back
 //
 // Adding another state machine (a transaction coordinator over
 // __transaction_state, or replication of a shard to followers): build its
@@ -239,6 +242,18 @@ func (h *ddHarness) run(t *testing.T, td *datadriven.TestData) string {
 			td.Fatalf(t, "tick: %v", err)
 		}
 		h.c.Tick(h.clk.add(d))
+	case "fail-reads":
+		h.log.FailReads(PartitionFor(group, 4), errors.New("bad sector"))
+	case "restore-reads":
+		h.log.FailReads(-1, nil)
+	case "recheck":
+		h.c.rt.Recheck()
+	case "unload":
+		h.c.UnloadPartition(PartitionFor(group, 4))
+	case "load":
+		if err := h.c.LoadPartition(PartitionFor(group, 4)); err != nil {
+			result = errName(err)
+		}
 	case "restart":
 		require.NoError(t, h.c.Close())
 		result = h.Completed() // what the close answered
