@@ -1,8 +1,10 @@
 // Package archtest keeps the dependency rules of DESIGN.md true: engine
 // imports nothing from net, cluster, mql or tui; the storage leaves
-// (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log)
-// and the shared leaves (net/protoext, internal/when) import no other
-// MoonMQ package but each other as listed; net/client never imports engine;
+// (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log),
+// the coordinator runtime (engine/coord, which coordinators such as
+// engine/group build on) and the shared leaves (net/protoext,
+// internal/when) import no other MoonMQ package but each other as listed;
+// net/client never imports engine;
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster).
 package archtest
@@ -60,6 +62,12 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/cli":       nil,
 		"./internal/syncbuf":   nil,
 		"./internal/when":      nil,
+
+		// The coordinator runtime knows records, not what they mean: a
+		// group or transaction coordinator builds on it, never the
+		// reverse.
+		"./engine/coord":           {"engine/batch"},
+		"./engine/coord/coordtest": {"engine/batch", "engine/coord"},
 	}
 	for pkg, allowed := range leaves {
 		checkDeps(t, pkg, func(rel string) bool {

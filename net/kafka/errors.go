@@ -54,6 +54,7 @@ var errorMap = []struct {
 	{log.ErrFailed, kerr.KafkaStorageError},
 	{group.ErrCoordinatorLoadInProgress, kerr.CoordinatorLoadInProgress},
 	{group.ErrCoordinatorNotAvailable, kerr.CoordinatorNotAvailable},
+	{group.ErrNotCoordinator, kerr.NotCoordinator},
 	{group.ErrInvalidGroupID, kerr.InvalidGroupID},
 	{group.ErrUnknownMemberID, kerr.UnknownMemberID},
 	{group.ErrMemberIDRequired, kerr.MemberIDRequired},
