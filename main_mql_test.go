@@ -75,6 +75,19 @@ func startBroker(t *testing.T) string {
 	return testnode.Start(t, cfg.nodeConfig(nil)).Addr().String()
 }
 
+// clusterID asks the broker at addr for its cluster id.
+func clusterID(t *testing.T, addr string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, client.Options{Addr: addr})
+	require.NoError(t, err)
+	defer cl.Close()
+	info, err := cl.Cluster(ctx)
+	require.NoError(t, err)
+	return info.ID
+}
+
 // runInProcess runs a command line through run, as main does, without a
 // process: stdout and stderr are buffers (one, when merged, as a terminal
 // shows them) and stdin is not read, so args must not need it (run -, a
@@ -151,18 +164,12 @@ func checkScript(t *testing.T, script string, run func(args ...string) mqlRun) {
 		extra = strings.Fields(strings.TrimPrefix(first, "-- args:"))
 	}
 	addr := startBroker(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cl, err := client.Dial(ctx, client.Options{Addr: addr})
-	require.NoError(t, err)
-	info, err := cl.Cluster(ctx)
-	cl.Close()
-	require.NoError(t, err)
+	id := clusterID(t, addr)
 
 	args := append([]string{"run", "--addr", addr, "--timeout", "10s"}, extra...)
 	res := run(append(args, script)...)
 	got := fmt.Sprintf("-- exit: %d --\n-- stdout --\n%s-- stderr --\n%s",
-		res.exit, mask(res.stdout, addr, info.ID), mask(res.stderr, addr, info.ID))
+		res.exit, mask(res.stdout, addr, id), mask(res.stderr, addr, id))
 	golden := strings.TrimSuffix(script, ".mql") + ".out"
 	if *updateGolden {
 		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))

@@ -245,4 +245,3 @@ func TestREPLLeaveWordsAndClearScreen(t *testing.T) {
 	tm.send(`\q` + "\r")
 	waitExit(t, cmd)
 }
-
