@@ -55,6 +55,13 @@ type Config struct {
 	MaxConnectionsPerIP int
 	ConnectionsMaxIdle  time.Duration
 	RequestTimeout      time.Duration
+	// The Kafka listener's memory bounds (kafka.Options; Kafka's
+	// queued.max.request.bytes and fetch.max.bytes). No flag sets them:
+	// tests and embedders do.
+	MaxQueuedRequestBytes  int64
+	MaxQueuedResponseBytes int64
+	ConnResponseBytes      int64
+	FetchMaxBytes          int
 
 	RetentionCheckInterval time.Duration
 	GroupCommitWindow      time.Duration
@@ -96,6 +103,8 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
 		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
 		Groups: groups, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
+		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
+		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
 		Clock: c.Clock,
 	}
 }
@@ -264,6 +273,11 @@ func (n *Node) Ready() <-chan struct{} { return n.groups.Loaded() }
 
 // Addr is the Kafka listener's bound address.
 func (n *Node) Addr() net.Addr { return n.kafka.Addr() }
+
+// Kafka is the node's Kafka listener, for tests and embedders that watch
+// it (net/kafka's tests read its budgets); the node owns it: Shutdown and
+// Close stop it.
+func (n *Node) Kafka() *kafka.Server { return n.kafka }
 
 // HTTPAddr is the HTTP listener's bound address, or nil without one.
 func (n *Node) HTTPAddr() net.Addr {

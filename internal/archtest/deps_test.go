@@ -6,7 +6,9 @@
 // internal/when) import no other MoonMQ package but each other as listed;
 // net/client never imports engine;
 // mql and tui reach brokers only through net/client, so neither imports
-// franz-go itself (their tests may, to run franz-go's fake cluster).
+// franz-go itself (their tests may, to run franz-go's fake cluster); the
+// test harnesses stay in tests, and the tests of net/kafka, mql and tui
+// never build the binary.
 package archtest
 
 import (
@@ -78,6 +80,33 @@ func TestStorageLeaves(t *testing.T) {
 			}
 			return false
 		})
+	}
+}
+
+// TestHarnessesStayInTests: internal/testnode and internal/testbroker start
+// brokers for tests; no package's non-test code depends on them.
+func TestHarnessesStayInTests(t *testing.T) {
+	checkDeps(t, "./...", func(rel string) bool {
+		return rel != "internal/testnode" && rel != "internal/testbroker"
+	})
+}
+
+// TestBrokerTestsRunInProcess: the tests of net/kafka, mql and tui start
+// the brokers they need in-process (internal/testnode), so running them
+// never builds the moonmq binary, which internal/testbroker does. Tests of
+// a real process live in internal/e2e and package main.
+func TestBrokerTestsRunInProcess(t *testing.T) {
+	for _, pkgs := range []string{"net/kafka/...", "mql/...", "tui/..."} {
+		out, err := exec.Command("go", "list", "-e", "-test", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+pkgs).CombinedOutput()
+		require.NoError(t, err, "go list -test %s: %s", pkgs, out)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, deps, _ := strings.Cut(line, ":")
+			for _, d := range strings.Fields(deps) {
+				if d == module+"/internal/testbroker" {
+					t.Errorf("%s depends on internal/testbroker: start the broker in-process with internal/testnode", pkg)
+				}
+			}
+		}
 	}
 }
 

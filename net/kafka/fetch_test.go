@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"testing"
@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/node"
 )
 
 // The leader epoch a client names in Fetch and ListOffsets reaches the
@@ -14,7 +16,7 @@ import (
 // at once, with no offsets; a follower fetch is refused, this node having no
 // followers. (The rules themselves are tested in engine/replica.)
 func TestFetchAndListOffsetsCheckTheLeaderEpoch(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "e", 1) // leader epoch 0
 	rc := dialRaw(t, s)
 	fetch := func(epoch, replica int32) kmsg.FetchResponseTopicPartition {

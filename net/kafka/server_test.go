@@ -1,11 +1,10 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
 	"encoding/binary"
 	"io"
 	"net"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -16,51 +15,54 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/clock"
-	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/internal/testnode"
+	"github.com/moonmq/moonmq/net/kafka"
+	"github.com/moonmq/moonmq/node"
 )
 
-// startServer runs an in-process broker: controller, partitions and the
-// Kafka front end, wired as main.go wires them.
-func startServer(t *testing.T, opts Options) *Server {
-	t.Helper()
-	return startServerWith(t, opts, replica.Options{})
+// server is a whole MoonMQ node run in-process (internal/testnode), as
+// `moonmq serve` assembles it, with the views of its Kafka listener's
+// internals that export_test.go gives these tests.
+type server struct {
+	n                  *node.Node
+	k                  *kafka.Server
+	budget, respBudget budget
+	fetchPasses        counter
+	idleChecks         counter
+	parkedN            counter
 }
 
-// startServerWith is startServer with broker options (DataDir is set here).
-func startServerWith(t *testing.T, opts Options, bopts replica.Options) *Server {
+// budget and counter read like the fields they watch (s.budget.inUse(),
+// s.parkedN.Load()).
+type budget struct{ kafka.Budget }
+
+func (b budget) inUse() int64          { return b.InUse() }
+func (b budget) force(n int64)         { b.Force(n) }
+func (b budget) release(n int64)       { b.Release(n) }
+func (b budget) releaseQuiet(n int64)  { b.ReleaseQuiet(n) }
+func (b budget) tryUpTo(n int64) int64 { return b.TryUpTo(n) }
+
+type counter func() int64
+
+func (c counter) Load() int64 { return c() }
+
+// startServer runs a node with cfg (testnode fills the rest).
+func startServer(t *testing.T, cfg node.Config) *server {
 	t.Helper()
-	dir := t.TempDir()
-	bopts.DataDir = dir
-	b, err := replica.Open(bopts)
-	require.NoError(t, err)
-	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
-	require.NoError(t, err)
-	ctrl.OnChange(func(ev controller.Event) {
-		switch ev.Kind {
-		case controller.TopicCreated, controller.PartitionsAdded:
-			for _, p := range ev.Topic.Partitions {
-				part, err := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
-				require.NoError(t, err)
-				part.MakeLeader(p.LeaderEpoch)
-			}
-		case controller.TopicDeleted:
-			require.NoError(t, b.DeleteTopic(ev.Topic.Name))
-		}
-	})
-	opts.Listen, opts.NodeID = "127.0.0.1:0", 1
-	s, err := Listen(opts, ctrl, b)
-	require.NoError(t, err)
-	go s.Serve()
-	t.Cleanup(func() {
-		s.Close()
-		ctrl.Close()
-		b.Close()
-	})
-	return s
+	n := testnode.Start(t, cfg)
+	k := n.Kafka()
+	return &server{n: n, k: k, budget: budget{k.RequestBudget()}, respBudget: budget{k.ResponseBudget()},
+		fetchPasses: k.FetchPasses, idleChecks: k.IdleChecks, parkedN: k.ParkedRequests}
 }
+
+func (s *server) Addr() net.Addr   { return s.n.Addr() }
+func (s *server) Connections() int { return s.k.Connections() }
+
+// Shutdown is the Kafka listener's graceful stop alone (the node's
+// Shutdown also closes storage, whose fsyncs some tests hold back).
+func (s *server) Shutdown(ctx context.Context) error { return s.k.Shutdown(ctx) }
 
 type rawConn struct {
 	t    *testing.T
@@ -68,7 +70,7 @@ type rawConn struct {
 	corr int32
 }
 
-func dialRaw(t *testing.T, s *Server) *rawConn {
+func dialRaw(t *testing.T, s *server) *rawConn {
 	c, err := net.Dial("tcp", s.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
@@ -79,7 +81,7 @@ func dialRaw(t *testing.T, s *Server) *rawConn {
 // send writes a request and returns its correlation id.
 func (r *rawConn) send(req kmsg.Request) int32 {
 	r.corr++
-	body := encodeRequest(req, r.corr)
+	body := kafka.EncodeRequest(req, r.corr)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	_, err := r.c.Write(append(frame, body...))
 	require.NoError(r.t, err)
@@ -103,7 +105,7 @@ func (r *rawConn) recv(resp kmsg.Response) int32 {
 	return corr
 }
 
-func createTopic(t *testing.T, s *Server, name string, partitions int32) {
+func createTopic(t *testing.T, s *server, name string, partitions int32) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
 	require.NoError(t, err)
@@ -115,6 +117,28 @@ func createTopic(t *testing.T, s *Server, name string, partitions int32) {
 	resp, err := req.RequestWith(context.Background(), cl)
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+}
+
+// highWatermark asks, on a connection of its own, where partition 0 of
+// topic ends (ListOffsets latest): its high watermark.
+func highWatermark(t *testing.T, s *server, topic string) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 4
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rc := dialRaw(t, s)
+	rc.send(req)
+	resp := kmsg.NewPtrListOffsetsResponse()
+	resp.Version = req.Version
+	rc.recv(resp)
+	p := resp.Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	return p.Offset
 }
 
 func fetchRequest(topic string, maxWait time.Duration) *kmsg.FetchRequest {
@@ -137,7 +161,7 @@ func fetchRequest(topic string, maxWait time.Duration) *kmsg.FetchRequest {
 // for the fetch (Kafka answers in request order), while another
 // connection is served during the poll.
 func TestPipelinedResponsesKeepOrder(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "quiet", 1)
 
 	rc := dialRaw(t, s)
@@ -170,7 +194,7 @@ func TestPipelinedResponsesKeepOrder(t *testing.T) {
 // TestLongPollWakesOnProduce: a fetch parked on an empty partition returns
 // as soon as a record is produced, well before MaxWait.
 func TestLongPollWakesOnProduce(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "wake", 1)
 	rc := dialRaw(t, s)
 	rc.send(fetchRequest("wake", 60*time.Second)) // outlives the 20 s connection deadline
@@ -190,7 +214,7 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 }
 
 func TestAutoCreateIsOffByDefault(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	rc := dialRaw(t, s)
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 9
@@ -203,7 +227,7 @@ func TestAutoCreateIsOffByDefault(t *testing.T) {
 	rc.recv(mr)
 	require.Equal(t, kerr.UnknownTopicOrPartition.Code, mr.Topics[0].ErrorCode)
 
-	s2 := startServer(t, Options{AutoCreateTopics: true, DefaultPartitions: 3})
+	s2 := startServer(t, node.Config{AutoCreateTopics: true, DefaultPartitions: 3})
 	rc2 := dialRaw(t, s2)
 	rc2.send(md)
 	mr = kmsg.NewPtrMetadataResponse()
@@ -227,7 +251,7 @@ func produceRequest(topic string, acks int16, timeout time.Duration, records []b
 }
 
 func TestProduceErrors(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "p", 1)
 	rc := dialRaw(t, s)
 	produce := func(acks int16, topic string, records []byte) *kmsg.ProduceResponse {
@@ -253,10 +277,8 @@ func TestProduceErrors(t *testing.T) {
 // machine: the timeout passes while the window is still open.
 func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	s := startServerWith(t, Options{Clock: clk}, replica.Options{Clock: clk, GroupCommitWindow: 3 * time.Second})
+	s := startServer(t, node.Config{Clock: clk, GroupCommitWindow: 3 * time.Second})
 	createTopic(t, s, "slow", 1)
-	part, err := s.broker.Partition(replica.TopicPartition{Topic: "slow"})
-	require.NoError(t, err)
 	rc := dialRaw(t, s)
 	produce := func(timeout time.Duration) int32 {
 		records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
@@ -281,7 +303,7 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 	clk.Advance(50 * time.Millisecond)
 	timedOut := recv(late)
 	require.Equal(t, kerr.RequestTimedOut.Code, timedOut.ErrorCode)
-	require.Equal(t, int64(1), part.HighWatermark(), "answered at its timeout, before the fsync")
+	require.Equal(t, int64(1), highWatermark(t, s, "slow"), "answered at its timeout, before the fsync")
 	clk.Advance(3 * time.Second) // the window ends: one round covers both appends
 	ok := recv(patient)
 	require.Zero(t, ok.ErrorCode)
@@ -292,7 +314,7 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 // does not wait for fsyncs that have not come yet.
 func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
 	clk := clock.NewFake(time.Now())
-	s := startServerWith(t, Options{Clock: clk}, replica.Options{Clock: clk, GroupCommitWindow: time.Hour})
+	s := startServer(t, node.Config{Clock: clk, GroupCommitWindow: time.Hour})
 	createTopic(t, s, "stuck", 1)
 	rc := dialRaw(t, s)
 	records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
@@ -312,7 +334,7 @@ func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
 }
 
 func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "s", 1)
 	rc := dialRaw(t, s)
 	corr := rc.send(fetchRequest("s", 30*time.Second))
@@ -334,7 +356,7 @@ func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
 }
 
 func TestDescribeLogDirsReportsSizes(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "sized", 2)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("sized"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
@@ -364,7 +386,7 @@ func TestDescribeLogDirsReportsSizes(t *testing.T) {
 // at an out-of-range offset with a long MaxWait (answered at once), and
 // appends to an internal topic.
 func TestHostileRequestsCostOnlyTheirAnswer(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "h", 1)
 	rc := dialRaw(t, s)
 
