@@ -1,8 +1,11 @@
 package main
 
 // End-to-end tests of the MQL console: every testdata/*.mql script runs as
-// `moonmq run` against a fresh real broker (internal/testbroker), and its
-// stdout, stderr and exit code are compared with testdata/NAME.out.
+// `moonmq run` against a fresh broker, and its stdout, stderr and exit code
+// are compared with testdata/NAME.out. The broker and the command run
+// in-process (startBroker, runInProcess): they need a broker and main's
+// command line, not processes. TestMQLRunFileAsAProcess runs a script
+// through the real binary once, and the command-line tests spawn it too.
 // `go test -run TestMQLScripts -update .` rewrites the golden files.
 //
 // A script may start with a line `-- args: FLAGS` to pass extra flags.
@@ -16,6 +19,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +30,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/moonmq/moonmq/internal/syncbuf"
 	"github.com/moonmq/moonmq/internal/testbroker"
+	"github.com/moonmq/moonmq/internal/testnode"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -40,29 +46,12 @@ type mqlRun struct {
 // runMoonMQ runs the binary with args (and stdin), bounded in time.
 func runMoonMQ(t *testing.T, stdin string, args ...string) mqlRun {
 	t.Helper()
-	return runMoonMQWith(t, runOpts{}, stdin, args...)
-}
-
-// runOpts says where the binary runs (dir, empty: here) and whether its
-// stderr shares stdout's pipe, as a terminal shows them (merged: all in
-// mqlRun.stdout).
-type runOpts struct {
-	dir    string
-	merged bool
-}
-
-func runMoonMQWith(t *testing.T, o runOpts, stdin string, args ...string) mqlRun {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, testbroker.Binary(t), args...)
-	cmd.Dir = o.dir
 	cmd.Env = append(os.Environ(), "MOONMQ_ADDR=", "NO_COLOR=1", "HOME="+t.TempDir())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if o.merged {
-		cmd.Stderr = &out
-	}
 	cmd.Stdin = strings.NewReader(stdin)
 	err := cmd.Run()
 	code := 0
@@ -74,6 +63,51 @@ func runMoonMQWith(t *testing.T, o runOpts, stdin string, args ...string) mqlRun
 	}
 	require.NoError(t, ctx.Err(), "moonmq %v did not finish in time; stdout:\n%s\nstderr:\n%s", args, out.String(), errb.String())
 	return mqlRun{out.String(), errb.String(), code}
+}
+
+// startBroker runs a broker in-process, configured as `moonmq serve --data
+// DIR --listen 127.0.0.1:0 --http=` is from its defaults (no config file,
+// no environment), and returns its address.
+func startBroker(t *testing.T) string {
+	t.Helper()
+	cfg, err := loadServeConfig([]string{"--data", t.TempDir(), "--listen", "127.0.0.1:0", "--http="}, nil, io.Discard, io.Discard)
+	require.NoError(t, err)
+	return testnode.Start(t, cfg.nodeConfig(nil)).Addr().String()
+}
+
+// clusterID asks the broker at addr for its cluster id.
+func clusterID(t *testing.T, addr string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := client.Dial(ctx, client.Options{Addr: addr})
+	require.NoError(t, err)
+	defer cl.Close()
+	info, err := cl.Cluster(ctx)
+	require.NoError(t, err)
+	return info.ID
+}
+
+// runInProcess runs a command line through run, as main does, without a
+// process: stdout and stderr are buffers (one, when merged, as a terminal
+// shows them) and stdin is not read, so args must not need it (run -, a
+// REPL). Bounded in time like runMoonMQ.
+func runInProcess(t *testing.T, merged bool, args ...string) mqlRun {
+	t.Helper()
+	var out, errb syncbuf.Buffer
+	stderr := io.Writer(&errb)
+	if merged {
+		stderr = &out
+	}
+	done := make(chan int, 1)
+	go func() { done <- run(args, &out, stderr) }()
+	select {
+	case code := <-done:
+		return mqlRun{out.String(), errb.String(), code}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("moonmq %v did not finish in time; stdout:\n%s\nstderr:\n%s", args, out.String(), errb.String())
+		return mqlRun{}
+	}
 }
 
 var tsRe = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z`)
@@ -107,57 +141,65 @@ func TestMQLScripts(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(script), ".mql")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			src, err := os.ReadFile(script)
-			require.NoError(t, err)
-			var extra []string
-			if first, _, _ := strings.Cut(string(src), "\n"); strings.HasPrefix(first, "-- args:") {
-				extra = strings.Fields(strings.TrimPrefix(first, "-- args:"))
-			}
-			b := testbroker.Start(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
-			require.NoError(t, err)
-			info, err := cl.Cluster(ctx)
-			cl.Close()
-			require.NoError(t, err)
-
-			args := append([]string{"run", "--addr", b.Addr, "--timeout", "10s"}, extra...)
-			res := runMoonMQ(t, "", append(args, script)...)
-			got := fmt.Sprintf("-- exit: %d --\n-- stdout --\n%s-- stderr --\n%s",
-				res.exit, mask(res.stdout, b.Addr, info.ID), mask(res.stderr, b.Addr, info.ID))
-			golden := strings.TrimSuffix(script, ".mql") + ".out"
-			if *updateGolden {
-				require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
-			}
-			want, err := os.ReadFile(golden)
-			require.NoError(t, err, "no golden file: run go test -run TestMQLScripts -update .")
-			require.Equal(t, string(want), got, "output of %s differs from %s (go test -run TestMQLScripts -update . rewrites it)", script, golden)
+			checkScript(t, script, func(args ...string) mqlRun { return runInProcess(t, false, args...) })
 		})
 	}
+}
+
+// TestMQLRunFileAsAProcess: `moonmq run FILE` as a process gives what the
+// in-process run of the golden scripts gives: stdout, stderr and an exit
+// code (1 here: the script fails).
+func TestMQLRunFileAsAProcess(t *testing.T) {
+	checkScript(t, "testdata/unknown_topic.mql", func(args ...string) mqlRun { return runMoonMQ(t, "", args...) })
+}
+
+// checkScript runs script through run(args) against a fresh broker and
+// compares what it printed, and its exit code, with its golden file.
+func checkScript(t *testing.T, script string, run func(args ...string) mqlRun) {
+	t.Helper()
+	src, err := os.ReadFile(script)
+	require.NoError(t, err)
+	var extra []string
+	if first, _, _ := strings.Cut(string(src), "\n"); strings.HasPrefix(first, "-- args:") {
+		extra = strings.Fields(strings.TrimPrefix(first, "-- args:"))
+	}
+	addr := startBroker(t)
+	id := clusterID(t, addr)
+
+	args := append([]string{"run", "--addr", addr, "--timeout", "10s"}, extra...)
+	res := run(append(args, script)...)
+	got := fmt.Sprintf("-- exit: %d --\n-- stdout --\n%s-- stderr --\n%s",
+		res.exit, mask(res.stdout, addr, id), mask(res.stderr, addr, id))
+	golden := strings.TrimSuffix(script, ".mql") + ".out"
+	if *updateGolden {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "no golden file: run go test -run TestMQLScripts -update .")
+	require.Equal(t, string(want), got, "output of %s differs from %s (go test -run TestMQLScripts -update . rewrites it)", script, golden)
 }
 
 // The other entry points: -e, a script on stdin (run -), --repl with a
 // non-terminal stdin, and usage errors.
 func TestMQLCommandLine(t *testing.T) {
-	b := testbroker.Start(t)
+	addr := startBroker(t)
 
-	res := runMoonMQ(t, "", "-e", "CREATE TOPIC cli PARTITIONS 2; PRODUCE INTO cli PARTITION 1 KEY 'k' VALUE 'v';", "--addr", b.Addr)
+	res := runMoonMQ(t, "", "-e", "CREATE TOPIC cli PARTITIONS 2; PRODUCE INTO cli PARTITION 1 KEY 'k' VALUE 'v';", "--addr", addr)
 	require.Equal(t, 0, res.exit, res.stderr)
 	require.Equal(t, "OK topic 'cli' created (2 partitions)\nOK produced to cli → partition 1, offset 0\n", res.stdout)
 
 	// The address also comes from MOONMQ_ADDR; json is one object per row.
 	cmd := exec.Command(testbroker.Binary(t), "-e", "SELECT partition, offset, key, value FROM cli", "--output", "json")
-	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+b.Addr)
+	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+addr)
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	require.Equal(t, `{"partition":1,"offset":0,"key":"k","value":"v"}`+"\n", string(out))
 
 	// -e errors: "error: ..." and exit 1.
-	res = runMoonMQ(t, "", "-e", "DESCRIBE TOPIC nope;", "--addr", b.Addr)
+	res = runMoonMQ(t, "", "-e", "DESCRIBE TOPIC nope;", "--addr", addr)
 	require.Equal(t, 1, res.exit)
 	require.Equal(t, "error: topic 'nope' does not exist\n", res.stderr)
-	res = runMoonMQ(t, "", "-e", "SELCT 1;", "--addr", b.Addr)
+	res = runMoonMQ(t, "", "-e", "SELCT 1;", "--addr", addr)
 	require.Equal(t, 1, res.exit)
 	require.Contains(t, res.stderr, "error: 1:1: unexpected \"SELCT\"")
 	require.Contains(t, res.stderr, "did you mean SELECT?\n  SELCT 1;\n  ^\n")
@@ -165,20 +207,20 @@ func TestMQLCommandLine(t *testing.T) {
 	// A piped REPL runs statements as they arrive, without prompts, and
 	// stops at the first failure with <stdin>:LINE:COL.
 	stdin := "SHOW TOPICS;\nSELECT count(*)\n  FROM cli;\nDESCRIBE TOPIC nope;\nSHOW TOPICS;\n"
-	res = runMoonMQ(t, stdin, "--repl", "--addr", b.Addr)
+	res = runMoonMQ(t, stdin, "--repl", "--addr", addr)
 	require.Equal(t, 1, res.exit)
 	require.NotContains(t, res.stdout, "mq>")
 	require.Equal(t, "name  partitions  replicas  records  bytes\n----  ----------  --------  -------  -----\n", res.stdout[:strings.Index(res.stdout, "cli ")])
 	require.Equal(t, 2, strings.Count(res.stdout, "(1 row)"), res.stdout)
 	require.Equal(t, "<stdin>:4:1: topic 'nope' does not exist\n", res.stderr)
 
-	res = runMoonMQ(t, stdin, "run", "--addr", b.Addr, "--continue-on-error", "-")
+	res = runMoonMQ(t, stdin, "run", "--addr", addr, "--continue-on-error", "-")
 	require.Equal(t, 1, res.exit)
 	require.Equal(t, 3, strings.Count(res.stdout, "(1 row)"), res.stdout)
 
 	// A json run's stdout is rows only: what a script consumer pipes into
 	// jq. Acknowledgements, SET FORMAT's too, go to stderr.
-	res = runMoonMQ(t, "", "-e", "SET FORMAT json; CREATE TOPIC cli2; PRODUCE INTO cli2 KEY 'a' VALUE '1'; SELECT key, value FROM cli2;", "--addr", b.Addr)
+	res = runMoonMQ(t, "", "-e", "SET FORMAT json; CREATE TOPIC cli2; PRODUCE INTO cli2 KEY 'a' VALUE '1'; SELECT key, value FROM cli2;", "--addr", addr)
 	require.Equal(t, 0, res.exit, res.stderr)
 	require.Equal(t, `{"key":"a","value":1}`+"\n", res.stdout)
 	require.Equal(t, "OK format json\nOK topic 'cli2' created (1 partition)\nOK produced to cli2 → partition 0, offset 0\n", res.stderr)
@@ -201,42 +243,42 @@ func TestMQLCommandLine(t *testing.T) {
 // command takes its address the same way (--addr, then MOONMQ_ADDR, then
 // the default), and a misspelt command or flag names the nearest one.
 func TestToolkitFlagsAnywhere(t *testing.T) {
-	b := testbroker.Start(t)
+	addr := startBroker(t)
 	for _, args := range [][]string{
-		{"--addr", b.Addr, "-e", "SHOW TOPICS;"},
-		{"-e", "SHOW TOPICS;", "--addr", b.Addr},
-		{"--output", "json", "--addr", b.Addr, "-e", "SHOW TOPICS;"},
+		{"--addr", addr, "-e", "SHOW TOPICS;"},
+		{"-e", "SHOW TOPICS;", "--addr", addr},
+		{"--output", "json", "--addr", addr, "-e", "SHOW TOPICS;"},
 	} {
 		res := runMoonMQ(t, "", args...)
 		require.Equal(t, 0, res.exit, "%v: %s", args, res.stderr)
 	}
 	script := filepath.Join(t.TempDir(), "s.mql")
 	require.NoError(t, os.WriteFile(script, []byte("SHOW TOPICS;\n"), 0o644))
-	res := runMoonMQ(t, "", "--addr", b.Addr, "run", script)
+	res := runMoonMQ(t, "", "--addr", addr, "run", script)
 	require.Equal(t, 0, res.exit, res.stderr)
-	res = runMoonMQ(t, "", "--addr", b.Addr, "--repl")
+	res = runMoonMQ(t, "", "--addr", addr, "--repl")
 	require.Equal(t, 0, res.exit, res.stderr)
 
 	res = runMoonMQ(t, "", "serv")
 	require.Equal(t, 2, res.exit)
 	require.Contains(t, res.stderr, `unknown command "serv"; did you mean serve?`)
-	res = runMoonMQ(t, "", "-e", "SHOW TOPICS;", "--adr", b.Addr)
+	res = runMoonMQ(t, "", "-e", "SHOW TOPICS;", "--adr", addr)
 	require.Equal(t, 2, res.exit)
 	require.Contains(t, res.stderr, "unknown flag --adr; did you mean --addr?")
 
 	// moonmq bench reads MOONMQ_ADDR too: it used to load-test
 	// 127.0.0.1:9092 whatever the environment said.
 	cmd := exec.Command(testbroker.Binary(t), "bench", "produce", "--topic", "benched", "--create", "--records", "10", "--output", "json")
-	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+b.Addr)
+	cmd.Env = append(os.Environ(), "MOONMQ_ADDR="+addr)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	res = runMoonMQ(t, "", "--addr", b.Addr, "--output", "json", "-e", "SELECT count(*) FROM benched;")
+	res = runMoonMQ(t, "", "--addr", addr, "--output", "json", "-e", "SELECT count(*) FROM benched;")
 	require.Equal(t, 0, res.exit, res.stderr)
 	require.Equal(t, `{"count":10}`+"\n", res.stdout)
 }
 
 // TestMQLExamples runs every examples/*.mql twice in a row against one
-// real broker that also holds a user's topic and group, named as the
+// broker that also holds a user's topic and group, named as the
 // testdata scripts name theirs (orders, billing). Each run must succeed
 // (exit 0, nothing but acknowledgements on stderr) and leave the broker's
 // topics, their records and its groups as they were: the examples are
@@ -245,10 +287,10 @@ func TestMQLExamples(t *testing.T) {
 	scripts, err := filepath.Glob("examples/*.mql")
 	require.NoError(t, err)
 	require.NotEmpty(t, scripts)
-	b := testbroker.Start(t)
+	addr := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
+	cl, err := client.Dial(ctx, client.Options{Addr: addr})
 	require.NoError(t, err)
 	defer cl.Close()
 	require.NoError(t, cl.CreateTopic(ctx, "orders", 2, 1, nil))
@@ -263,7 +305,7 @@ func TestMQLExamples(t *testing.T) {
 	// topic.
 	state := func() string {
 		t.Helper()
-		cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
+		cl, err := client.Dial(ctx, client.Options{Addr: addr})
 		require.NoError(t, err)
 		defer cl.Close()
 		var sb strings.Builder
@@ -300,7 +342,7 @@ func TestMQLExamples(t *testing.T) {
 
 	for _, script := range scripts {
 		for run := 1; run <= 2; run++ {
-			res := runMoonMQ(t, "", "run", "--addr", b.Addr, "--timeout", "10s", script)
+			res := runInProcess(t, false, "run", "--addr", addr, "--timeout", "10s", script)
 			require.Equal(t, 0, res.exit, "%s, run %d:\nstdout:\n%s\nstderr:\n%s", script, run, res.stdout, res.stderr)
 			for _, line := range strings.Split(strings.TrimSpace(res.stderr), "\n") {
 				require.True(t, line == "" || strings.HasPrefix(line, "OK "), "%s, run %d: stderr has more than acknowledgements: %q", script, run, line)

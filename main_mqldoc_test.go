@@ -47,9 +47,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/moonmq/moonmq/internal/testbroker"
 	"github.com/moonmq/moonmq/mql"
-	"github.com/moonmq/moonmq/net/client"
 )
 
 const mqlDoc = "docs/mql.md"
@@ -169,14 +167,6 @@ func maskDoc(s string, addrs []string, clusterIDs []string) string {
 	return uuidRe.ReplaceAllString(s, docUUID)
 }
 
-// runMerged runs the binary in dir with stdout and stderr on one pipe, as
-// a terminal shows them, and returns the output and exit code.
-func runMerged(t *testing.T, dir string, args ...string) (string, int) {
-	t.Helper()
-	res := runMoonMQWith(t, runOpts{dir: dir, merged: true}, "", args...)
-	return res.stdout, res.exit
-}
-
 // replLike runs src as the REPL runs what is typed: lines are gathered
 // until they end a statement (mql.Complete), then the chunk runs through
 // mql.ExecChunk, as the REPL runs it. The
@@ -219,7 +209,9 @@ func replLike(t *testing.T, addr, src string, flags []string) string {
 // tests check that every statement the parser accepts has a HELP entry)
 // has at least one example in docs/mql.md.
 func TestMQLDocCoversEveryStatement(t *testing.T) {
-	raw, err := os.ReadFile(mqlDoc)
+	doc, err := filepath.Abs(mqlDoc) // the file examples run in their own directory
+	require.NoError(t, err)
+	raw, err := os.ReadFile(doc)
 	require.NoError(t, err)
 	exs, err := parseDocExamples(strings.Split(string(raw), "\n"))
 	require.NoError(t, err)
@@ -246,32 +238,30 @@ func TestMQLDocCoversEveryStatement(t *testing.T) {
 }
 
 func TestMQLDoc(t *testing.T) {
-	raw, err := os.ReadFile(mqlDoc)
+	doc, err := filepath.Abs(mqlDoc) // the file examples run in their own directory
+	require.NoError(t, err)
+	raw, err := os.ReadFile(doc)
 	require.NoError(t, err)
 	lines := strings.Split(string(raw), "\n")
 	exs, err := parseDocExamples(lines)
 	require.NoError(t, err)
 	require.NotEmpty(t, exs)
 
-	moon := testbroker.Start(t)
+	moonAddr := startBroker(t)
 	const fakeID = "kfake-cluster"
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.ClusterID(fakeID))
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
 	fakeAddr := fake.ListenAddrs()[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	cl, err := client.Dial(ctx, client.Options{Addr: moon.Addr})
-	require.NoError(t, err)
-	info, err := cl.Cluster(ctx)
-	cl.Close()
-	require.NoError(t, err)
+	moonID := clusterID(t, moonAddr)
 
-	dir := t.TempDir()
+	// File examples run as `moonmq run NAME.mql` in a directory of their
+	// own; the command line runs in-process, so the test moves there.
+	t.Chdir(t.TempDir())
 	now := time.Now()
 	got := make([]string, len(exs))
 	for i, ex := range exs {
-		addr := moon.Addr
+		addr := moonAddr
 		if ex.kfake {
 			addr = fakeAddr
 		}
@@ -280,11 +270,11 @@ func TestMQLDoc(t *testing.T) {
 		src := strings.ReplaceAll(ex.src, docAddrStd, addr)
 		var out string
 		if ex.file != "" {
-			require.NoError(t, os.WriteFile(filepath.Join(dir, ex.file), []byte(src), 0o644))
+			require.NoError(t, os.WriteFile(ex.file, []byte(src), 0o644))
 			args := append([]string{"run", "--addr", addr, "--timeout", "10s"}, ex.flags...)
-			res, code := runMerged(t, dir, append(args, ex.file)...)
+			res := runInProcess(t, true, append(args, ex.file)...)
 			shown := strings.Join(append(append([]string{"moonmq", "run"}, ex.flags...), ex.file), " ")
-			out = "$ " + shown + "\n" + res + "$ echo $?\n" + fmt.Sprint(code)
+			out = "$ " + shown + "\n" + res.stdout + "$ echo $?\n" + fmt.Sprint(res.exit)
 		} else {
 			out = strings.TrimSuffix(replLike(t, addr, src, ex.flags), "\n")
 		}
@@ -293,7 +283,7 @@ func TestMQLDoc(t *testing.T) {
 				t.Errorf("%s:%d: the example prints the time of the run (%s): give its records a TIMESTAMP", mqlDoc, ex.line, m)
 			}
 		}
-		got[i] = maskDoc(out, []string{moon.Addr, fakeAddr}, []string{info.ID})
+		got[i] = maskDoc(out, []string{moonAddr, fakeAddr}, []string{moonID})
 	}
 
 	if *updateGolden {
@@ -306,7 +296,7 @@ func TestMQLDoc(t *testing.T) {
 			}
 			lines = append(lines[:ex.outFrom], append(repl, lines[ex.outTo:]...)...)
 		}
-		require.NoError(t, os.WriteFile(mqlDoc, []byte(strings.Join(lines, "\n")), 0o644))
+		require.NoError(t, os.WriteFile(doc, []byte(strings.Join(lines, "\n")), 0o644))
 		return
 	}
 	for i, ex := range exs {

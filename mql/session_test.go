@@ -15,8 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/internal/syncbuf"
+	"github.com/moonmq/moonmq/internal/testnode"
 	"github.com/moonmq/moonmq/net/client"
+	"github.com/moonmq/moonmq/node"
 )
 
 type harness struct {
@@ -33,6 +36,21 @@ func newFake(t *testing.T, opts ...kfake.Opt) string {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	return c.ListenAddrs()[0]
+}
+
+// newMoonMQ runs a MoonMQ node in-process and returns its address; the
+// tests that run against both it and kfake (eachBroker) check that the
+// console behaves the same on MoonMQ as on any Kafka-compatible broker.
+func newMoonMQ(t *testing.T) string {
+	t.Helper()
+	// No initial rebalance delay: JOIN GROUP and SUBSCRIBE have one member.
+	return testnode.Start(t, node.Config{Groups: group.Config{InitialRebalanceDelay: time.Nanosecond}}).Addr().String()
+}
+
+// eachBroker runs test against kfake and against MoonMQ.
+func eachBroker(t *testing.T, test func(t *testing.T, addr string)) {
+	t.Run("kfake", func(t *testing.T) { test(t, newFake(t)) })
+	t.Run("moonmq", func(t *testing.T) { test(t, newMoonMQ(t)) })
 }
 
 func newHarness(t *testing.T, addr string) *harness {
@@ -89,180 +107,188 @@ func rows(t *testing.T, out string) []map[string]any {
 }
 
 func TestSessionRecords(t *testing.T) {
-	h := newHarness(t, newFake(t))
-	h.exec(`CREATE TOPIC t PARTITIONS 2;
-		PRODUCE INTO t PARTITION 0 KEY 'a' VALUE 'x1' TIMESTAMP '2026-01-01T00:00:00Z';
-		PRODUCE INTO t PARTITION 0 KEY 'b' VALUE 'x2' TIMESTAMP '2026-01-01T00:00:02Z';
-		PRODUCE INTO t PARTITION 1 KEY 'c' VALUE 'x3' TIMESTAMP '2026-01-01T00:00:01Z';`)
-	got := rows(t, h.exec(`SELECT partition, offset, key FROM t;`))
-	require.Equal(t, []map[string]any{
-		{"partition": 0.0, "offset": 0.0, "key": "a"},
-		{"partition": 1.0, "offset": 0.0, "key": "c"},
-		{"partition": 0.0, "offset": 1.0, "key": "b"},
-	}, got)
-	// Push-down and filter agree.
-	got = rows(t, h.exec(`SELECT key FROM t WHERE partition = 0 AND offset > 0;`))
-	require.Equal(t, []map[string]any{{"key": "b"}}, got)
-	got = rows(t, h.exec(`SELECT count(*) FROM t WHERE partition = 0 AND partition = 1;`))
-	require.Equal(t, []map[string]any{{"count": 0.0}}, got)
-	got = rows(t, h.exec(`SELECT count(*) FROM t WHERE timestamp >= '2026-01-01T00:00:01Z';`))
-	require.Equal(t, []map[string]any{{"count": 2.0}}, got)
-	got = rows(t, h.exec(`SELECT key FROM t LIMIT 0;`))
-	require.Empty(t, got)
-	h.exec(`ASSERT (SELECT count(*) FROM t) = 3; ASSERT (SELECT key FROM t PARTITION 1 LIMIT 1) = 'c';`)
-	var ae *AssertionError
-	require.ErrorAs(t, h.fail(`ASSERT (SELECT count(*) FROM t) < 3;`), &ae)
-	require.Equal(t, "3", ae.Got)
-	require.ErrorContains(t, h.fail(`ASSERT (SELECT key, value FROM t) = 'a';`), "one value")
-	require.ErrorIs(t, h.fail(`SELECT * FROM missing;`), client.ErrNotFound)
+	eachBroker(t, func(t *testing.T, addr string) {
+		h := newHarness(t, addr)
+		h.exec(`CREATE TOPIC t PARTITIONS 2;
+			PRODUCE INTO t PARTITION 0 KEY 'a' VALUE 'x1' TIMESTAMP '2026-01-01T00:00:00Z';
+			PRODUCE INTO t PARTITION 0 KEY 'b' VALUE 'x2' TIMESTAMP '2026-01-01T00:00:02Z';
+			PRODUCE INTO t PARTITION 1 KEY 'c' VALUE 'x3' TIMESTAMP '2026-01-01T00:00:01Z';`)
+		got := rows(t, h.exec(`SELECT partition, offset, key FROM t;`))
+		require.Equal(t, []map[string]any{
+			{"partition": 0.0, "offset": 0.0, "key": "a"},
+			{"partition": 1.0, "offset": 0.0, "key": "c"},
+			{"partition": 0.0, "offset": 1.0, "key": "b"},
+		}, got)
+		// Push-down and filter agree.
+		got = rows(t, h.exec(`SELECT key FROM t WHERE partition = 0 AND offset > 0;`))
+		require.Equal(t, []map[string]any{{"key": "b"}}, got)
+		got = rows(t, h.exec(`SELECT count(*) FROM t WHERE partition = 0 AND partition = 1;`))
+		require.Equal(t, []map[string]any{{"count": 0.0}}, got)
+		got = rows(t, h.exec(`SELECT count(*) FROM t WHERE timestamp >= '2026-01-01T00:00:01Z';`))
+		require.Equal(t, []map[string]any{{"count": 2.0}}, got)
+		got = rows(t, h.exec(`SELECT key FROM t LIMIT 0;`))
+		require.Empty(t, got)
+		h.exec(`ASSERT (SELECT count(*) FROM t) = 3; ASSERT (SELECT key FROM t PARTITION 1 LIMIT 1) = 'c';`)
+		var ae *AssertionError
+		require.ErrorAs(t, h.fail(`ASSERT (SELECT count(*) FROM t) < 3;`), &ae)
+		require.Equal(t, "3", ae.Got)
+		require.ErrorContains(t, h.fail(`ASSERT (SELECT key, value FROM t) = 'a';`), "one value")
+		require.ErrorIs(t, h.fail(`SELECT * FROM missing;`), client.ErrNotFound)
+	})
 }
 
 // DESCRIBE TOPIC in JSON: every row says whether it is a partition or a
 // config (or a storage problem), so a consumer of the one stream can tell
 // them apart.
 func TestDescribeTopicJSONKinds(t *testing.T) {
-	h := newHarness(t, newFake(t))
-	h.exec(`CREATE TOPIC dk PARTITIONS 2;`)
-	kinds := map[any]int{}
-	for _, r := range rows(t, h.exec(`DESCRIBE TOPIC dk;`)) {
-		kinds[r["kind"]]++
-		switch r["kind"] {
-		case "partition":
-			require.Contains(t, r, "leader")
-		case "config":
-			require.Contains(t, r, "config")
-		default:
-			t.Fatalf("row without a known kind: %v", r)
+	eachBroker(t, func(t *testing.T, addr string) {
+		h := newHarness(t, addr)
+		h.exec(`CREATE TOPIC dk PARTITIONS 2;`)
+		kinds := map[any]int{}
+		for _, r := range rows(t, h.exec(`DESCRIBE TOPIC dk;`)) {
+			kinds[r["kind"]]++
+			switch r["kind"] {
+			case "partition":
+				require.Contains(t, r, "leader")
+			case "config":
+				require.Contains(t, r, "config")
+			default:
+				t.Fatalf("row without a known kind: %v", r)
+			}
 		}
-	}
-	require.Equal(t, 2, kinds["partition"])
-	require.Positive(t, kinds["config"])
-	// A single-table statement has no kind field.
-	require.NotContains(t, rows(t, h.exec(`SHOW TOPICS;`))[0], "kind")
-	// CSV carries the kind too.
-	h.exec(`SET FORMAT csv;`)
-	out := h.exec(`DESCRIBE TOPIC dk;`)
-	require.True(t, strings.HasPrefix(out, "kind,partition,leader,"), out)
-	require.Contains(t, out, "\nkind,config,value,source\n")
+		require.Equal(t, 2, kinds["partition"])
+		require.Positive(t, kinds["config"])
+		// A single-table statement has no kind field.
+		require.NotContains(t, rows(t, h.exec(`SHOW TOPICS;`))[0], "kind")
+		// CSV carries the kind too.
+		h.exec(`SET FORMAT csv;`)
+		out := h.exec(`DESCRIBE TOPIC dk;`)
+		require.True(t, strings.HasPrefix(out, "kind,partition,leader,"), out)
+		require.Contains(t, out, "\nkind,config,value,source\n")
+	})
 }
 
 func TestSessionGroupsAndMembership(t *testing.T) {
-	h := newHarness(t, newFake(t))
-	h.exec(`CREATE TOPIC t PARTITIONS 2;
-		PRODUCE INTO t PARTITION 0 VALUES ('a', '1'), ('b', '2');
-		PRODUCE INTO t PARTITION 1 VALUES ('c', '3');`)
-	require.ErrorContains(t, h.fail(`FETCH FROM t;`), "FETCH needs a group")
+	eachBroker(t, func(t *testing.T, addr string) {
+		h := newHarness(t, addr)
+		h.exec(`CREATE TOPIC t PARTITIONS 2;
+			PRODUCE INTO t PARTITION 0 VALUES ('a', '1'), ('b', '2');
+			PRODUCE INTO t PARTITION 1 VALUES ('c', '3');`)
+		require.ErrorContains(t, h.fail(`FETCH FROM t;`), "FETCH needs a group")
 
-	// Admin-level FETCH: committed position, then commit past the rows.
-	got := rows(t, h.exec(`FETCH FROM t GROUP g LIMIT 2;`))
-	require.Len(t, got, 2)
-	got = rows(t, h.exec(`FETCH FROM t GROUP g;`))
-	require.Len(t, got, 1)
-	require.Empty(t, rows(t, h.exec(`FETCH FROM t GROUP g;`)))
+		// Admin-level FETCH: committed position, then commit past the rows.
+		got := rows(t, h.exec(`FETCH FROM t GROUP g LIMIT 2;`))
+		require.Len(t, got, 2)
+		got = rows(t, h.exec(`FETCH FROM t GROUP g;`))
+		require.Len(t, got, 1)
+		require.Empty(t, rows(t, h.exec(`FETCH FROM t GROUP g;`)))
 
-	// JOIN GROUP: the session becomes a live member holding partitions.
-	out := h.ack(`JOIN GROUP live ON t;`)
-	require.Contains(t, out, "joined group 'live' as member ")
-	require.Contains(t, out, "assigned t[0,1]")
-	desc := rows(t, h.exec(`DESCRIBE GROUP live;`))
-	// JSON rows say what they are: the group, its members, its offsets.
-	require.Equal(t, "group", desc[0]["kind"], "%v", desc)
-	require.Equal(t, "live", desc[0]["group"])
-	require.NotNil(t, desc[0]["protocol"], "a group with a member has a protocol")
-	require.Equal(t, 1.0, desc[0]["members"])
-	require.Equal(t, "member", desc[1]["kind"])
-	require.Equal(t, "t[0,1]", desc[1]["assigned"], "%v", desc)
-	require.ErrorContains(t, h.fail(`JOIN GROUP other ON t;`), "already a member")
-	// The group is not empty: an admin reset is refused, but FETCH and
-	// COMMIT go through the member (USE GROUP was set by JOIN).
-	require.ErrorIs(t, h.fail(`RESET GROUP live TO EARLIEST;`), client.ErrGroupActive)
-	require.Len(t, rows(t, h.exec(`FETCH FROM t LIMIT 2;`)), 2)
-	h.exec(`COMMIT t PARTITION 1 OFFSET 1;`)
-	offs := rows(t, h.exec(`DESCRIBE GROUP live;`))
-	committed := map[float64]float64{}
-	for _, r := range offs {
-		if r["kind"] == "offset" {
-			committed[r["partition"].(float64)] = r["committed"].(float64)
+		// JOIN GROUP: the session becomes a live member holding partitions.
+		out := h.ack(`JOIN GROUP live ON t;`)
+		require.Contains(t, out, "joined group 'live' as member ")
+		require.Contains(t, out, "assigned t[0,1]")
+		desc := rows(t, h.exec(`DESCRIBE GROUP live;`))
+		// JSON rows say what they are: the group, its members, its offsets.
+		require.Equal(t, "group", desc[0]["kind"], "%v", desc)
+		require.Equal(t, "live", desc[0]["group"])
+		require.NotNil(t, desc[0]["protocol"], "a group with a member has a protocol")
+		require.Equal(t, 1.0, desc[0]["members"])
+		require.Equal(t, "member", desc[1]["kind"])
+		require.Equal(t, "t[0,1]", desc[1]["assigned"], "%v", desc)
+		require.ErrorContains(t, h.fail(`JOIN GROUP other ON t;`), "already a member")
+		// The group is not empty: an admin reset is refused, but FETCH and
+		// COMMIT go through the member (USE GROUP was set by JOIN).
+		require.ErrorIs(t, h.fail(`RESET GROUP live TO EARLIEST;`), client.ErrGroupActive)
+		require.Len(t, rows(t, h.exec(`FETCH FROM t LIMIT 2;`)), 2)
+		h.exec(`COMMIT t PARTITION 1 OFFSET 1;`)
+		offs := rows(t, h.exec(`DESCRIBE GROUP live;`))
+		committed := map[float64]float64{}
+		for _, r := range offs {
+			if r["kind"] == "offset" {
+				committed[r["partition"].(float64)] = r["committed"].(float64)
+			}
 		}
-	}
-	require.Equal(t, map[float64]float64{0: 2, 1: 1}, committed, "%v", offs)
-	require.ErrorContains(t, h.fail(`LEAVE GROUP other;`), "not a member of group 'other'")
-	require.Contains(t, h.ack(`LEAVE GROUP;`), "left group 'live'")
-	require.ErrorContains(t, h.fail(`LEAVE GROUP;`), "not a member")
+		require.Equal(t, map[float64]float64{0: 2, 1: 1}, committed, "%v", offs)
+		require.ErrorContains(t, h.fail(`LEAVE GROUP other;`), "not a member of group 'other'")
+		require.Contains(t, h.ack(`LEAVE GROUP;`), "left group 'live'")
+		require.ErrorContains(t, h.fail(`LEAVE GROUP;`), "not a member")
 
-	// An empty group has no protocol: null in DESCRIBE GROUP and SHOW
-	// GROUPS alike.
-	desc = rows(t, h.exec(`DESCRIBE GROUP g;`))
-	require.Equal(t, "group", desc[0]["kind"])
-	require.Contains(t, desc[0], "protocol")
-	require.Nil(t, desc[0]["protocol"])
-	for _, g := range rows(t, h.exec(`SHOW GROUPS LIKE 'g';`)) {
-		require.Contains(t, g, "protocol")
-		require.Nil(t, g["protocol"])
-	}
+		// An empty group has no protocol: null in DESCRIBE GROUP and SHOW
+		// GROUPS alike.
+		desc = rows(t, h.exec(`DESCRIBE GROUP g;`))
+		require.Equal(t, "group", desc[0]["kind"])
+		require.Contains(t, desc[0], "protocol")
+		require.Nil(t, desc[0]["protocol"])
+		for _, g := range rows(t, h.exec(`SHOW GROUPS LIKE 'g';`)) {
+			require.Contains(t, g, "protocol")
+			require.Nil(t, g["protocol"])
+		}
 
-	groups := rows(t, h.exec(`SHOW GROUPS;`))
-	names := map[string]bool{}
-	for _, g := range groups {
-		names[g["group"].(string)] = true
-	}
-	require.True(t, names["g"] && names["live"], "%v", groups)
-	h.exec(`DROP GROUP g; DROP GROUP IF EXISTS g;`)
-	require.ErrorIs(t, h.fail(`DESCRIBE GROUP g;`), client.ErrNotFound)
+		groups := rows(t, h.exec(`SHOW GROUPS;`))
+		names := map[string]bool{}
+		for _, g := range groups {
+			names[g["group"].(string)] = true
+		}
+		require.True(t, names["g"] && names["live"], "%v", groups)
+		h.exec(`DROP GROUP g; DROP GROUP IF EXISTS g;`)
+		require.ErrorIs(t, h.fail(`DESCRIBE GROUP g;`), client.ErrNotFound)
+	})
 }
 
 func TestSessionSubscribe(t *testing.T) {
-	h := newHarness(t, newFake(t))
-	h.exec(`CREATE TOPIC t PARTITIONS 1; PRODUCE INTO t VALUES ('a', '1'), ('b', '2'), ('c', '3');`)
+	eachBroker(t, func(t *testing.T, addr string) {
+		h := newHarness(t, addr)
+		h.exec(`CREATE TOPIC t PARTITIONS 1; PRODUCE INTO t VALUES ('a', '1'), ('b', '2'), ('c', '3');`)
 
-	// With a group and a LIMIT: exactly the shown rows are committed.
-	require.Len(t, rows(t, h.exec(`SUBSCRIBE TO t GROUP sub FROM EARLIEST LIMIT 2;`)), 2)
-	testWait(t, func() bool {
-		for _, r := range rows(t, h.exec(`DESCRIBE GROUP sub;`)) {
-			if r["committed"] == 2.0 {
-				return true
+		// With a group and a LIMIT: exactly the shown rows are committed.
+		require.Len(t, rows(t, h.exec(`SUBSCRIBE TO t GROUP sub FROM EARLIEST LIMIT 2;`)), 2)
+		testWait(t, func() bool {
+			for _, r := range rows(t, h.exec(`DESCRIBE GROUP sub;`)) {
+				if r["committed"] == 2.0 {
+					return true
+				}
 			}
-		}
-		return false
-	})
-	got := rows(t, h.exec(`SUBSCRIBE TO t GROUP sub LIMIT 1;`))
-	require.Equal(t, "c", got[0]["key"])
+			return false
+		})
+		got := rows(t, h.exec(`SUBSCRIBE TO t GROUP sub LIMIT 1;`))
+		require.Equal(t, "c", got[0]["key"])
 
-	// Without LIMIT, SUBSCRIBE streams until canceled (Ctrl-C): rows that
-	// arrive are printed as they come, and cancellation is not an error.
-	ctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
-	st, err := Parse(`SUBSCRIBE TO t WHERE key != 'skip';`)
-	require.NoError(t, err)
-	h.out.Reset()
-	done := make(chan error, 1)
-	go func() { done <- h.s.Exec(ctx, st) }()
-
-	producer := newHarness(t, h.s.Addr())
-	testWait(t, func() bool {
-		producer.exec(`PRODUCE INTO t KEY 'skip' VALUE 'no'; PRODUCE INTO t KEY 'live' VALUE 'yes';`)
-		return strings.Contains(h.out.String(), `"key":"live"`)
-	})
-	cancel()
-	select {
-	case err := <-done:
+		// Without LIMIT, SUBSCRIBE streams until canceled (Ctrl-C): rows that
+		// arrive are printed as they come, and cancellation is not an error.
+		ctx, cancel := context.WithCancel(h.ctx)
+		defer cancel()
+		st, err := Parse(`SUBSCRIBE TO t WHERE key != 'skip';`)
 		require.NoError(t, err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("SUBSCRIBE did not stop when canceled")
-	}
-	require.NotContains(t, h.out.String(), `"key":"skip"`)
+		h.out.Reset()
+		done := make(chan error, 1)
+		go func() { done <- h.s.Exec(ctx, st) }()
 
-	// TIMEOUT bounds a quiet subscription.
-	require.Empty(t, rows(t, h.exec(`SUBSCRIBE TO t TIMEOUT 200ms;`)))
+		producer := newHarness(t, h.s.Addr())
+		testWait(t, func() bool {
+			producer.exec(`PRODUCE INTO t KEY 'skip' VALUE 'no'; PRODUCE INTO t KEY 'live' VALUE 'yes';`)
+			return strings.Contains(h.out.String(), `"key":"live"`)
+		})
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("SUBSCRIBE did not stop when canceled")
+		}
+		require.NotContains(t, h.out.String(), `"key":"skip"`)
 
-	// A missing topic fails before the stream starts: no table header.
-	var out bytes.Buffer
-	tbl := NewSession(Options{Addr: h.s.Addr(), Out: &out, RequestTimeout: 5 * time.Second})
-	defer tbl.Close()
-	st, err = Parse(`SUBSCRIBE TO missing TIMEOUT 1;`)
-	require.NoError(t, err)
-	require.EqualError(t, tbl.Exec(h.ctx, st), "topic 'missing' does not exist")
-	require.Empty(t, out.String())
+		// TIMEOUT bounds a quiet subscription.
+		require.Empty(t, rows(t, h.exec(`SUBSCRIBE TO t TIMEOUT 200ms;`)))
+
+		// A missing topic fails before the stream starts: no table header.
+		var out bytes.Buffer
+		tbl := NewSession(Options{Addr: h.s.Addr(), Out: &out, RequestTimeout: 5 * time.Second})
+		defer tbl.Close()
+		st, err = Parse(`SUBSCRIBE TO missing TIMEOUT 1;`)
+		require.NoError(t, err)
+		require.EqualError(t, tbl.Exec(h.ctx, st), "topic 'missing' does not exist")
+		require.Empty(t, out.String())
+	})
 }
 
 func TestSessionTransactions(t *testing.T) {

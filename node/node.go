@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
@@ -59,9 +60,21 @@ type Config struct {
 	MaxConnectionsPerIP int
 	ConnectionsMaxIdle  time.Duration
 	RequestTimeout      time.Duration
+	// The Kafka listener's memory bounds (kafka.Options; Kafka's
+	// queued.max.request.bytes and fetch.max.bytes). No flag sets them:
+	// tests and embedders do.
+	MaxQueuedRequestBytes  int64
+	MaxQueuedResponseBytes int64
+	ConnResponseBytes      int64
+	FetchMaxBytes          int
 
 	RetentionCheckInterval time.Duration
 	GroupCommitWindow      time.Duration
+	// Clock runs the storage's and the Kafka listener's timers (flushers,
+	// group-commit windows, housekeeping, produce timeouts, fetch waits);
+	// nil is the machine's clock. Tests pass a clock.Fake to decide when
+	// time passes.
+	Clock clock.Clock
 
 	Groups group.Config
 	// ResetOffsetsTopic deletes __consumer_offsets at start (every
@@ -95,6 +108,9 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
 		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
 		Groups: groups, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
+		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
+		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
+		Clock: c.Clock,
 	}
 }
 
@@ -189,7 +205,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
-		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, OnFsync: storage.ObserveFsync,
+		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, Clock: cfg.Clock, OnFsync: storage.ObserveFsync,
 		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
 	if err != nil {
 		return nil, err
@@ -314,6 +330,11 @@ func (n *Node) reconcileErr() error {
 
 // Addr is the Kafka listener's bound address.
 func (n *Node) Addr() net.Addr { return n.kafka.Addr() }
+
+// Kafka is the node's Kafka listener, for tests and embedders that watch
+// it (net/kafka's tests read its budgets); the node owns it: Shutdown and
+// Close stop it.
+func (n *Node) Kafka() *kafka.Server { return n.kafka }
 
 // HTTPAddr is the HTTP listener's bound address, or nil without one.
 func (n *Node) HTTPAddr() net.Addr {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
@@ -111,4 +113,39 @@ func TestFailedOpenClosesTheGivenListener(t *testing.T) {
 	require.Error(t, err)
 	_, err = ln.Accept()
 	require.ErrorIs(t, err, net.ErrClosed)
+}
+
+// A Shutdown whose deadline passes does not wait for fsyncs that have not
+// come: an acks=all produce parked on an fsync is abandoned and Shutdown
+// reports it. The group-commit window holding that fsync back runs on a
+// fake clock that never moves, so the fsync cannot come at all; that
+// Shutdown returns proves it did not wait for it.
+func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	clk := clock.NewFake(time.Now())
+	cfg := testConfig(t, t.TempDir())
+	cfg.Clock, cfg.GroupCommitWindow = clk, time.Hour
+	n, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	defer n.Close()
+	<-n.Ready()
+	const timeout = 2 * time.Hour // tells the produces' timers apart from the window's
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("stuck"),
+		kgo.ProduceRequestTimeout(timeout))
+	require.NoError(t, err)
+	defer cl.Close()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "stuck")
+	require.NoError(t, err)
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}).FirstErr(), "the first round is immediate")
+	answered := make(chan error, 1)
+	go func() { answered <- cl.ProduceSync(ctx, &kgo.Record{Value: []byte("b")}).FirstErr() }()
+	require.Eventually(t, func() bool { return slices.Contains(clk.Timers(), timeout) }, 10*time.Second, time.Millisecond,
+		"the produce waits for its fsync")
+
+	sctx, scancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer scancel()
+	require.ErrorIs(t, n.Shutdown(sctx), context.DeadlineExceeded)
+	cl.Close() // no retries against the stopped node
+	require.Error(t, <-answered, "the abandoned produce got no answer")
 }

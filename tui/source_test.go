@@ -10,7 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/internal/testnode"
 	"github.com/moonmq/moonmq/net/client"
+	"github.com/moonmq/moonmq/node"
 )
 
 // TestClientSourceWithKfake runs the production Source (net/client over
@@ -21,7 +24,23 @@ func TestClientSourceWithKfake(t *testing.T) {
 	fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, "orders"))
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
-	addr := fake.ListenAddrs()[0]
+	testClientSource(t, fake.ListenAddrs()[0], nil, []int32{0}) // kfake numbers brokers from 0
+}
+
+// TestClientSourceWithMoonMQ is the same against MoonMQ (a node run
+// in-process), what `moonmq top` is mostly pointed at.
+func TestClientSourceWithMoonMQ(t *testing.T) {
+	// No initial rebalance delay: the group has one member, and waiting
+	// for others is not what is tested.
+	n := testnode.Start(t, node.Config{Groups: group.Config{InitialRebalanceDelay: time.Nanosecond}})
+	create := func(ctx context.Context, cl *client.Client) error { return cl.CreateTopic(ctx, "orders", 2, 1, nil) }
+	testClientSource(t, n.Addr().String(), create, []int32{1})
+}
+
+// testClientSource checks the Source against the broker at addr, where
+// create (if not nil) makes topic "orders" with two partitions, and whose
+// broker ids are brokers.
+func testClientSource(t *testing.T, addr string, create func(context.Context, *client.Client) error, brokers []int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -32,6 +51,9 @@ func TestClientSourceWithKfake(t *testing.T) {
 	cl, err := client.Dial(ctx, opts)
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
+	if create != nil {
+		require.NoError(t, create(ctx, cl))
+	}
 
 	const n = 20
 	recs := make([]client.Record, n)
@@ -65,7 +87,7 @@ func TestClientSourceWithKfake(t *testing.T) {
 		g, ok := s.group("billing")
 		return ok && g.desc != nil && g.desc.TotalLag == n/2
 	}, 30*time.Second, 50*time.Millisecond, "group billing with lag %d", n/2)
-	require.Equal(t, []int32{0}, brokerIDs(s.cluster), "kfake numbers brokers from 0")
+	require.Equal(t, brokers, brokerIDs(s.cluster))
 	ti, ok := s.topic("orders")
 	require.True(t, ok)
 	require.Equal(t, 2, ti.Partitions)

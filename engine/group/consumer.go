@@ -77,6 +77,9 @@ type ConsumerHeartbeatResult struct {
 	HeartbeatInterval time.Duration
 	HasAssignment     bool
 	Assignment        []TopicPartitions
+	// Err is the heartbeat's error (set by the Coordinator; the other
+	// fields are then unset).
+	Err error
 }
 
 // Consumer-group member epochs with a special meaning.

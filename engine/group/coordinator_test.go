@@ -15,170 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/coord/coordtest"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/vfs"
 )
-
-// memStorage is an in-memory offsets topic: batches per partition with
-// offsets assigned, and a durable mark moved explicitly (or on every
-// append when autoSync). Like a broker log, Read and Bounds reach the log
-// end, past the durable mark; failWith models a failed log (appends and
-// waits fail) and heal what log.Heal does: drop what is not durable and
-// move to a new generation.
-type memStorage struct {
-	mu          sync.Mutex
-	parts       [][][]byte
-	ends        []int64
-	durable     []int64
-	gens        []uint64
-	autoSync    bool
-	hwBounds    bool          // Bounds ends at the durable mark, as a FlushAlways log's high watermark does
-	synced      chan struct{} // closed and replaced whenever durable moves
-	failWith    error
-	readErr     error
-	readErrPart int32         // readErr applies to this partition only when >= 0; -1: all
-	readGate    chan struct{} // when set, Read blocks until it is closed
-}
-
-func newMemStorage() *memStorage {
-	return &memStorage{autoSync: true, synced: make(chan struct{}), readErrPart: -1}
-}
-
-func (s *memStorage) Partitions() int32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return int32(len(s.parts))
-}
-
-func (s *memStorage) Create(_ context.Context, n int32) (int32, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.parts) == 0 {
-		s.parts = make([][][]byte, n)
-		s.ends = make([]int64, n)
-		s.durable = make([]int64, n)
-		s.gens = make([]uint64, n)
-		for p := range s.gens {
-			s.gens[p] = uint64(100 + p) // like log.Generation: never 0 for a log that exists
-		}
-	}
-	return int32(len(s.parts)), nil
-}
-
-func (s *memStorage) Append(p int32, b []byte) (int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.failWith != nil {
-		return 0, s.failWith
-	}
-	h, err := batch.ParseHeader(b)
-	if err != nil {
-		return 0, err
-	}
-	cp := append([]byte(nil), b...)
-	batch.SetBaseOffset(cp, s.ends[p])
-	s.parts[p] = append(s.parts[p], cp)
-	s.ends[p] += int64(h.LastOffsetDelta) + 1
-	if s.autoSync {
-		s.syncLocked()
-	}
-	return s.ends[p] - 1, nil
-}
-
-func (s *memStorage) syncLocked() {
-	copy(s.durable, s.ends)
-	close(s.synced)
-	s.synced = make(chan struct{})
-}
-
-func (s *memStorage) sync() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.syncLocked()
-}
-
-// heal brings a failed partition back as log.Heal does.
-func (s *memStorage) heal(p int32) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.failWith = nil
-	kept := s.parts[p][:0]
-	for _, b := range s.parts[p] {
-		if h, _ := batch.ParseHeader(b); h.LastOffset() < s.durable[p] {
-			kept = append(kept, b)
-		}
-	}
-	s.parts[p], s.ends[p] = kept, s.durable[p]
-	s.gens[p]++
-	close(s.synced)
-	s.synced = make(chan struct{})
-}
-
-func (s *memStorage) WaitDurable(ctx context.Context, p int32, offset int64) error {
-	for {
-		s.mu.Lock()
-		ok, ch, failed := s.durable[p] > offset, s.synced, s.failWith
-		end := s.ends[p]
-		s.mu.Unlock()
-		if ok {
-			return nil
-		}
-		if failed != nil {
-			return failed
-		}
-		if offset >= end {
-			return errors.New("offset truncated away")
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (s *memStorage) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
-	s.mu.Lock()
-	gate := s.readGate
-	s.mu.Unlock()
-	if gate != nil {
-		<-gate
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.readErr != nil && (s.readErrPart < 0 || s.readErrPart == p) {
-		return nil, s.readErr
-	}
-	var out []byte
-	for _, b := range s.parts[p] {
-		h, _ := batch.ParseHeader(b)
-		if h.LastOffset() < offset {
-			continue
-		}
-		if len(out) > 0 && len(out)+len(b) > maxBytes {
-			break
-		}
-		out = append(out, b...)
-	}
-	return out, nil
-}
-
-func (s *memStorage) Damaged(int32, int64) (int64, bool) { return 0, false }
-
-func (s *memStorage) Generation(p int32) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gens[p], nil
-}
-
-func (s *memStorage) Bounds(p int32) (int64, int64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hwBounds {
-		return 0, s.durable[p], nil
-	}
-	return 0, s.ends[p], nil
-}
 
 type clock struct {
 	mu  sync.Mutex
@@ -202,7 +42,7 @@ var testTopics = []TopicInfo{{Name: "t", ID: tid("t"), Partitions: 3}, {Name: "u
 
 // startCoordinator starts a coordinator over store with a fake clock and
 // waits until it has loaded.
-func startCoordinator(t *testing.T, store *memStorage, clk *clock, topics []TopicInfo) *Coordinator {
+func startCoordinator(t *testing.T, store *coordtest.MemLog, clk *clock, topics []TopicInfo) *Coordinator {
 	t.Helper()
 	cfg := testConfig()
 	cfg.Now = clk.Now
@@ -219,18 +59,68 @@ func startCoordinator(t *testing.T, store *memStorage, clk *clock, topics []Topi
 	return c
 }
 
-func commit(c *Coordinator, group string, gen int32, member string, offsets map[int32]int64) [][]error {
+// get waits for a reply as a handler does; a failed wait fails the test.
+func get[T any](t testing.TB, r *Reply[T]) T {
+	t.Helper()
+	return coordtest.MustWait(t, r)
+}
+
+// commitErrs answers a commit as the OffsetCommit handler does: a failed
+// wait for durability is the error of every partition that had succeeded.
+func commitErrs(r *Reply[[][]error]) [][]error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs, err := r.Wait(ctx)
+	for _, row := range errs {
+		for j := range row {
+			if row[j] == nil {
+				row[j] = err
+			}
+		}
+	}
+	return errs
+}
+
+func commitReq(group string, gen int32, member string, offsets map[int32]int64) CommitRequest {
 	ct := CommitTopic{Topic: "t"}
 	for p, o := range offsets {
 		md := "meta"
 		ct.Partitions = append(ct.Partitions, CommitPartition{Partition: p, Offset: o, LeaderEpoch: 4, Metadata: &md, Timestamp: -1})
 	}
-	return c.CommitOffsets(CommitRequest{Group: group, Version: 8, Generation: gen, MemberID: member, Topics: []CommitTopic{ct}})
+	return CommitRequest{Group: group, Version: 8, Generation: gen, MemberID: member, Topics: []CommitTopic{ct}}
+}
+
+func commit(c *Coordinator, group string, gen int32, member string, offsets map[int32]int64) [][]error {
+	return commitErrs(c.CommitOffsets(commitReq(group, gen, member, offsets)))
+}
+
+// fetch is an OffsetFetch of one group, waited for.
+func fetch(c *Coordinator, req FetchRequest) ([]FetchedTopic, error) {
+	res, err := c.FetchOffsets(req).Wait(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	return res.Topics, res.Err
+}
+
+// deleteGroups answers a DeleteGroups as the handler does.
+func deleteGroups(t testing.TB, c *Coordinator, ids ...string) []error {
+	var out []error
+	for _, r := range c.DeleteGroups(ids) {
+		out = append(out, get(t, r))
+	}
+	return out
+}
+
+// groupOf is the group's state in its shard (nil: none, or not served).
+func groupOf(c *Coordinator, id string) (g *Group) {
+	_ = c.do(id, func(s *shard, _ time.Time) { g = s.groups[id] })
+	return g
 }
 
 func fetched(t *testing.T, c *Coordinator, group string) map[string]FetchedPartition {
 	t.Helper()
-	ts, err := c.FetchOffsets(FetchRequest{Group: group, MemberEpoch: -1})
+	ts, err := fetch(c, FetchRequest{Group: group, MemberEpoch: -1})
 	require.NoError(t, err)
 	out := map[string]FetchedPartition{}
 	for _, ft := range ts {
@@ -242,7 +132,7 @@ func fetched(t *testing.T, c *Coordinator, group string) map[string]FetchedParti
 }
 
 func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 
@@ -252,24 +142,27 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.Equal(t, int32(4), store.Partitions())
 
-	store.autoSync = false
-	errs = commit(c, "g", -1, "", map[int32]int64{0: 5, 1: 7})
+	store.SetAutoSync(false)
+	reply := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 5, 1: 7}))
+	// Not acknowledged before it is durable.
+	_, ready := reply.Ready()
+	require.False(t, ready)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	_, err := reply.Wait(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	cancel()
+	store.Sync()
+	errs = get(t, reply)
 	require.NoError(t, errs[0][0])
 	require.NoError(t, errs[0][1])
-	// Not acknowledged before it is durable.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	require.ErrorIs(t, c.Barrier(ctx, "g"), context.DeadlineExceeded)
-	cancel()
-	store.sync()
-	require.NoError(t, c.Barrier(context.Background(), "g"))
-	store.autoSync = true
+	store.SetAutoSync(true)
 
 	// Per-partition refusals.
 	big := string(make([]byte, 5000))
-	res := c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{
+	res := commitErrs(c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{
 		{Topic: "t", Partitions: []CommitPartition{{Partition: 9, Offset: 1}, {Partition: 2, Offset: 1, Metadata: &big}}},
 		{Topic: "nope", Partitions: []CommitPartition{{Partition: 0, Offset: 1}}},
-	}})
+	}}))
 	require.ErrorIs(t, res[0][0], ErrUnknownTopicOrPartition)
 	require.ErrorIs(t, res[0][1], ErrOffsetMetadataTooLarge)
 	require.ErrorIs(t, res[1][0], ErrUnknownTopicOrPartition)
@@ -281,7 +174,7 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 		"t/1": {Partition: 1, Offset: 7, LeaderEpoch: 4, Metadata: "meta"},
 	}
 	require.Equal(t, want, fetched(t, c, "g"))
-	ts, err := c.FetchOffsets(FetchRequest{Group: "g", Topics: []FetchTopic{{Topic: "t", Partitions: []int32{0, 2}}}})
+	ts, err := fetch(c, FetchRequest{Group: "g", Topics: []FetchTopic{{Topic: "t", Partitions: []int32{0, 2}}}})
 	require.NoError(t, err)
 	require.Equal(t, []FetchedTopic{{Topic: "t", Partitions: []FetchedPartition{
 		{Partition: 0, Offset: 5, LeaderEpoch: 4, Metadata: "meta"}, {Partition: 2, Offset: -1, LeaderEpoch: -1}}}}, ts)
@@ -295,8 +188,8 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 	require.Equal(t, []GroupListing{{Group: "g", ProtocolType: "", State: StateEmpty, Type: "classic"}}, ls)
 
 	// Deleting the group writes tombstones: gone after the next restart.
-	require.Equal(t, []error{nil}, c2.DeleteGroups([]string{"g"}))
-	require.ErrorIs(t, c2.DeleteGroups([]string{"g"})[0], ErrGroupIDNotFound)
+	require.Equal(t, []error{nil}, deleteGroups(t, c2, "g"))
+	require.ErrorIs(t, deleteGroups(t, c2, "g")[0], ErrGroupIDNotFound)
 	require.NoError(t, c2.Close())
 	c3 := startCoordinator(t, store, clk, testTopics)
 	require.Empty(t, fetched(t, c3, "g"))
@@ -306,7 +199,7 @@ func TestCoordinatorCommitsAreDurableAndReplayed(t *testing.T) {
 }
 
 func TestCoordinatorLoadInProgress(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	// A commit to replay: an empty partition is never read, so the gate
 	// would not hold the load.
@@ -314,9 +207,7 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	require.NoError(t, first.EnsureTopic(t.Context()))
 	require.NoError(t, commit(first, "other", -1, "", map[int32]int64{0: 1})[0][0])
 	require.NoError(t, first.Close())
-	store.mu.Lock()
-	store.readGate = make(chan struct{})
-	store.mu.Unlock()
+	release := store.GateReads()
 	cfg := testConfig()
 	cfg.Now = clk.Now
 	c, err := New(cfg, store)
@@ -324,11 +215,11 @@ func TestCoordinatorLoadInProgress(t *testing.T) {
 	c.Start()
 	defer c.Close()
 	require.ErrorIs(t, c.Ready(), ErrCoordinatorLoadInProgress)
-	res := <-c.JoinGroup(joinReq("", "m"))
+	res := get(t, c.JoinGroup(joinReq("", "m")))
 	require.ErrorIs(t, res.Err, ErrCoordinatorLoadInProgress)
-	_, err = c.FetchOffsets(FetchRequest{Group: "g"})
+	_, err = fetch(c, FetchRequest{Group: "g"})
 	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
-	close(store.readGate)
+	release()
 	require.Eventually(t, func() bool { return c.Ready() == nil }, 10*time.Second, time.Millisecond)
 }
 
@@ -347,7 +238,7 @@ func groupsOnTwoPartitions(n int32) (string, string) {
 // unavailable, and is replayed once it can be read (issue 10 finding 7: one
 // offline offsets partition used to disable every group until a restart).
 func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -356,9 +247,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
 	require.NoError(t, c.Close())
 
-	store.mu.Lock()
-	store.readErr, store.readErrPart = errors.New("bad sector"), PartitionFor(b, 4)
-	store.mu.Unlock()
+	store.FailReads(PartitionFor(b, 4), errors.New("bad sector"))
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
 	cfg.PartitionRecheckInterval = 10 * time.Millisecond
@@ -369,16 +258,14 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 	defer c2.Close()
 	require.Eventually(t, func() bool { return c2.Ready() == nil }, 10*time.Second, time.Millisecond)
 	require.EqualValues(t, 7, fetched(t, c2, a)["t/0"].Offset, "the other partitions' groups are served")
-	_, err = c2.FetchOffsets(FetchRequest{Group: b, MemberEpoch: -1})
+	_, err = fetch(c2, FetchRequest{Group: b, MemberEpoch: -1})
 	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
 	require.ErrorContains(t, err, "bad sector")
 	require.ErrorIs(t, commit(c2, b, -1, "", map[int32]int64{0: 10})[0][0], ErrCoordinatorNotAvailable, "nor written")
 
-	store.mu.Lock()
-	store.readErr = nil
-	store.mu.Unlock()
+	store.FailReads(-1, nil)
 	require.Eventually(t, func() bool {
-		ts, err := c2.FetchOffsets(FetchRequest{Group: b, MemberEpoch: -1})
+		ts, err := fetch(c2, FetchRequest{Group: b, MemberEpoch: -1})
 		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 9
 	}, 10*time.Second, 10*time.Millisecond, "replayed once readable")
 }
@@ -387,7 +274,7 @@ func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
 // stops the coordinator, makes g's offsets partition unreadable and
 // starts a new coordinator over store (mem or a wrapper of it) whose
 // rechecks and ticks the test drives; it returns once that one is loaded.
-func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Storage, g string, offset int64) *Coordinator {
+func restartWithAnUnreadablePartition(t *testing.T, mem *coordtest.MemLog, store Storage, g string, offset int64) *Coordinator {
 	t.Helper()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, mem, clk, testTopics)
@@ -395,9 +282,7 @@ func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Stora
 	require.NoError(t, commit(c, g, -1, "", map[int32]int64{0: offset})[0][0])
 	require.NoError(t, c.Close())
 
-	mem.mu.Lock()
-	mem.readErr, mem.readErrPart = errors.New("bad sector"), PartitionFor(g, 4)
-	mem.mu.Unlock()
+	mem.FailReads(PartitionFor(g, 4), errors.New("bad sector"))
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval, cfg.PartitionRecheckInterval = clk.Now, 4, time.Hour, time.Hour
 	c2, err := New(cfg, store)
@@ -411,7 +296,7 @@ func restartWithAnUnreadablePartition(t *testing.T, mem *memStorage, store Stora
 
 // countingReads counts the reads of one partition.
 type countingReads struct {
-	*memStorage
+	*coordtest.MemLog
 	part  int32
 	reads atomic.Int64
 }
@@ -420,33 +305,31 @@ func (s *countingReads) Read(p int32, offset int64, maxBytes int) ([]byte, error
 	if p == s.part {
 		s.reads.Add(1)
 	}
-	return s.memStorage.Read(p, offset, maxBytes)
+	return s.MemLog.Read(p, offset, maxBytes)
 }
 
 // A partition that keeps failing its replay is retried less and less
 // often (each try replays it from the start on the driver, which also
 // runs every group's timers), and still comes back once it can be read.
 func TestFailingReplayBacksOff(t *testing.T) {
-	mem := newMemStorage()
-	store := &countingReads{memStorage: mem, part: PartitionFor("g", 4)}
+	mem := coordtest.NewMemLog()
+	store := &countingReads{MemLog: mem, part: PartitionFor("g", 4)}
 	c2 := restartWithAnUnreadablePartition(t, mem, store, "g", 7)
 	require.EqualValues(t, 1, store.reads.Load(), "the load tried once")
 
 	var tries []int
 	for i := 1; i <= 40; i++ {
 		before := store.reads.Load()
-		c2.recheckPartitions()
+		c2.rt.Recheck()
 		if store.reads.Load() > before {
 			tries = append(tries, i)
 		}
 	}
 	require.Equal(t, []int{1, 3, 7, 15, 31}, tries, "rechecks that retried the replay")
 
-	mem.mu.Lock()
-	mem.readErr = nil
-	mem.mu.Unlock()
-	for range maxRecheckSkip + 1 {
-		c2.recheckPartitions()
+	mem.FailReads(-1, nil)
+	for range 30 { // the longest a down partition waits between tries
+		c2.rt.Recheck()
 	}
 	require.EqualValues(t, 7, fetched(t, c2, "g")["t/0"].Offset, "replayed once readable")
 }
@@ -455,7 +338,7 @@ func TestFailingReplayBacksOff(t *testing.T) {
 // fsynced, the partition is reloaded from it: waits for durability work
 // again, and state the log lost is not served.
 func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	cfg := testConfig()
 	cfg.Now, cfg.OffsetsTopicPartitions, cfg.TickInterval = clk.Now, 4, 10*time.Millisecond
@@ -467,24 +350,16 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 	defer c.Close()
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
-	require.NoError(t, c.Barrier(context.Background(), "g"))
 
-	store.mu.Lock()
-	store.autoSync = false
-	store.mu.Unlock()
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0]) // appended, not fsynced
-	store.mu.Lock()
-	store.failWith = errors.New("no space left on device") // the fsync fails
-	store.mu.Unlock()
-	require.Error(t, c.Barrier(context.Background(), "g"))
+	store.SetAutoSync(false)
+	pending := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 6})) // appended, not fsynced
+	store.FailWith(errors.New("no space left on device"))                     // the fsync fails
+	require.ErrorIs(t, commitErrs(pending)[0][0], ErrCoordinatorNotAvailable)
 	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 7})[0][0], ErrCoordinatorNotAvailable)
 
-	store.heal(PartitionFor("g", 4))
+	store.Heal(PartitionFor("g", 4))
 	require.Eventually(t, func() bool {
-		if c.Barrier(context.Background(), "g") != nil {
-			return false
-		}
-		ts, err := c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1})
+		ts, err := fetch(c, FetchRequest{Group: "g", MemberEpoch: -1})
 		return err == nil && len(ts) == 1 && ts[0].Partitions[0].Offset == 5
 	}, 10*time.Second, 10*time.Millisecond, "reloaded: the commit the heal dropped is not served")
 }
@@ -493,26 +368,23 @@ func TestCoordinatorReloadsAPartitionThatHealed(t *testing.T) {
 // below it) is not mistaken for a rewrite of the log: the recheck keeps
 // the partition (its members, the commit).
 func TestCoordinatorRecheckKeepsPendingAppends(t *testing.T) {
-	store := newMemStorage()
-	store.autoSync, store.hwBounds = false, true
+	store := coordtest.NewMemLog()
+	store.SetAutoSync(false)
+	store.SetHWBounds(true)
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(t.Context()))
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
-	store.sync()
-	require.NoError(t, c.Barrier(t.Context(), "g"))
+	first := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 5}))
+	store.Sync()
+	require.NoError(t, commitErrs(first)[0][0])
 
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0]) // fsync pending
-	c.mu.Lock()
-	before := c.groups["g"]
-	c.mu.Unlock()
-	c.recheckPartitions()
-	store.sync()
-	require.NoError(t, c.Barrier(t.Context(), "g"))
+	pending := c.CommitOffsets(commitReq("g", -1, "", map[int32]int64{0: 6})) // fsync pending
+	before := groupOf(c, "g")
+	c.rt.Recheck()
+	store.Sync()
+	require.NoError(t, commitErrs(pending)[0][0])
 	require.EqualValues(t, 6, fetched(t, c, "g")["t/0"].Offset)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	require.Same(t, before, c.groups["g"], "the group was not unloaded")
+	require.Same(t, before, groupOf(c, "g"), "the group was not unloaded")
 }
 
 // The same over a real broker log (flush.policy=always, where the high
@@ -528,19 +400,14 @@ func TestCoordinatorRecheckKeepsPendingAppendsRealLog(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: int64(i)})[0][0])
 		if first == nil { // before the first recheck, which must not unload it either
-			c.mu.Lock()
-			first = c.groups["g"]
-			c.mu.Unlock()
+			first = groupOf(c, "g")
 			require.NotNil(t, first)
 		}
-		c.recheckPartitions()
-		c.mu.Lock()
-		g, st := c.groups["g"], c.parts[p]
-		c.mu.Unlock()
+		c.rt.Recheck()
+		g := groupOf(c, "g")
 		require.Same(t, first, g, "recheck %d unloaded the group", i)
-		require.Nil(t, st.down)
-		require.EqualValues(t, i, g.offsets[tpKey{"t", 0}].offset)
-		require.NoError(t, c.Barrier(t.Context(), "g"))
+		require.NoError(t, c.rt.Status(p))
+		require.EqualValues(t, i, fetched(t, c, "g")["t/0"].Offset)
 	}
 }
 
@@ -553,7 +420,6 @@ func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
 	defer b.Close()
 	c := brokerCoordinator(t, b)
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 5})[0][0])
-	require.NoError(t, c.Barrier(t.Context(), "g"))
 
 	dir := fmt.Sprintf("/%s-%d/", OffsetsTopic, PartitionFor("g", 4))
 	var failing atomic.Bool
@@ -564,12 +430,10 @@ func TestCoordinatorReloadsAfterTheLogHealed(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0])
-	require.Error(t, c.Barrier(t.Context(), "g"), "the fsync failed")
+	require.Error(t, commit(c, "g", -1, "", map[int32]int64{0: 6})[0][0], "the fsync failed")
 	failing.Store(false)
 	require.Zero(t, b.HealNow())
-	c.recheckPartitions()
-	require.NoError(t, c.Barrier(t.Context(), "g"))
+	c.rt.Recheck()
 	require.EqualValues(t, 5, fetched(t, c, "g")["t/0"].Offset, "the commit that was never durable is gone")
 }
 
@@ -603,7 +467,7 @@ func brokerCoordinator(t *testing.T, b *replica.Manager) *Coordinator {
 
 // halfReadable serves partition part only up to upTo while broken.
 type halfReadable struct {
-	*memStorage
+	*coordtest.MemLog
 	part   int32
 	upTo   int64
 	broken atomic.Bool
@@ -612,11 +476,11 @@ type halfReadable struct {
 func (h *halfReadable) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
 	if h.broken.Load() && p == h.part {
 		if offset < h.upTo {
-			return h.memStorage.Read(p, offset, 1) // one batch at a time
+			return h.MemLog.Read(p, offset, 1) // one batch at a time
 		}
 		return nil, errors.New("input/output error")
 	}
-	return h.memStorage.Read(p, offset, maxBytes)
+	return h.MemLog.Read(p, offset, maxBytes)
 }
 
 // A partition that could be replayed only in part keeps nothing of it:
@@ -627,7 +491,7 @@ func (h *halfReadable) Read(p int32, offset int64, maxBytes int) ([]byte, error)
 func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 	for _, broken := range []bool{false, true} {
 		t.Run(fmt.Sprint("broken=", broken), func(t *testing.T) {
-			store := newMemStorage()
+			store := coordtest.NewMemLog()
 			_, _ = store.Create(t.Context(), 4)
 			now := time.Unix(1_000_000_000, 0)
 			day := 24 * time.Hour
@@ -654,10 +518,10 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 				{Key: encodeGroupKey("g"), Value: meta(4, now.Add(-time.Hour), 1)},
 				{Key: encodeOffsetKey("g", "t", 0), Value: off(900, now.Add(-time.Hour))},
 			} {
-				_, err := store.Append(p, buildBatch(now.UnixMilli(), []batch.Record{r}))
+				_, err := store.Append(p, testBatch(now, r))
 				require.NoError(t, err)
 			}
-			h := &halfReadable{memStorage: store, part: p, upTo: 2}
+			h := &halfReadable{MemLog: store, part: p, upTo: 2}
 			h.broken.Store(broken)
 			clk := &clock{now: now}
 			cfg := testConfig()
@@ -674,7 +538,7 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 			require.Len(t, groups, map[bool]int{false: 1, true: 0}[broken], "a group of a partition not replayed is not listed")
 			c.Tick(clk.add(2 * time.Minute)) // the first retention sweep
 			h.broken.Store(false)
-			c.recheckPartitions()
+			c.rt.Recheck()
 			require.EqualValues(t, 900, fetched(t, c, "g")["t/0"].Offset, "the group's newest commit survives")
 		})
 	}
@@ -684,60 +548,23 @@ func TestPartialReplayServesAndWritesNothing(t *testing.T) {
 // partition could not be replayed are purged when it is: they must not be
 // served for the new topic of that name.
 func TestRecheckPurgesOffsetsOfDeletedTopics(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	c2 := restartWithAnUnreadablePartition(t, store, store, "g", 77)
 	c2.TopicDeleted("t")
 	c2.SetTopics([]TopicInfo{{Name: "t", ID: tid("t-new"), Partitions: 3}, {Name: "u", ID: tid("u"), Partitions: 1}})
-	store.mu.Lock()
-	store.readErr = nil
-	store.mu.Unlock()
-	c2.recheckPartitions()
+	store.FailReads(-1, nil)
+	c2.rt.Recheck()
 	_, ok := fetched(t, c2, "g")["t/0"]
 	require.False(t, ok, "the deleted topic's offset is not served for the new topic")
 }
 
-func TestCoordinatorStaticMemberSurvivesRestart(t *testing.T) {
-	store := newMemStorage()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(context.Background()))
-	req := joinReq("", "mx")
-	req.InstanceID = "x"
-	ch := c.JoinGroup(req)
-	c.Tick(clk.add(4 * time.Second)) // past the initial rebalance delay
-	j := <-ch
-	require.NoError(t, j.Err)
-	s := <-c.SyncGroup(SyncRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID,
-		Assignments: map[string][]byte{j.MemberID: []byte("assigned")}})
-	require.NoError(t, s.Err)
-	require.NoError(t, c.Barrier(context.Background(), "g"))
-	require.NoError(t, c.Close())
-
-	// After a restart the member is still there: its heartbeats work, and
-	// its restarted incarnation takes over without a rebalance.
-	c2 := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c2.Heartbeat(HeartbeatRequest{Group: "g", Generation: j.Generation, MemberID: j.MemberID, InstanceID: "x"}))
-	j2 := <-c2.JoinGroup(req)
-	require.NoError(t, j2.Err)
-	require.Equal(t, j.Generation, j2.Generation)
-	s2 := <-c2.SyncGroup(SyncRequest{Group: "g", Generation: j2.Generation, MemberID: j2.MemberID})
-	require.NoError(t, s2.Err)
-	require.Equal(t, "assigned", string(s2.Assignment))
-	d := c2.DescribeGroups([]string{"g", "missing"})
-	require.Equal(t, StateStable, d[0].State)
-	require.Len(t, d[0].Members, 1)
-	require.Equal(t, "x", d[0].Members[0].InstanceID)
-	require.ErrorIs(t, d[1].Err, ErrGroupIDNotFound)
-	require.Equal(t, StateDead, d[1].State)
-}
-
 func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
 	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 1})[0][0])
-	u := c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{{Topic: "u", Partitions: []CommitPartition{{Partition: 0, Offset: 9}}}}})
+	u := commitErrs(c.CommitOffsets(CommitRequest{Group: "g", Generation: -1, Topics: []CommitTopic{{Topic: "u", Partitions: []CommitPartition{{Partition: 0, Offset: 9}}}}}))
 	require.NoError(t, u[0][0])
 	c.SetTopics(testTopics[:1])
 	c.TopicDeleted("u")
@@ -754,26 +581,8 @@ func TestCoordinatorDeletedTopicsLoseTheirOffsets(t *testing.T) {
 	require.Empty(t, fetched(t, c3, "g"), "the purge wrote tombstones")
 }
 
-func TestCoordinatorOffsetRetention(t *testing.T) {
-	store := newMemStorage()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(context.Background()))
-	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 1})[0][0])
-	c.Tick(clk.add(30 * time.Minute))
-	require.Len(t, fetched(t, c, "g"), 1)
-	c.Tick(clk.add(31 * time.Minute))
-	require.Empty(t, fetched(t, c, "g"))
-	ls, err := c.ListGroups(nil, nil)
-	require.NoError(t, err)
-	require.Empty(t, ls, "an empty group without offsets is removed")
-	require.NoError(t, c.Close())
-	c2 := startCoordinator(t, store, clk, testTopics)
-	require.Empty(t, fetched(t, c2, "g"))
-}
-
 func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -781,12 +590,12 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 	// A consumer (KIP-848) group refuses classic joins while it has members.
 	hb := ConsumerHeartbeatRequest{Group: "cg", Version: 1, MemberID: "m1", RebalanceTimeout: time.Second,
 		SubscribedTopicNames: []string{"t"}, Owned: []TopicPartitions{}}
-	res, err := c.ConsumerHeartbeat(hb)
-	require.NoError(t, err)
+	res := get(t, c.ConsumerHeartbeat(hb))
+	require.NoError(t, res.Err)
 	require.Equal(t, int32(1), res.MemberEpoch)
 	jr := joinReq("", "m")
 	jr.Group = "cg"
-	require.ErrorIs(t, (<-c.JoinGroup(jr)).Err, ErrInconsistentGroupProtocol)
+	require.ErrorIs(t, get(t, c.JoinGroup(jr)).Err, ErrInconsistentGroupProtocol)
 	ls, err := c.ListGroups([]string{"stable"}, []string{"CONSUMER"})
 	require.NoError(t, err)
 	require.Equal(t, []GroupListing{{Group: "cg", ProtocolType: "consumer", State: StateStable, Type: "consumer"}}, ls)
@@ -795,22 +604,20 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 	require.Equal(t, AssignorUniform, cd[0].Assignor)
 	require.Len(t, cd[0].Members[0].Assignment, 1)
 	require.ErrorIs(t, c.DescribeGroups([]string{"cg"})[0].Err, ErrGroupIDNotFound)
-	require.ErrorIs(t, c.DeleteGroups([]string{"cg"})[0], ErrNonEmptyGroup)
+	require.ErrorIs(t, deleteGroups(t, c, "cg")[0], ErrNonEmptyGroup)
 
 	// Commits from the member; offsets of a subscribed topic cannot be deleted.
-	r := c.CommitOffsets(CommitRequest{Group: "cg", Version: 9, Generation: 1, MemberID: "m1",
-		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 3}}}}})
+	r := commitErrs(c.CommitOffsets(CommitRequest{Group: "cg", Version: 9, Generation: 1, MemberID: "m1",
+		Topics: []CommitTopic{{Topic: "t", Partitions: []CommitPartition{{Partition: 0, Offset: 3}}}}}))
 	require.NoError(t, r[0][0])
-	derrs, err := c.DeleteOffsets("cg", []FetchTopic{{Topic: "t", Partitions: []int32{0}}})
-	require.NoError(t, err)
-	require.ErrorIs(t, derrs[0][0], ErrGroupSubscribedToTopic)
+	dres := get(t, c.DeleteOffsets("cg", []FetchTopic{{Topic: "t", Partitions: []int32{0}}}))
+	require.NoError(t, dres.Err)
+	require.ErrorIs(t, dres.Partitions[0][0], ErrGroupSubscribedToTopic)
 
 	// Once empty, it can become a classic group, keeping its offsets.
 	hb.MemberEpoch = -1
-	_, err = c.ConsumerHeartbeat(hb)
-	require.NoError(t, err)
-	ch := c.JoinGroup(jr)
-	require.ErrorIs(t, (<-ch).Err, ErrMemberIDRequired)
+	require.NoError(t, get(t, c.ConsumerHeartbeat(hb)).Err)
+	require.ErrorIs(t, get(t, c.JoinGroup(jr)).Err, ErrMemberIDRequired)
 	require.Equal(t, int64(3), fetched(t, c, "cg")["t/0"].Offset)
 
 	// And a classic group with members refuses consumer heartbeats.
@@ -819,32 +626,31 @@ func TestCoordinatorOneProtocolPerGroup(t *testing.T) {
 	jr.MemberID = ""
 	jr.Version = 3 // no MEMBER_ID_REQUIRED round
 	c.JoinGroup(jr)
-	_, err = c.ConsumerHeartbeat(hb2)
-	require.ErrorIs(t, err, ErrGroupIDNotFound)
+	require.ErrorIs(t, get(t, c.ConsumerHeartbeat(hb2)).Err, ErrGroupIDNotFound)
 	// A regular heartbeat to a group that does not exist: the member is
 	// unknown (e.g. after a coordinator restart) and must rejoin.
 	hb3 := hb
 	hb3.Group, hb3.MemberEpoch = "nope", 4
-	_, err = c.ConsumerHeartbeat(hb3)
-	require.ErrorIs(t, err, ErrUnknownMemberID)
+	require.ErrorIs(t, get(t, c.ConsumerHeartbeat(hb3)).Err, ErrUnknownMemberID)
 }
 
 func TestCoordinatorStorageFailure(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
-	store.mu.Lock()
-	store.failWith = errors.New("disk on fire")
-	store.mu.Unlock()
+	store.FailWith(errors.New("disk on fire"))
 	errs := commit(c, "g", -1, "", map[int32]int64{0: 1})
 	require.ErrorIs(t, errs[0][0], ErrCoordinatorNotAvailable)
-	require.ErrorIs(t, c.Barrier(context.Background(), "g"), ErrCoordinatorNotAvailable)
-	require.Empty(t, fetched(t, c, "g"), "a failed commit is not applied")
+	_, err := c.Heartbeat(HeartbeatRequest{Group: "g"}).Wait(t.Context())
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable, "no reply is released while the last append failed")
+	res, err := c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1}).Wait(t.Context())
+	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
+	require.Empty(t, res.Topics, "a failed commit is not applied")
 }
 
 func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
-	store := newMemStorage()
+	store := coordtest.NewMemLog()
 	clk := &clock{now: time.Unix(1_000_000, 0)}
 	c := startCoordinator(t, store, clk, testTopics)
 	require.NoError(t, c.EnsureTopic(context.Background()))
@@ -852,7 +658,7 @@ func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
 	req.Version = 3
 	ch := c.JoinGroup(req)
 	require.NoError(t, c.Close())
-	require.ErrorIs(t, (<-ch).Err, ErrCoordinatorNotAvailable)
+	require.ErrorIs(t, get(t, ch).Err, ErrCoordinatorNotAvailable)
 	require.ErrorIs(t, c.Ready(), ErrCoordinatorNotAvailable)
 }
 
@@ -865,11 +671,45 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Add([]byte{0, 9, 0, 1, 'g'}, []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		cfg := testConfig()
-		c, err := New(cfg, newMemStorage())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.replayRecord(map[string]*Group{}, 0, key, value)
+		s := &shard{cfg: &cfg, groups: map[string]*Group{}}
+		s.replayRecord(key, value)
 		_, _, _ = decodeRecord(key, value)
 	})
+}
+
+// testBatch wraps records in a batch as the runtime writes them.
+func testBatch(now time.Time, recs ...batch.Record) []byte {
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	return batch.Build(batch.Header{FirstTimestamp: now.UnixMilli(), MaxTimestamp: now.UnixMilli(),
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1}, recs)
+}
+
+// Leadership of an offsets partition moves away and back: its groups are
+// answered NOT_COORDINATOR (a parked join too) while another node
+// coordinates them, and replayed from the log when it comes back.
+func TestCoordinatorPartitionMovesAndComesBack(t *testing.T) {
+	store := coordtest.NewMemLog()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	a, b := groupsOnTwoPartitions(4)
+	require.NoError(t, commit(c, a, -1, "", map[int32]int64{0: 7})[0][0])
+	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
+	req := joinReq("", "m")
+	req.Group, req.Version = a, 3
+	parked := c.JoinGroup(req)
+
+	c.UnloadPartition(PartitionFor(a, 4))
+	require.ErrorIs(t, get(t, parked).Err, ErrNotCoordinator)
+	_, err := fetch(c, FetchRequest{Group: a, MemberEpoch: -1})
+	require.ErrorIs(t, err, ErrNotCoordinator)
+	require.EqualValues(t, 9, fetched(t, c, b)["t/0"].Offset, "the other partitions are served")
+	ls, err := c.ListGroups(nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, []GroupListing{{Group: b, State: StateEmpty, Type: "classic"}}, ls)
+
+	require.NoError(t, c.LoadPartition(PartitionFor(a, 4)))
+	require.EqualValues(t, 7, fetched(t, c, a)["t/0"].Offset)
 }

@@ -18,26 +18,41 @@
 // The state machines (Classic, Consumer and the offsets of a Group) are
 // pure and deterministic: every method takes the current time as an
 // argument and performs no I/O, so tests drive join/sync/heartbeat/timeout
-// sequences with a fake clock. Parked requests (a JoinGroup waiting for the
-// rebalance, a SyncGroup waiting for the leader) are callbacks that the
-// state machine invokes exactly once, synchronously, from whichever method
-// completes them.
+// sequences with a fake clock. A group's protocol is its kind (the kind
+// interface: *Classic or *Consumer, later share groups); only the
+// protocol's own requests look at the concrete type. Parked requests (a
+// JoinGroup waiting for the rebalance, a SyncGroup waiting for the
+// leader) are callbacks that the state machine invokes exactly once,
+// synchronously, from whichever method completes them.
 //
-// The Coordinator owns every group, serialises all state-machine calls
-// under one mutex, runs a small driver goroutine that feeds the clock
-// (Tick) and the offset-retention sweep, and makes state durable in the
-// internal __consumer_offsets topic through the Storage interface: offset
-// commits and group metadata are appended as RecordBatch v2 records with
-// Kafka's own key/value schemas (OffsetCommitKey/Value, GroupMetadataKey/
-// Value), and replayed on start.
+// Groups live in shards, one per partition of the internal
+// __consumer_offsets topic, run by engine/coord: a shard replays its
+// partition on load (offset commits and group metadata are RecordBatch v2
+// records with Kafka's own key/value schemas, OffsetCommitKey/Value and
+// GroupMetadataKey/Value), serialises its groups' operations under its own
+// lock, appends what they change, runs their timers and the offset
+// retention sweep (Tick), and is unloaded (its parked requests answered)
+// when it stops serving. The Coordinator only routes a request to the
+// shard of PartitionFor(group) and keeps the node-wide view: the topic's
+// existence, the cluster's topics, listings across shards. The requests
+// of the group protocols and of offsets return a Reply, which the runtime
+// releases once what it reveals is durable; the admin views (ListGroups,
+// DescribeGroups, ConsumerGroupDescribe, Stats) read the shards' current
+// state at once, as before. testdata/datadriven holds scenarios (TestDataDriven) that drive
+// the coordinator command by command and show each reply and record.
 //
 // Invariants:
 //   - A response that reveals coordinator state (a commit acknowledgement,
 //     fetched offsets, a join or sync result) is sent only after every
-//     record appended before it is durable (Coordinator.Barrier), so a
-//     crash never takes back what a client was told.
+//     record its shard appended before it is durable: the reply is a
+//     coord.Future, so no handler can skip the wait.
 //   - In-memory state is applied in log order, the same order replay uses,
 //     so a restart rebuilds exactly the acknowledged state.
+//   - A group is served only from a shard replayed from the whole of its
+//     partition: while it loads its requests are answered
+//     COORDINATOR_LOAD_IN_PROGRESS, while its partition cannot be read
+//     COORDINATOR_NOT_AVAILABLE (and the replay is retried with backoff),
+//     and for a partition this node does not host NOT_COORDINATOR.
 //   - Bad input (unknown group, wrong generation or epoch, stale member,
 //     oversized metadata, a full group) is answered with the Kafka error
 //     and never disturbs another group.

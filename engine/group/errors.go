@@ -1,16 +1,25 @@
 package group
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/moonmq/moonmq/engine/coord"
+)
 
 // Sentinel errors. net/kafka maps each to its Kafka error code; every error
 // the package returns wraps exactly one of them.
 var (
-	// ErrCoordinatorLoadInProgress: the coordinator is still replaying
-	// __consumer_offsets (COORDINATOR_LOAD_IN_PROGRESS, retriable).
-	ErrCoordinatorLoadInProgress = errors.New("group coordinator is loading")
+	// ErrCoordinatorLoadInProgress: the group's partition of
+	// __consumer_offsets is still being replayed
+	// (COORDINATOR_LOAD_IN_PROGRESS, retriable). The runtime's own.
+	ErrCoordinatorLoadInProgress = coord.ErrLoading
 	// ErrCoordinatorNotAvailable: the offsets topic is missing or failed,
-	// or the coordinator is shutting down (COORDINATOR_NOT_AVAILABLE).
-	ErrCoordinatorNotAvailable = errors.New("group coordinator is not available")
+	// or the coordinator is shutting down (COORDINATOR_NOT_AVAILABLE). The
+	// runtime's own.
+	ErrCoordinatorNotAvailable = coord.ErrUnavailable
+	// ErrNotCoordinator: this node hosts no shard for the group's offsets
+	// partition (NOT_COORDINATOR): the client finds the coordinator again.
+	ErrNotCoordinator = coord.ErrNotCoordinator
 	// ErrInvalidGroupID: the group id is empty (INVALID_GROUP_ID).
 	ErrInvalidGroupID = errors.New("invalid group id")
 	// ErrUnknownMemberID: the member is not part of the group

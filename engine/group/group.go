@@ -22,13 +22,12 @@ type tpKey struct {
 	part  int32
 }
 
-// Group is one group id: its membership state machine (exactly one of
-// classic or consumer is set) and its committed offsets.
+// Group is one group id: its membership state machine (its kind) and its
+// committed offsets.
 type Group struct {
 	id        string
 	partition int32 // __consumer_offsets partition holding its records
-	classic   *Classic
-	consumer  *Consumer
+	kind      kind
 	offsets   map[tpKey]*offsetEntry
 	// persisted is set once a GroupMetadata record exists, so deleting
 	// the group writes a tombstone for it.
@@ -39,62 +38,23 @@ type Group struct {
 }
 
 func newGroup(cfg *Config, id string, partition int32, now time.Time) *Group {
-	return &Group{id: id, partition: partition, classic: newClassic(cfg, now), offsets: map[tpKey]*offsetEntry{}}
+	return &Group{id: id, partition: partition, kind: newClassic(cfg, now), offsets: map[tpKey]*offsetEntry{}}
 }
 
 // Type is "classic" or "consumer", as ListGroups v5 reports it.
-func (g *Group) Type() string {
-	if g.consumer != nil {
-		return "consumer"
-	}
-	return "classic"
-}
+func (g *Group) Type() string { return g.kind.Type() }
 
 // State is the group's state.
-func (g *Group) State() State {
-	if g.consumer != nil {
-		return g.consumer.State()
-	}
-	return g.classic.State()
-}
+func (g *Group) State() State { return g.kind.State() }
 
 // ProtocolType is "consumer" for consumer groups and the classic group's
 // protocol type otherwise ("" for groups that only store offsets).
-func (g *Group) ProtocolType() string {
-	if g.consumer != nil {
-		return ConsumerProtocolType
-	}
-	return g.classic.ProtocolType()
-}
+func (g *Group) ProtocolType() string { return g.kind.ProtocolType() }
 
-func (g *Group) members() int {
-	if g.consumer != nil {
-		return g.consumer.Len()
-	}
-	return g.classic.Len()
-}
+func (g *Group) members() int { return g.kind.Len() }
 
 // idle reports a group with no members and no member id handed out.
-func (g *Group) idle() bool {
-	return g.members() == 0 && (g.classic == nil || len(g.classic.pending) == 0)
-}
-
-func (g *Group) nextDeadline() time.Time {
-	if g.consumer != nil {
-		return g.consumer.NextDeadline()
-	}
-	return g.classic.NextDeadline()
-}
-
-// subscribed reports whether the group's members consume topic; known is
-// false when it cannot tell (e.g. a non-consumer classic protocol).
-func (g *Group) subscribed(topic string) (subscribed, known bool) {
-	if g.consumer != nil {
-		return g.consumer.subscribed(topic), true
-	}
-	topics, ok := g.classic.subscribedTopics()
-	return topics[topic], ok
-}
+func (g *Group) idle() bool { return g.kind.idle() }
 
 // sortedOffsets returns the committed partitions in topic, partition order.
 func (g *Group) sortedOffsets() []tpKey {
@@ -123,11 +83,7 @@ func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []tpKey {
 	empty := g.members() == 0
 	var since int64
 	if empty {
-		if g.consumer != nil {
-			since = g.consumer.stateSince.UnixMilli()
-		} else {
-			since = g.classic.stateSince.UnixMilli()
-		}
+		since = g.kind.since().UnixMilli()
 	}
 	var out []tpKey
 	for _, k := range g.sortedOffsets() {
@@ -142,7 +98,7 @@ func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []tpKey {
 				out = append(out, k)
 			}
 		default:
-			if sub, known := g.subscribed(k.topic); known && !sub && o.commitTime+ret <= nowMs {
+			if sub, known := g.kind.subscribes(k.topic); known && !sub && o.commitTime+ret <= nowMs {
 				out = append(out, k)
 			}
 		}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/moonmq/moonmq/engine/batch"
 )
 
 // Key versions of __consumer_offsets records, as Kafka writes them: the
@@ -103,16 +101,4 @@ func decodeRecord(key, value []byte) (r record, ok bool, err error) {
 	default:
 		return r, false, nil
 	}
-}
-
-// buildBatch wraps records in an uncompressed RecordBatch v2 stamped with
-// nowMs, as the broker writes its own internal records.
-func buildBatch(nowMs int64, recs []batch.Record) []byte {
-	for i := range recs {
-		recs[i].OffsetDelta = int32(i)
-	}
-	return batch.Build(batch.Header{
-		FirstTimestamp: nowMs, MaxTimestamp: nowMs,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1,
-	}, recs)
 }

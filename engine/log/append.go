@@ -82,7 +82,7 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 		act, rolled = l.active, true
 	}
 	if act.size.Load() == 0 {
-		act.rollStart = opts.Now()
+		act.rollStart = opts.Clock.Now()
 	}
 
 	start := act.size.Load()
@@ -172,7 +172,7 @@ func (l *Log) shouldRoll(act *segment, opts *Options, total, first, last int64) 
 	if size+total > opts.SegmentBytes || act.indexFull(opts.MaxIndexBytes) {
 		return true
 	}
-	return act.rollDue(opts.Now(), opts)
+	return act.rollDue(opts.Clock.Now(), opts)
 }
 
 // roll seals the active segment and starts a new one at base. An empty

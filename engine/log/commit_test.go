@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -258,39 +259,56 @@ func TestNotifyDurableFailure(t *testing.T) {
 }
 
 // TestGroupCommitWindow: with a window, appends that arrive while a round
-// was just made share the next one; the window never delays Close.
+// was just made share the next one, which starts when the window ends and
+// not before; the first round and Close never wait for it. It runs in a
+// synctest bubble: time moves only when every goroutine (the flusher too)
+// waits, so "no fsync before the window ends, exactly one at its end" is
+// asserted as order and state, not as elapsed wall time.
 func TestGroupCommitWindow(t *testing.T) {
-	opts := testOptions(nil)
-	opts.GroupCommitWindow = 200 * time.Millisecond
-	l := openLog(t, t.TempDir(), opts)
-	ctx := context.Background()
+	synctest.Test(t, func(t *testing.T) {
+		const window = 200 * time.Millisecond
+		opts := testOptions(nil)
+		opts.GroupCommitWindow = window
+		l := openLog(t, t.TempDir(), opts)
+		ctx := context.Background()
 
-	s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
-	start := time.Now()
-	require.NoError(t, l.WaitDurable(ctx, s.last))
-	require.Less(t, time.Since(start), opts.GroupCommitWindow, "the first round does not wait")
-	rounds := l.Stats().Fsyncs
+		start := time.Now()
+		s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+		require.NoError(t, l.WaitDurable(ctx, s.last))
+		require.Equal(t, start, time.Now(), "the first round does not wait")
+		rounds := l.Stats().Fsyncs
 
-	// Three appends right after a round: one more round covers them all,
-	// and only once the window has passed.
-	var last int64
-	for i := range 3 {
-		last = appendBatch(t, l, makeBatch(1, 10, 0, i+1), 0).last
-	}
-	require.NoError(t, l.WaitDurable(ctx, last))
-	require.GreaterOrEqual(t, time.Since(start), opts.GroupCommitWindow)
-	require.Equal(t, rounds+1, l.Stats().Fsyncs)
+		// Three appends right after a round: no fsync until the window
+		// has passed since that round, then exactly one covering them all.
+		var got notified
+		var last int64
+		for i := range 3 {
+			last = appendBatch(t, l, makeBatch(1, 10, 0, i+1), 0).last
+			l.NotifyDurable(last, got.fn(last))
+		}
+		synctest.Wait() // the flusher waits out the window
+		require.Equal(t, rounds, l.Stats().Fsyncs, "no fsync inside the window")
+		time.Sleep(window - time.Nanosecond)
+		synctest.Wait()
+		require.Equal(t, rounds, l.Stats().Fsyncs, "no fsync a nanosecond before the window ends")
+		require.Zero(t, got.count())
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		require.Equal(t, rounds+1, l.Stats().Fsyncs, "one round when the window ends")
+		require.Equal(t, 3, got.count(), "it covered every append of the window")
+		require.Greater(t, l.DurableOffset(), last)
 
-	// Close does its final round at once.
-	s = appendBatch(t, l, makeBatch(1, 10, 0, 9), 0)
-	var got notified
-	l.NotifyDurable(s.last, got.fn(s.last))
-	start = time.Now()
-	require.NoError(t, l.Close())
-	require.Less(t, time.Since(start), opts.GroupCommitWindow)
-	err, ok := got.get(s.last)
-	require.True(t, ok)
-	require.NoError(t, err)
+		// Close does its final round at once, inside a new window.
+		s = appendBatch(t, l, makeBatch(1, 10, 0, 9), 0)
+		l.NotifyDurable(s.last, got.fn(s.last))
+		synctest.Wait()
+		closing := time.Now()
+		require.NoError(t, l.Close())
+		require.Equal(t, closing, time.Now(), "Close does not wait for the window")
+		err, ok := got.get(s.last)
+		require.True(t, ok)
+		require.NoError(t, err)
+	})
 
 	bad := testOptions(nil)
 	bad.GroupCommitWindow = -time.Millisecond

@@ -10,40 +10,21 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/clock"
 )
 
-// fakeClock is an injectable Now.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.UnixMilli(1_700_000_000_000)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
+// newFakeClock returns a fake clock for segment age and retention.
+func newFakeClock() *clock.Fake { return clock.NewFake(time.UnixMilli(1_700_000_000_000)) }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func testOptions(clock *fakeClock) Options {
+func testOptions(clk *clock.Fake) Options {
 	o := Options{
 		SegmentBytes:       4 << 10,
 		IndexIntervalBytes: 512,
@@ -52,8 +33,8 @@ func testOptions(clock *fakeClock) Options {
 		FlushAlways:        true,
 		Logger:             quietLogger(),
 	}
-	if clock != nil {
-		o.Now = clock.Now
+	if clk != nil {
+		o.Clock = clk
 	}
 	return o
 }

@@ -62,6 +62,7 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/vfs"
 )
 
@@ -163,10 +164,13 @@ type Options struct {
 	Files *FileCache
 	// Logger is fixed at Open; SetOptions ignores a different one.
 	Logger *slog.Logger
-	// Now is the clock for segment age, retention and recovery-point
-	// checkpoints; injectable for tests. It is called from the flusher
-	// goroutine too, so it must be safe for concurrent use.
-	Now func() time.Time
+	// Clock is the time of segment age, retention and recovery-point
+	// checkpoints, and of the flusher's timers (FlushInterval and
+	// GroupCommitWindow), so tests can hold them still and move them
+	// (default clock.Real). Fsync durations are measured on the machine's
+	// clock whatever it is. It is used from the flusher goroutine too, so
+	// it must be safe for concurrent use; fixed at Open.
+	Clock clock.Clock
 	// OnFsync, when set, is called after every successful fsync round with
 	// its duration and the number of appends it made durable (the group
 	// commit size); metrics hang off it. It must not block.
@@ -214,8 +218,8 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 }
 
@@ -246,8 +250,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: GroupCommitWindow %v must not be negative", ErrInvalidOptions, o.GroupCommitWindow)
 	case o.Logger == nil:
 		return fmt.Errorf("%w: Logger is nil", ErrInvalidOptions)
-	case o.Now == nil:
-		return fmt.Errorf("%w: Now is nil", ErrInvalidOptions)
+	case o.Clock == nil:
+		return fmt.Errorf("%w: Clock is nil", ErrInvalidOptions)
 	}
 	return nil
 }
@@ -523,7 +527,8 @@ func (l *Log) SetOptions(opts Options) error {
 	if l.closed {
 		return ErrClosed
 	}
-	l.opts.Store(&opts) // the logger stays the one given to Open
+	opts.Clock = l.opts.Load().Clock // the flusher's timers run on it
+	l.opts.Store(&opts)              // the logger stays the one given to Open
 	if !opts.FlushAlways {
 		l.raiseHW(l.leo.Load())
 		l.settleWaiters()
@@ -705,11 +710,12 @@ func (l *Log) kickFlusher() {
 // which is how many producers share one fsync.
 func (l *Log) runFlusher() {
 	defer close(l.done)
+	clk := l.opts.Load().Clock // fixed at Open
 	var (
-		ticker    *time.Ticker
+		ticker    clock.Ticker
 		tickC     <-chan time.Time
 		interval  time.Duration
-		window    = time.NewTimer(time.Hour)
+		window    = clk.NewTimer(time.Hour)
 		lastRound time.Time
 	)
 	window.Stop()
@@ -727,8 +733,8 @@ func (l *Log) runFlusher() {
 				ticker.Stop()
 			}
 			interval = o.FlushInterval
-			ticker = time.NewTicker(interval)
-			tickC = ticker.C
+			ticker = clk.NewTicker(interval)
+			tickC = ticker.C()
 		}
 	}
 	defer func() {
@@ -752,16 +758,16 @@ func (l *Log) runFlusher() {
 		// has nothing to wait for.
 		pending := l.durable.Load() < l.leo.Load()
 		if o := l.opts.Load(); pending && o.FlushAlways && o.GroupCommitWindow > 0 {
-			if wait := o.GroupCommitWindow - time.Since(lastRound); wait > 0 {
+			if wait := o.GroupCommitWindow - clk.Now().Sub(lastRound); wait > 0 {
 				window.Reset(wait)
 				select {
 				case <-l.stop:
 					return // Close does the final round itself
-				case <-window.C:
+				case <-window.C():
 				}
 			}
 		}
-		start, rounds := time.Now(), l.fsyncs.Load()
+		start, rounds := clk.Now(), l.fsyncs.Load()
 		_ = l.flushOnce() // failures are sticky and logged by fail
 		if l.fsyncs.Load() != rounds {
 			lastRound = start
@@ -842,11 +848,11 @@ func (l *Log) flushOnce() error {
 	// on disk with its indexes) and otherwise every RecoveryPointInterval:
 	// recovery never cuts below it. Written after the waiters are answered,
 	// so acknowledgements do not wait for it.
-	if target > l.recoveryPoint && (len(sealed) > 0 || opts.Now().Sub(l.rpWritten) >= opts.RecoveryPointInterval) {
+	if target > l.recoveryPoint && (len(sealed) > 0 || opts.Clock.Now().Sub(l.rpWritten) >= opts.RecoveryPointInterval) {
 		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, target); err != nil {
 			return l.fail(err)
 		}
-		l.recoveryPoint, l.rpWritten = target, opts.Now()
+		l.recoveryPoint, l.rpWritten = target, opts.Clock.Now()
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -417,14 +418,22 @@ func TestSetOptions(t *testing.T) {
 	require.ErrorIs(t, l.SetOptions(opts), ErrInvalidOptions)
 }
 
+// The interval policy fsyncs on the flusher's ticker, which runs on the
+// log's clock: nothing before the interval has passed, a round once it has.
 func TestIntervalFlush(t *testing.T) {
-	opts := testOptions(nil)
+	clk := newFakeClock()
+	opts := testOptions(clk)
 	opts.FlushAlways = false
-	opts.FlushInterval = time.Millisecond
+	opts.FlushInterval = time.Second
 	l := openLog(t, t.TempDir(), opts)
 	appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+	waitFor(t, "the flusher's ticker", func() bool { return slices.Contains(clk.Timers(), time.Second) })
+	clk.Advance(time.Second - time.Nanosecond)
+	require.Zero(t, l.Stats().Fsyncs, "no tick, no fsync")
+	require.Zero(t, l.DurableOffset())
+	clk.Advance(time.Nanosecond)
 	waitFor(t, "interval fsync", func() bool { return l.DurableOffset() == 1 })
-	require.NotZero(t, l.Stats().Fsyncs)
+	require.Equal(t, uint64(1), l.Stats().Fsyncs)
 }
 
 // flush.messages under the interval policy: an fsync starts once that many

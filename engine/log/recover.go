@@ -369,7 +369,7 @@ func (l *Log) recover() (clean, created bool, err error) {
 		return false, false, err
 	}
 	if l.active.size.Load() > 0 {
-		now := opts.Now()
+		now := opts.Clock.Now()
 		l.active.rollStart = now
 		if firstTs >= 0 && time.UnixMilli(firstTs).Before(now) {
 			l.active.rollStart = time.UnixMilli(firstTs)
@@ -418,7 +418,7 @@ func (l *Log) recover() (clean, created bool, err error) {
 		}
 	}
 	l.recoveryPoint = newRP
-	l.rpWritten = opts.Now()
+	l.rpWritten = opts.Clock.Now()
 	l.logStart.Store(logStart)
 	l.leo.Store(leo)
 	l.hw.Store(leo)
@@ -550,7 +550,7 @@ func (l *Log) recoverEmpty(start int64) error {
 		return fmt.Errorf("sync dir %s: %w", l.dir, err)
 	}
 	l.recoveryPoint = start
-	l.rpWritten = l.opts.Load().Now()
+	l.rpWritten = l.opts.Load().Clock.Now()
 	l.logStart.Store(start)
 	l.leo.Store(start)
 	l.hw.Store(start)

@@ -22,7 +22,7 @@ func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 		return 0, ErrClosed
 	}
 	opts := l.opts.Load()
-	now := opts.Now()
+	now := opts.Clock.Now()
 	if act := l.active; l.failure() == nil && act.size.Load() > 0 && act.rollDue(now, opts) {
 		if err := l.roll(l.leo.Load()); err != nil {
 			return 0, l.fail(err)
@@ -224,7 +224,7 @@ func (l *Log) truncateLocked(offset int64) error {
 	}
 	s.rollStart = time.Time{}
 	if s.size.Load() > 0 {
-		s.rollStart = opts.Now()
+		s.rollStart = opts.Clock.Now()
 	}
 	if s.pinned == nil {
 		if err := s.pin(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/txn"
 	"github.com/moonmq/moonmq/engine/vfs"
@@ -21,7 +22,7 @@ import (
 func memBroker(t *testing.T, fsys vfs.FS) *Manager {
 	t.Helper()
 	b, err := Open(Options{DataDir: "/data", FS: fsys, HealInterval: time.Hour,
-		Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
+		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000))})
 	require.NoError(t, err)
 	return b
 }

@@ -1,11 +1,12 @@
-// Package broker owns the partitions hosted on this node: it opens, creates
+// Package replica owns the partitions hosted on this node: it opens, creates
 // and deletes their logs as the metadata says, and implements the single-node
 // semantics of produce (validation, idempotent-producer dedup, timestamps,
 // durability) and fetch over them. It knows nothing about sockets or the
 // Kafka wire format beyond the RecordBatch bytes it stores. A partition owns
-// its offsets and rules: readers ask it (Position, ReadAppend, ListOffset,
-// DeleteRecords), never its log, and the leader epoch it stamps on appends
-// is its own state (MakeLeader).
+// its offsets and rules: readers ask it (Fetch, with the isolation level
+// and leader-epoch checks Kafka applies; ListOffset; DeleteRecords; Stats),
+// never its log, and the leader epoch it stamps on appends and checks
+// requests against is its own state (MakeLeader).
 //
 // Invariants: a partition's appends are serialised by its mutex, which also
 // guards its producer state, so sequence checks see the log in write order;
@@ -37,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/vfs"
@@ -68,9 +70,11 @@ type Options struct {
 	Logger  *slog.Logger
 	// RetentionCheckInterval is how often retention and time-based rolls run.
 	RetentionCheckInterval time.Duration
-	// Now is the clock; it is called from every log's goroutines, so it
+	// Clock is the time of record timestamps, retention, heal backoff and
+	// every log's flusher, and runs the housekeeping and healer loops
+	// (default clock.Real); it is used from every log's goroutines, so it
 	// must be safe for concurrent use.
-	Now func() time.Time
+	Clock clock.Clock
 	// GroupCommitWindow is every partition's log.Options.GroupCommitWindow:
 	// the shortest time between two fsync rounds of one partition.
 	GroupCommitWindow time.Duration
@@ -118,8 +122,8 @@ func (o *Options) EnsureDefaults() {
 	if o.RetentionCheckInterval <= 0 {
 		o.RetentionCheckInterval = 30 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 	if o.ProducerIDExpiration <= 0 {
 		o.ProducerIDExpiration = 24 * time.Hour
@@ -334,7 +338,7 @@ func (b *Manager) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, e
 // markOffline records a partition that could not be opened. Caller holds b.mu.
 func (b *Manager) markOffline(tp TopicPartition, overrides map[string]string, epoch int32, cause error) error {
 	o := &offlinePartition{overrides: overrides, epoch: epoch, err: cause}
-	o.heal.failed(b.opts.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
+	o.heal.failed(b.opts.Clock.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
 	b.offline[tp] = o
 	b.opts.Logger.Error("partition offline: cannot open it; retrying, the rest of the node serves",
 		"topic", tp.Topic, "partition", tp.Partition, "err", cause)
@@ -537,7 +541,7 @@ type PartitionState struct {
 func (b *Manager) PartitionStates() []PartitionState {
 	var out []PartitionState
 	for _, p := range b.Partitions() {
-		st := PartitionState{TopicPartition: p.tp, Online: true, Stats: p.log.Stats(), CorruptRanges: p.log.CorruptRanges()}
+		st := PartitionState{TopicPartition: p.tp, Online: true, Stats: p.Stats(), CorruptRanges: p.log.CorruptRanges()}
 		if err := p.log.Failure(); err != nil {
 			st.Online, st.Error = false, err.Error()
 		}
@@ -560,13 +564,13 @@ func (b *Manager) PartitionStates() []PartitionState {
 // every runs fn every interval until Close (a background loop of the broker).
 func (b *Manager) every(interval time.Duration, fn func()) {
 	defer b.wg.Done()
-	t := time.NewTicker(interval)
+	t := b.opts.Clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-b.stop:
 			return
-		case <-t.C:
+		case <-t.C():
 			fn()
 		}
 	}
@@ -587,7 +591,7 @@ func (b *Manager) HealNow() int { return b.heal(true) }
 func (b *Manager) heal(force bool) (stillDown int) {
 	b.healMu.Lock()
 	defer b.healMu.Unlock()
-	now := b.opts.Now()
+	now := b.opts.Clock.Now()
 	// Offline partitions are opened without the broker lock (recovery can
 	// take a while; produce, fetch and /readyz must not wait for it), then
 	// added if their topic still exists.
@@ -688,7 +692,7 @@ func (b *Manager) EnforceRetention() {
 }
 
 func (b *Manager) expireProducers() {
-	now := b.opts.Now().UnixMilli()
+	now := b.opts.Clock.Now().UnixMilli()
 	for _, p := range b.Partitions() {
 		p.mu.Lock()
 		p.producers.Expire(now, b.opts.ProducerIDExpiration.Milliseconds())

@@ -5,19 +5,19 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/txn"
 )
 
 func open(t *testing.T, dir string) *Manager {
 	t.Helper()
-	b, err := Open(Options{DataDir: dir, Now: func() time.Time { return time.UnixMilli(1_700_000_000_000) }})
+	b, err := Open(Options{DataDir: dir, Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000))})
 	require.NoError(t, err)
 	return b
 }
@@ -358,9 +358,8 @@ func TestProducerStateWithoutSnapshot(t *testing.T) {
 // TestCompactOnlyTopicsIgnoreRetention: with cleanup.policy=compact alone,
 // age and size retention never delete data (Kafka semantics).
 func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
-	var now atomic.Int64 // read by every log's flusher: Options.Now must be safe for concurrent use
-	now.Store(1_700_000_000_000)
-	b, err := Open(Options{DataDir: t.TempDir(), Now: func() time.Time { return time.UnixMilli(now.Load()) }})
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	b, err := Open(Options{DataDir: t.TempDir(), Clock: clk})
 	require.NoError(t, err)
 	defer b.Close()
 	for _, policy := range []string{"compact", "delete"} {
@@ -374,7 +373,7 @@ func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
 			require.NoError(t, p.WaitDurable(context.Background(), res))
 		}
 	}
-	now.Add(time.Hour.Milliseconds())
+	clk.Advance(time.Hour)
 	b.EnforceRetention()
 	c, _ := b.Partition(TopicPartition{Topic: "compact", Partition: 0})
 	d, _ := b.Partition(TopicPartition{Topic: "delete", Partition: 0})

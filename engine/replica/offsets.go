@@ -11,79 +11,253 @@ import (
 // The offsets a reader is told and the reads it makes go through the
 // partition, which owns them: the high watermark and the last stable offset
 // are partition state (a replicated partition will set them from its
-// followers, a transactional one hold the LSO back), not the log's.
+// followers, a transactional one hold the LSO back), not the log's. So are
+// the rules Kafka's Partition.fetchRecords and fetchOffsetForTimestamp
+// apply: which bound an isolation level reads to, and whether the leader
+// epoch a client believes in is the partition's.
 
-// ErrInvalidListOffset is a ListOffsets timestamp that is neither a time
-// nor one of the special values (Latest, Earliest, ...).
-var ErrInvalidListOffset = errors.New("invalid ListOffsets timestamp")
+// Errors of the read and offset operations.
+var (
+	// ErrInvalidListOffset is a ListOffsets timestamp that is neither a
+	// time nor one of the special values (Latest, Earliest, ...).
+	ErrInvalidListOffset = errors.New("invalid ListOffsets timestamp")
+	// ErrFencedLeaderEpoch: the client's leader epoch is older than the
+	// partition's (Kafka FENCED_LEADER_EPOCH): it refreshes its metadata.
+	ErrFencedLeaderEpoch = errors.New("fenced leader epoch")
+	// ErrUnknownLeaderEpoch: the client's leader epoch is newer than the
+	// partition's (Kafka UNKNOWN_LEADER_EPOCH): this replica has not heard
+	// of it yet, and the client retries.
+	ErrUnknownLeaderEpoch = errors.New("unknown leader epoch")
+	// ErrNotReplica: a follower fetch from a broker that is not one of the
+	// partition's replicas (Kafka NOT_LEADER_OR_FOLLOWER).
+	ErrNotReplica = errors.New("not a replica of the partition")
+)
 
 // Special ListOffsets timestamps, as Kafka defines them.
 const (
-	ListLatest        int64 = -1 // the high watermark
+	ListLatest        int64 = -1 // the last offset the isolation level reads to
 	ListEarliest      int64 = -2 // the log start
 	ListMaxTimestamp  int64 = -3 // the record with the largest timestamp
 	ListEarliestLocal int64 = -4 // the local log start (no tiered storage: the log start)
 )
 
-// Position is where a partition stands for a reader.
-type Position struct {
-	LogStart      int64
-	HighWatermark int64 // reads never go past it
-	// LastStable is the last stable offset (read_committed readers stop
-	// there). Without transactions it is the high watermark.
+// NoLeaderEpoch is the CurrentLeaderEpoch of a request that does not check
+// it (older versions, clients without metadata epochs).
+const NoLeaderEpoch int32 = -1
+
+// IsolationLevel is what a consumer may read, with Kafka's wire values.
+type IsolationLevel int8
+
+const (
+	// ReadUncommitted reads up to the high watermark.
+	ReadUncommitted IsolationLevel = 0
+	// ReadCommitted reads up to the last stable offset: no record of a
+	// transaction still open.
+	ReadCommitted IsolationLevel = 1
+)
+
+// FetchParams is one partition of a Fetch request.
+type FetchParams struct {
+	Offset int64
+	// MaxBytes bounds the batches returned, but the first one comes whole
+	// whatever its size, so a consumer passes a batch larger than its
+	// limit. Room, when set, is used instead.
+	MaxBytes int
+	// Room is asked, once and only when there is something to read, where
+	// to read to and how much: the batches are appended to buf, bounded
+	// by maxBytes as MaxBytes bounds them; ok false reads nothing. A reader
+	// whose room comes from shared budgets takes it here, so a fetch at the
+	// end of the log holds none.
+	Room      func() (buf []byte, maxBytes int, ok bool)
+	Isolation IsolationLevel
+	// ReplicaID is the fetching broker for a follower fetch, negative for
+	// a consumer.
+	ReplicaID int32
+	// CurrentLeaderEpoch is the epoch the client believes the partition's
+	// leader is in, or NoLeaderEpoch.
+	CurrentLeaderEpoch int32
+}
+
+// AbortedTxn is an aborted transaction whose records a read_committed
+// fetch returned, for the consumer to skip.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+}
+
+// FetchResult is what a fetch read and the offsets it read against, all
+// taken before the read, so the batches never end past the bounds reported.
+type FetchResult struct {
+	Batches       []byte
+	HighWatermark int64
+	// LastStable is the last stable offset: without transactions, the
+	// high watermark.
 	LastStable int64
+	LogStart   int64
+	// Aborted are the aborted transactions the batches hold: always empty
+	// until transactions exist (issue 14); the field is their seam.
+	Aborted []AbortedTxn
 	// Changed is closed at the next append, truncation or deletion, for
-	// long polls.
+	// long polls; it was taken before the offsets, so a change after them
+	// closes it.
 	Changed <-chan struct{}
 }
 
-// Position returns the partition's read bounds now.
-func (p *Partition) Position() Position {
-	changed := p.log.Changed() // before the offsets: a change after them closes it
-	hw := p.log.HighWatermark()
-	return Position{LogStart: p.log.LogStartOffset(), HighWatermark: hw, LastStable: hw, Changed: changed}
+// Fetch reads for one partition of a Fetch request. A consumer reads up to
+// the high watermark, or the last stable offset with ReadCommitted; an
+// offset at or past that bound, up to the log end, reads nothing, and one
+// outside the log is log.ErrOffsetOutOfRange (with the offsets still in
+// the result). A client's leader epoch older or newer than the partition's
+// is ErrFencedLeaderEpoch or ErrUnknownLeaderEpoch, as Kafka checks it.
+//
+// A follower fetch (ReplicaID >= 0) would read to the log end and move the
+// high watermark; this node replicates to nobody, so, as Kafka answers a
+// broker that is not among the replicas, it is refused: ErrUnknownLeaderEpoch
+// when the request carries an epoch (the follower retries), ErrNotReplica
+// otherwise. A refused fetch reports -1 offsets, as Kafka's do.
+func (p *Partition) Fetch(fp FetchParams) (FetchResult, error) {
+	refused := FetchResult{HighWatermark: -1, LastStable: -1, LogStart: -1}
+	if err := p.checkLeaderEpoch(fp.CurrentLeaderEpoch); err != nil {
+		return refused, err
+	}
+	if fp.ReplicaID >= 0 {
+		err := ErrNotReplica
+		if fp.CurrentLeaderEpoch != NoLeaderEpoch {
+			err = ErrUnknownLeaderEpoch
+		}
+		return refused, fmt.Errorf("%w: broker %d fetching %s-%d, which has no followers",
+			err, fp.ReplicaID, p.tp.Topic, p.tp.Partition)
+	}
+	res := FetchResult{Changed: p.log.Changed()} // before the offsets: a change after them closes it
+	res.HighWatermark, res.LogStart = p.HighWatermark(), p.log.LogStartOffset()
+	res.LastStable = p.lastStable(res.HighWatermark)
+	upTo := readBound(fp.Isolation, res.HighWatermark, res.LastStable)
+	if fp.Offset >= upTo || fp.Offset < res.LogStart {
+		// Nothing to read: only the answer for the offset (none up to the
+		// log end, OFFSET_OUT_OF_RANGE outside the log), and no room taken.
+		_, err := p.log.ReadAppend(nil, fp.Offset, 0, upTo)
+		return res, err
+	}
+	buf, maxBytes, ok := []byte(nil), fp.MaxBytes, true
+	if fp.Room != nil {
+		buf, maxBytes, ok = fp.Room()
+	}
+	if !ok {
+		return res, nil
+	}
+	data, err := p.log.ReadAppend(buf, fp.Offset, maxBytes, upTo)
+	if err != nil {
+		return res, err
+	}
+	res.Batches = data
+	return res, nil
 }
 
-// HighWatermark is the offset below which records are readable.
+// readBound is the offset a consumer at isolation reads up to.
+func readBound(isolation IsolationLevel, hw, lastStable int64) int64 {
+	if isolation == ReadCommitted {
+		return lastStable
+	}
+	return hw
+}
+
+// checkLeaderEpoch is Kafka's Partition.checkCurrentLeaderEpoch: a request
+// naming an epoch must name the partition's.
+func (p *Partition) checkLeaderEpoch(current int32) error {
+	if current == NoLeaderEpoch {
+		return nil
+	}
+	switch epoch := p.LeaderEpoch(); {
+	case current < epoch:
+		return fmt.Errorf("%w: %s-%d is in leader epoch %d, the request names %d", ErrFencedLeaderEpoch,
+			p.tp.Topic, p.tp.Partition, epoch, current)
+	case current > epoch:
+		return fmt.Errorf("%w: %s-%d is in leader epoch %d, the request names %d", ErrUnknownLeaderEpoch,
+			p.tp.Topic, p.tp.Partition, epoch, current)
+	}
+	return nil
+}
+
+// HighWatermark is the offset below which records are readable. Alone on
+// its node the partition's is its log's (the fsynced end under
+// flush.policy=always, the log end otherwise); every rule reads it here, so
+// a replicated partition holds its own, moved by its followers.
 func (p *Partition) HighWatermark() int64 { return p.log.HighWatermark() }
+
+// lastStable is the last stable offset for the high watermark hw just
+// read: hw itself, until transactions (issue 14) hold it back at the first
+// open one. Never above hw.
+func (p *Partition) lastStable(hw int64) int64 { return hw }
+
+// Stats is the partition's log statistics, with the high watermark the
+// partition holds (what readers are told), for /stats and /metrics.
+func (p *Partition) Stats() log.Stats {
+	st := p.log.Stats()
+	st.HighWatermark = p.HighWatermark()
+	return st
+}
 
 // Failure is why the partition's log is offline (an I/O error), or nil.
 func (p *Partition) Failure() error { return p.log.Failure() }
 
-// ReadAppend appends the stored batches from offset to dst, bounded by
-// maxBytes as log.Log.ReadAppend bounds them, never past upTo (a bound
-// from Position) nor the high watermark. An offset outside the log is
-// log.ErrOffsetOutOfRange, with maxBytes 0 too (the answer a fetch with no
-// room gives).
-func (p *Partition) ReadAppend(dst []byte, offset int64, maxBytes int, upTo int64) ([]byte, error) {
-	return p.log.ReadAppend(dst, offset, maxBytes, min(upTo, p.log.HighWatermark()))
+// ListOffsetParams is one partition of a ListOffsets request.
+type ListOffsetParams struct {
+	// Timestamp is a time in Unix milliseconds or one of the List
+	// constants.
+	Timestamp          int64
+	Isolation          IsolationLevel
+	CurrentLeaderEpoch int32 // NoLeaderEpoch: not checked
 }
 
-// ListOffset answers ListOffsets for one timestamp: an offset and, for a
-// time or ListMaxTimestamp, the timestamp of the record found (-1
-// otherwise). A time with no record at or after it below the high
-// watermark answers -1, -1, as Kafka does.
-func (p *Partition) ListOffset(timestamp int64) (offset, ts int64, err error) {
-	switch timestamp {
+// ListOffsetResult is the answer for one partition of ListOffsets.
+type ListOffsetResult struct {
+	Offset int64
+	// Timestamp is that of the record found, for a time or
+	// ListMaxTimestamp; -1 otherwise.
+	Timestamp   int64
+	LeaderEpoch int32
+}
+
+// ListOffset answers ListOffsets for one partition as Kafka's
+// fetchOffsetForTimestamp does: ListLatest is the offset the isolation
+// level reads to (the last stable offset for ReadCommitted, the high
+// watermark otherwise), and a record found for a time or ListMaxTimestamp
+// at or past it is not reported (-1, -1), since the consumer could not
+// read it yet. The client's leader epoch is checked as Fetch checks it.
+func (p *Partition) ListOffset(lp ListOffsetParams) (ListOffsetResult, error) {
+	if err := p.checkLeaderEpoch(lp.CurrentLeaderEpoch); err != nil {
+		return ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1}, err
+	}
+	res := ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: p.LeaderEpoch()}
+	hw := p.HighWatermark()
+	upTo := readBound(lp.Isolation, hw, p.lastStable(hw))
+	var (
+		off, ts int64
+		ok      bool
+		err     error
+	)
+	switch lp.Timestamp {
 	case ListLatest:
-		return p.log.HighWatermark(), -1, nil
+		res.Offset = upTo
+		return res, nil
 	case ListEarliest, ListEarliestLocal:
-		return p.log.LogStartOffset(), -1, nil
+		res.Offset = p.log.LogStartOffset()
+		return res, nil
 	case ListMaxTimestamp:
-		offset, ts = p.log.MaxTimestamp()
-		return offset, ts, nil
+		off, ts = p.log.MaxTimestamp()
+		ok = off >= 0
+	default:
+		if lp.Timestamp < 0 {
+			return res, fmt.Errorf("%w: %d", ErrInvalidListOffset, lp.Timestamp)
+		}
+		if off, ts, ok, err = p.log.OffsetForTimestamp(lp.Timestamp); err != nil {
+			return res, err
+		}
 	}
-	if timestamp < 0 {
-		return -1, -1, fmt.Errorf("%w: %d", ErrInvalidListOffset, timestamp)
+	if ok && off < upTo {
+		res.Offset, res.Timestamp = off, ts
 	}
-	off, found, ok, err := p.log.OffsetForTimestamp(timestamp)
-	switch {
-	case err != nil:
-		return -1, -1, err
-	case !ok || off >= p.log.HighWatermark():
-		return -1, -1, nil
-	}
-	return off, found, nil
+	return res, nil
 }
 
 // DeleteRecords moves the log start to before (-1: the high watermark), as
@@ -97,7 +271,7 @@ func (p *Partition) DeleteRecords(before int64) (int64, error) {
 	if p.deleted {
 		return -1, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
 	}
-	hw := p.log.HighWatermark()
+	hw := p.HighWatermark()
 	if before == -1 {
 		before = hw
 	}

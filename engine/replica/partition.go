@@ -95,7 +95,7 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 		FS:                 opts.FS,
 		Files:              opts.Files,
 		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
-		Now:                opts.Now,
+		Clock:              opts.Clock,
 		OnFsync:            opts.OnFsync,
 	}
 }
@@ -181,7 +181,7 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 		return ProduceResult{}, err
 	}
 	if !cfg.LogAppendTime {
-		if err := checkTimestamps(headers, p.opts.Now().UnixMilli(), cfg); err != nil {
+		if err := checkTimestamps(headers, p.opts.Clock.Now().UnixMilli(), cfg); err != nil {
 			return ProduceResult{}, err
 		}
 	}
@@ -225,7 +225,7 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 	}
 	appendTime := int64(-1)
 	if p.cfg.LogAppendTime {
-		appendTime = p.opts.Now().UnixMilli()
+		appendTime = p.opts.Clock.Now().UnixMilli()
 		for _, b := range batches {
 			batch.SetLogAppendTime(b, appendTime)
 		}
@@ -423,5 +423,5 @@ func (p *Partition) NotifyDurable(r ProduceResult, fn func(error)) {
 // Read returns stored batches from offset, bounded by maxBytes, never past
 // the high watermark.
 func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
-	return p.log.Read(offset, maxBytes, p.log.HighWatermark())
+	return p.log.Read(offset, maxBytes, p.HighWatermark())
 }

@@ -1,11 +1,15 @@
 // Package archtest keeps the dependency rules of DESIGN.md true: engine
 // imports nothing from net, cluster, mql or tui; the storage leaves
-// (engine/vfs, engine/batch, engine/topicconfig, engine/log) and the shared
-// leaves (net/protoext, internal/when, cluster/metadata) import no other
-// MoonMQ package but each other as listed; net/client never imports engine;
-// net/kafka never imports cluster/controller (it sees cluster/metadata);
+// (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log),
+// the coordinator runtime (engine/coord, which coordinators such as
+// engine/group build on) and the shared leaves (net/protoext,
+// internal/when, cluster/metadata) import no other MoonMQ package but each
+// other as listed; net/client never imports engine; net/kafka never
+// imports cluster/controller (it sees cluster/metadata);
 // mql and tui reach brokers only through net/client, so neither imports
-// franz-go itself (their tests may, to run franz-go's fake cluster).
+// franz-go itself (their tests may, to run franz-go's fake cluster); the
+// test harnesses stay in tests, and the tests of net/kafka, mql and tui
+// never build the binary.
 package archtest
 
 import (
@@ -58,13 +62,20 @@ func TestStorageLeaves(t *testing.T) {
 		"./engine/batch":       nil,
 		"./engine/topicconfig": nil,
 		"./engine/txn":         nil,
-		"./engine/log":         {"engine/batch", "engine/vfs"},
+		"./engine/clock":       nil,
+		"./engine/log":         {"engine/batch", "engine/clock", "engine/vfs"},
 		"./net/protoext":       nil,
 		"./internal/lag":       nil,
 		"./internal/cli":       nil,
 		"./internal/syncbuf":   nil,
 		"./internal/when":      nil,
 		"./cluster/metadata":   nil,
+
+		// The coordinator runtime knows records, not what they mean: a
+		// group or transaction coordinator builds on it, never the
+		// reverse.
+		"./engine/coord":           {"engine/batch"},
+		"./engine/coord/coordtest": {"engine/batch", "engine/coord"},
 	}
 	for pkg, allowed := range leaves {
 		checkDeps(t, pkg, func(rel string) bool {
@@ -75,6 +86,33 @@ func TestStorageLeaves(t *testing.T) {
 			}
 			return false
 		})
+	}
+}
+
+// TestHarnessesStayInTests: internal/testnode and internal/testbroker start
+// brokers for tests; no package's non-test code depends on them.
+func TestHarnessesStayInTests(t *testing.T) {
+	checkDeps(t, "./...", func(rel string) bool {
+		return rel != "internal/testnode" && rel != "internal/testbroker"
+	})
+}
+
+// TestBrokerTestsRunInProcess: the tests of net/kafka, mql and tui start
+// the brokers they need in-process (internal/testnode), so running them
+// never builds the moonmq binary, which internal/testbroker does. Tests of
+// a real process live in internal/e2e and package main.
+func TestBrokerTestsRunInProcess(t *testing.T) {
+	for _, pkgs := range []string{"net/kafka/...", "mql/...", "tui/..."} {
+		out, err := exec.Command("go", "list", "-e", "-test", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+pkgs).CombinedOutput()
+		require.NoError(t, err, "go list -test %s: %s", pkgs, out)
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			pkg, deps, _ := strings.Cut(line, ":")
+			for _, d := range strings.Fields(deps) {
+				if d == module+"/internal/testbroker" {
+					t.Errorf("%s depends on internal/testbroker: start the broker in-process with internal/testnode", pkg)
+				}
+			}
+		}
 	}
 }
 

@@ -1,5 +1,8 @@
 // Package e2e runs real clients (franz-go and kcat) against a real
-// `moonmq serve` process on 127.0.0.1:0.
+// `moonmq serve` process on 127.0.0.1:0 (internal/testbroker), for what
+// needs the process: signals, SIGKILL, descriptor limits, its logs. The
+// console and the dashboard run here too, the binary on a pseudo-terminal
+// and in tmux, against a broker that needs no process (internal/testnode).
 package e2e
 
 import (

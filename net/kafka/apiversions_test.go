@@ -1,13 +1,13 @@
-package kafka
+package kafka_test
 
 import (
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/node"
 )
 
 func apiVersions(t *testing.T, rc *rawConn, version int16, edit func(*kmsg.ApiVersionsRequest)) *kmsg.ApiVersionsResponse {
@@ -29,7 +29,7 @@ func apiVersions(t *testing.T, rc *rawConn, version int16, edit func(*kmsg.ApiVe
 // own tools start at v4), with Kafka's checks; a newer one is negotiated
 // down without counting as a request error.
 func TestApiVersionsVersions(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	rc := dialRaw(t, s)
 	for v := int16(0); v <= 5; v++ {
 		resp := apiVersions(t, rc, v, nil)
@@ -48,7 +48,13 @@ func TestApiVersionsVersions(t *testing.T) {
 	require.Equal(t, kerr.InvalidRequest.Code, resp.ErrorCode, "Kafka's software-name rule")
 
 	// v5 (KIP-1242): the cluster and node the client means to reach.
-	us := s.meta.ClusterID()
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 12
+	rc.send(md)
+	mdResp := md.ResponseKind().(*kmsg.MetadataResponse)
+	rc.recv(mdResp)
+	require.NotNil(t, mdResp.ClusterID)
+	us := *mdResp.ClusterID
 	resp = apiVersions(t, rc, 5, func(r *kmsg.ApiVersionsRequest) { r.ClusterID, r.NodeID = &us, 1 })
 	require.Zero(t, resp.ErrorCode)
 	other := "another-cluster"
@@ -70,14 +76,13 @@ func TestApiVersionsVersions(t *testing.T) {
 	rc.recv(resp)
 	require.Equal(t, kerr.UnsupportedVersion.Code, resp.ErrorCode)
 	require.NotEmpty(t, resp.ApiKeys)
-	m := s.opts.Metrics.requestErrors
-	require.Zero(t, counterValue(t, m.WithLabelValues("ApiVersions", "UNSUPPORTED_VERSION")), "negotiation is not an error")
-	require.EqualValues(t, 2, counterValue(t, m.WithLabelValues("ApiVersions", "INVALID_REQUEST")), "real errors are counted")
+	require.Zero(t, requestErrors(t, s, "ApiVersions", "UNSUPPORTED_VERSION"), "negotiation is not an error")
+	require.EqualValues(t, 2, requestErrors(t, s, "ApiVersions", "INVALID_REQUEST"), "real errors are counted")
 }
 
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
+func requestErrors(t *testing.T, s *server, api, code string) float64 {
 	t.Helper()
-	var m dto.Metric
-	require.NoError(t, c.Write(&m))
-	return m.GetCounter().GetValue()
+	v, err := s.k.RequestErrors(api, code)
+	require.NoError(t, err)
+	return v
 }

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/topicconfig"
+	"github.com/moonmq/moonmq/node"
 )
 
 // issueConfigs are the topic configs issue 11 reports refused, as
@@ -40,7 +40,7 @@ var issueConfigs = map[string]struct {
 	"leader.replication.throttled.replicas":   {"*", kmsg.ConfigTypeList},
 }
 
-func adminClient(t *testing.T, s *Server) (*kgo.Client, *kadm.Client) {
+func adminClient(t *testing.T, s *server) (*kgo.Client, *kadm.Client) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func describeAll(t *testing.T, cl *kgo.Client, topic string) map[string]kmsg.Des
 // Kafka type and documentation, which says when MoonMQ only stores the key;
 // every other key is there as DEFAULT_CONFIG.
 func TestCreateTopicWithIssueConfigsAndDescribe(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	cl, adm := adminClient(t, s)
 	ctx := context.Background()
 
@@ -137,7 +137,7 @@ func TestCreateTopicWithIssueConfigsAndDescribe(t *testing.T) {
 // Bad values are refused with INVALID_CONFIG and a message naming the key,
 // the value and what Kafka expects; nothing is created.
 func TestCreateTopicRefusesBadConfigValues(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	_, adm := adminClient(t, s)
 	ctx := context.Background()
 	for k, tc := range map[string]struct{ value, want string }{
@@ -167,7 +167,7 @@ func TestCreateTopicRefusesBadConfigValues(t *testing.T) {
 // new keys (APPEND and SUBTRACT on the throttled-replica lists), validating
 // the result like a create; AlterConfigs replaces the whole set.
 func TestAlterIssueConfigs(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	cl, adm := adminClient(t, s)
 	ctx := context.Background()
 	createTopic(t, s, "alter", 1)
@@ -226,7 +226,7 @@ func TestAlterIssueConfigs(t *testing.T) {
 // recompresses what the producer sent, and the timestamp bounds refuse
 // records with INVALID_TIMESTAMP.
 func TestProduceAppliesCompressionAndTimestampConfigs(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	_, adm := adminClient(t, s)
 	ctx := context.Background()
 	resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{
@@ -247,11 +247,15 @@ func TestProduceAppliesCompressionAndTimestampConfigs(t *testing.T) {
 
 	// The stored batch is zstd although the producer sent gzip, and a
 	// consumer reads the record.
-	p, err := s.broker.Partition(replica.TopicPartition{Topic: "applied", Partition: 0})
-	require.NoError(t, err)
-	data, err := p.Read(0, 1<<20)
-	require.NoError(t, err)
-	h, err := batch.Validate(data, 0)
+	// A raw Fetch returns the stored batches as they are.
+	rc := dialRaw(t, s)
+	rc.send(fetchRequest("applied", 0))
+	fr := kmsg.NewPtrFetchResponse()
+	fr.Version = 11
+	rc.recv(fr)
+	fp := fr.Topics[0].Partitions[0]
+	require.Zero(t, fp.ErrorCode)
+	h, err := batch.Validate(fp.RecordBatches, 0)
 	require.NoError(t, err)
 	require.Equal(t, batch.CompressionZstd, h.Compression())
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -107,4 +108,18 @@ func TestPrecheckProduceAcceptsRealRequests(t *testing.T) {
 	if err := precheckProduce(3, hostile); err == nil {
 		t.Fatal("a frame claiming 1e6 topics in 100 bytes must be refused")
 	}
+}
+
+// Finding 8 of issue 10: malformed requests were logged with kmsg's
+// client-side wording, "response did not contain enough data".
+func TestTruncatedRequestIsCalledARequest(t *testing.T) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 9
+	topic := "some-topic"
+	req.Topics = []kmsg.MetadataRequestTopic{{Topic: &topic}}
+	body := encodeRequest(req, 1)
+	_, err := decodeRequest(body[:len(body)-4])
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "response")
+	require.Contains(t, err.Error(), "request ends before its fields do")
 }

@@ -32,8 +32,7 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	}
 	c.discardFetch(resp, charge)
 	return nil, func() kmsg.Response {
-		deadline := time.Now().Add(maxWait)
-		ctx, cancel := context.WithDeadline(c.ctx, deadline)
+		ctx, cancel := c.withTimeout(c.ctx, maxWait)
 		defer cancel()
 		for {
 			if c.ctx.Err() != nil {
@@ -59,10 +58,21 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			// pass, so room one of them held while this fetch read frees
 			// up unannounced: a starved fetch also looks again shortly.
 			changed = append(changed, c.respBudget.released(), c.s.respBudget.released())
-			wctx, cancel := context.WithTimeout(ctx, starvedRetry)
+			wctx, cancel := c.withTimeout(ctx, starvedRetry)
 			replica.WaitAny(wctx, changed)
 			cancel()
 		}
+	}
+}
+
+// withTimeout is context.WithTimeout on the server's clock: the context is
+// cancelled once d has passed on it.
+func (c *conn) withTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	t := c.s.opts.Clock.AfterFunc(d, cancel)
+	return ctx, func() {
+		t.Stop()
+		cancel()
 	}
 }
 
@@ -152,36 +162,41 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, byte
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			pos := part.Position()
-			changed = append(changed, pos.Changed)
-			hw := pos.HighWatermark
-			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, pos.LastStable, pos.LogStart
-			if p.FetchOffset >= hw || p.FetchOffset < rp.LogStartOffset {
-				// Nothing to read: take no room, just the answer for the
-				// offset (none at the end, OFFSET_OUT_OF_RANGE outside).
-				_, err := part.ReadAppend(nil, p.FetchOffset, 0, hw)
-				rp.ErrorCode = c.errCode(err)
-				rt.Partitions = append(rt.Partitions, rp)
-				continue
+			var grant fetchCharge
+			res, err := part.Fetch(replica.FetchParams{
+				Offset: p.FetchOffset, Isolation: replica.IsolationLevel(req.IsolationLevel),
+				ReplicaID: req.ReplicaID, CurrentLeaderEpoch: p.CurrentLeaderEpoch,
+				// Asked only when there is something to read: a partition at
+				// its end takes no room.
+				Room: func() ([]byte, int, bool) {
+					want := min(max(int(p.PartitionMaxBytes), 0), remaining)
+					grant = c.grantFetch(int64(want))
+					// Starved: less than even empty budgets would have given
+					// (a want beyond a budget's whole size never fits).
+					if grant.conn < min(int64(want), c.respBudget.limit, c.s.respBudget.limit) {
+						starved = true
+					}
+					if grant.conn == 0 && (!mayForce || total > 0) {
+						return nil, 0, false
+					}
+					return getFetchBuf(), int(grant.conn), true
+				},
+			})
+			if res.Changed != nil {
+				changed = append(changed, res.Changed)
 			}
-			want := min(max(int(p.PartitionMaxBytes), 0), remaining)
-			grant := c.grantFetch(int64(want))
-			// Starved: less than even empty budgets would have given
-			// (a want beyond a budget's whole size never fits).
-			if grant.conn < min(int64(want), c.respBudget.limit, c.s.respBudget.limit) {
-				starved = true
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStable, res.LogStart
+			rp.ErrorCode = c.errCode(err)
+			for _, a := range res.Aborted {
+				rp.AbortedTransactions = append(rp.AbortedTransactions,
+					kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})
 			}
-			if grant.conn > 0 || (mayForce && total == 0) {
-				data, err := part.ReadAppend(getFetchBuf(), p.FetchOffset, int(grant.conn), hw)
-				if err != nil {
-					rp.ErrorCode = c.errCode(err)
-				} else if len(data) > 0 {
-					rp.RecordBatches = data
-					remaining -= len(data)
-					total += len(data)
-				}
+			if len(res.Batches) > 0 {
+				rp.RecordBatches = res.Batches
+				remaining -= len(res.Batches)
+				total += len(res.Batches)
 			}
-			used := c.settle(grant, int64(len(rp.RecordBatches)))
+			used := c.settle(grant, int64(len(res.Batches))) // nothing when Room was not asked
 			charge.conn += used.conn
 			charge.server += used.server
 			rt.Partitions = append(rt.Partitions, rp)

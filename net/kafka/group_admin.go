@@ -88,18 +88,13 @@ func (c *conn) handleDeleteGroups(r *request) (kmsg.Response, func() kmsg.Respon
 		}
 		return resp, nil
 	}
-	errs := groups.DeleteGroups(req.Groups)
-	for i, id := range req.Groups {
-		g := kmsg.NewDeleteGroupsResponseGroup()
-		g.Group, g.ErrorCode = id, c.errCode(errs[i])
-		resp.Groups = append(resp.Groups, g)
-	}
+	replies := groups.DeleteGroups(req.Groups)
 	return nil, func() kmsg.Response {
-		for i := range resp.Groups {
-			g := &resp.Groups[i]
-			if g.ErrorCode == 0 {
-				g.ErrorCode = c.errCode(c.barrier(g.Group))
-			}
+		for i, id := range req.Groups {
+			derr, err := replies[i].Wait(c.ctx)
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, c.errCode(firstErr(derr, err))
+			resp.Groups = append(resp.Groups, g)
 		}
 		return resp
 	}

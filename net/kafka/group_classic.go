@@ -3,7 +3,6 @@ package kafka
 import (
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/group"
@@ -42,18 +41,8 @@ func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response)
 	for _, p := range req.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	ch := groups.JoinGroup(jr)
-	return nil, func() kmsg.Response {
-		var res group.JoinResult
-		select {
-		case res = <-ch:
-		case <-c.ctx.Done():
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code // the connection is gone; never written
-			return resp
-		}
-		if res.Err == nil {
-			res.Err = c.barrier(req.Group)
-		}
+	return answer(c, groups.JoinGroup(jr), func(res group.JoinResult, err error) kmsg.Response {
+		res.Err = firstErr(res.Err, err) // what the join changed did not become durable
 		resp.MemberID = res.MemberID
 		resp.Generation = res.Generation
 		if res.Err != nil {
@@ -76,7 +65,7 @@ func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response)
 			resp.Members = append(resp.Members, rm)
 		}
 		return resp
-	}
+	})
 }
 
 func (c *conn) handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response) {
@@ -97,26 +86,15 @@ func (c *conn) handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response)
 			sr.Assignments[a.MemberID] = a.MemberAssignment
 		}
 	}
-	ch := groups.SyncGroup(sr)
-	return nil, func() kmsg.Response {
-		var res group.SyncResult
-		select {
-		case res = <-ch:
-		case <-c.ctx.Done():
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			return resp
-		}
-		if res.Err == nil {
-			res.Err = c.barrier(req.Group)
-		}
-		if res.Err != nil {
-			resp.ErrorCode = c.errCode(res.Err)
+	return answer(c, groups.SyncGroup(sr), func(res group.SyncResult, err error) kmsg.Response {
+		if err = firstErr(res.Err, err); err != nil {
+			resp.ErrorCode = c.errCode(err)
 			return resp
 		}
 		resp.ProtocolType, resp.Protocol = kmsg.StringPtr(res.ProtocolType), kmsg.StringPtr(res.Protocol)
 		resp.MemberAssignment = res.Assignment
 		return resp
-	}
+	})
 }
 
 func (c *conn) handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response) {
@@ -127,11 +105,13 @@ func (c *conn) handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response)
 		resp.ErrorCode = code
 		return resp, nil
 	}
-	err := groups.Heartbeat(group.HeartbeatRequest{
+	hb := groups.Heartbeat(group.HeartbeatRequest{
 		Group: req.Group, Generation: req.Generation, MemberID: req.MemberID, InstanceID: deref(req.InstanceID),
 	})
-	resp.ErrorCode = c.errCode(err)
-	return resp, nil
+	return answer(c, hb, func(herr, err error) kmsg.Response {
+		resp.ErrorCode = c.errCode(firstErr(herr, err))
+		return resp
+	})
 }
 
 func (c *conn) handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response) {
@@ -150,19 +130,20 @@ func (c *conn) handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response
 			members = append(members, group.LeaveMember{MemberID: m.MemberID, InstanceID: deref(m.InstanceID)})
 		}
 	}
-	errs, err := groups.LeaveGroup(req.Group, members)
-	if err != nil {
-		resp.ErrorCode = c.errCode(err)
-		return resp, nil
-	}
-	if req.Version < 3 {
-		resp.ErrorCode = c.errCode(errs[0])
-		return resp, nil
-	}
-	for i, m := range req.Members {
-		rm := kmsg.NewLeaveGroupResponseMember()
-		rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, c.errCode(errs[i])
-		resp.Members = append(resp.Members, rm)
-	}
-	return resp, nil
+	return answer(c, groups.LeaveGroup(req.Group, members), func(res group.LeaveResult, err error) kmsg.Response {
+		if err = firstErr(res.Err, err); err != nil {
+			resp.ErrorCode = c.errCode(err)
+			return resp
+		}
+		if req.Version < 3 {
+			resp.ErrorCode = c.errCode(res.Members[0])
+			return resp
+		}
+		for i, m := range req.Members {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID, rm.ErrorCode = m.MemberID, m.InstanceID, c.errCode(res.Members[i])
+			resp.Members = append(resp.Members, rm)
+		}
+		return resp
+	})
 }

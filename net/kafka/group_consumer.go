@@ -34,11 +34,16 @@ func (c *conn) handleConsumerGroupHeartbeat(r *request) (kmsg.Response, func() k
 			hr.Owned = append(hr.Owned, group.TopicPartitions{ID: t.TopicID, Partitions: t.Partitions})
 		}
 	}
-	res, err := groups.ConsumerHeartbeat(hr)
-	if err != nil {
+	return answer(c, groups.ConsumerHeartbeat(hr), func(res group.ConsumerHeartbeatResult, err error) kmsg.Response {
+		return c.consumerHeartbeatResponse(resp, res, err)
+	})
+}
+
+func (c *conn) consumerHeartbeatResponse(resp *kmsg.ConsumerGroupHeartbeatResponse, res group.ConsumerHeartbeatResult, err error) kmsg.Response {
+	if err = firstErr(res.Err, err); err != nil {
 		resp.ErrorCode = c.errCode(err)
 		resp.ErrorMessage = errMessage(err)
-		return resp, nil
+		return resp
 	}
 	resp.MemberID = kmsg.StringPtr(res.MemberID)
 	resp.MemberEpoch = res.MemberEpoch
@@ -55,7 +60,7 @@ func (c *conn) handleConsumerGroupHeartbeat(r *request) (kmsg.Response, func() k
 		}
 		resp.Assignment = &a
 	}
-	return resp, nil
+	return resp
 }
 
 func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() kmsg.Response) {

@@ -14,8 +14,9 @@ import (
 // Group handlers share these helpers. The group coordinator is optional in
 // Options; without it every group API answers COORDINATOR_NOT_AVAILABLE.
 
-// groupWait bounds how long a parked group request waits for durability
-// (its own rebalance wait is bounded by the group's timeouts).
+// groupWait bounds FindCoordinator's creation of the offsets topic. A
+// parked group request's wait for durability is bounded by the
+// coordinator (its rebalance wait by the group's timeouts).
 const groupWait = 30 * time.Second
 
 // coordinatorTypes are FindCoordinator key types.
@@ -33,11 +34,23 @@ func (c *conn) clientHost() string {
 	return "/" + host
 }
 
-// barrier waits until the group's state seen by this response is durable.
-func (c *conn) barrier(groupID string) error {
-	ctx, cancel := context.WithTimeout(c.ctx, groupWait)
-	defer cancel()
-	return c.s.opts.Groups.Barrier(ctx, groupID)
+// answer answers a group request from its reply: on the read loop when
+// the reply is ready (durable), else parked until it is. fill builds the
+// response from the reply's value and the error of waiting for it (its
+// value is still given then, e.g. a commit's per-partition errors).
+func answer[T any](c *conn, r *group.Reply[T], fill func(v T, err error) kmsg.Response) (kmsg.Response, func() kmsg.Response) {
+	if v, ok := r.Ready(); ok {
+		return fill(v, nil), nil
+	}
+	return nil, func() kmsg.Response { return fill(r.Wait(c.ctx)) }
+}
+
+// firstErr is a reply's own error unless waiting for it failed.
+func firstErr(own, wait error) error {
+	if wait != nil {
+		return wait
+	}
+	return own
 }
 
 func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Response) {

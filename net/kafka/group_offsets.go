@@ -9,8 +9,8 @@ import (
 )
 
 // OffsetCommit appends on the read loop (so commits from one connection
-// land in order) and parks the fsync wait: a commit is acknowledged only
-// once it is durable.
+// land in order) and parks the fsync wait: the coordinator releases the
+// reply only once the commit is durable.
 func (c *conn) handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.OffsetCommitRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
@@ -46,23 +46,21 @@ func (c *conn) handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Respon
 		}
 		cr.Topics = append(cr.Topics, ct)
 	}
-	errs := groups.CommitOffsets(cr)
-	committed := false
-	for i := range resp.Topics {
-		for j := range resp.Topics[i].Partitions {
-			resp.Topics[i].Partitions[j].ErrorCode = c.errCode(errs[i][j])
-			committed = committed || errs[i][j] == nil
+	return answer(c, groups.CommitOffsets(cr), func(errs [][]error, err error) kmsg.Response {
+		if errs == nil { // the connection is gone: never written
+			setCommitErrors(resp, c.errCode(err), true)
+			return resp
 		}
-	}
-	if !committed {
-		return resp, nil
-	}
-	return nil, func() kmsg.Response {
-		if err := c.barrier(req.Group); err != nil {
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].ErrorCode = c.errCode(errs[i][j])
+			}
+		}
+		if err != nil {
 			setCommitErrors(resp, c.errCode(err), false)
 		}
 		return resp
-	}
+	})
 }
 
 // setCommitErrors sets code on every partition (all) or on every partition
@@ -78,20 +76,12 @@ func setCommitErrors(resp *kmsg.OffsetCommitResponse, code int16, all bool) {
 }
 
 // OffsetFetch reads the offsets on the read loop (after any commit sent
-// before it on this connection) and parks only the durability barrier.
+// before it on this connection) and parks only the wait for what they
+// show to be durable.
 func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	groups, unavailable := c.groupsOrUnavailable()
-
-	// fetch answers one group; code is its group-level error.
-	fetch := func(fr group.FetchRequest) ([]group.FetchedTopic, int16) {
-		if groups == nil {
-			return nil, unavailable
-		}
-		topics, err := groups.FetchOffsets(fr)
-		return topics, c.errCode(err)
-	}
 	if req.Version < 8 {
 		fr := group.FetchRequest{Group: req.Group, MemberEpoch: -1}
 		if req.Topics != nil || req.Version < 2 {
@@ -100,8 +90,7 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 				fr.Topics = append(fr.Topics, group.FetchTopic{Topic: t.Topic, Partitions: t.Partitions})
 			}
 		}
-		topics, code := fetch(fr)
-		fill := func(code int16) kmsg.Response {
+		fill := func(topics []group.FetchedTopic, code int16) kmsg.Response {
 			if code != 0 && req.Version >= 2 {
 				resp.ErrorCode = code
 			}
@@ -131,12 +120,23 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 			}
 			return resp
 		}
-		if code != 0 {
-			return fill(code), nil
+		if groups == nil {
+			return fill(nil, unavailable), nil
 		}
-		return nil, func() kmsg.Response { return fill(c.errCode(c.barrier(req.Group))) }
+		return answer(c, groups.FetchOffsets(fr), func(res group.FetchResult, err error) kmsg.Response {
+			return fill(res.Topics, c.errCode(firstErr(res.Err, err)))
+		})
 	}
 	resp.Groups = make([]kmsg.OffsetFetchResponseGroup, 0, len(req.Groups))
+	if groups == nil {
+		for _, rg := range req.Groups {
+			sg := kmsg.NewOffsetFetchResponseGroup()
+			sg.Group, sg.ErrorCode = rg.Group, unavailable
+			resp.Groups = append(resp.Groups, sg)
+		}
+		return resp, nil
+	}
+	replies := make([]*group.Reply[group.FetchResult], 0, len(req.Groups))
 	for _, rg := range req.Groups {
 		fr := group.FetchRequest{Group: rg.Group, MemberID: rg.MemberID, MemberEpoch: rg.MemberEpoch}
 		if rg.Topics != nil {
@@ -145,10 +145,17 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 				fr.Topics = append(fr.Topics, group.FetchTopic{Topic: t.Topic, Partitions: t.Partitions})
 			}
 		}
-		topics, code := fetch(fr)
+		replies = append(replies, groups.FetchOffsets(fr))
+	}
+	// fill answers group i from its reply.
+	fill := func(i int, res group.FetchResult, err error) {
 		sg := kmsg.NewOffsetFetchResponseGroup()
-		sg.Group, sg.ErrorCode = rg.Group, code
-		for _, t := range topics {
+		sg.Group, sg.ErrorCode = req.Groups[i].Group, c.errCode(firstErr(res.Err, err))
+		if sg.ErrorCode != 0 {
+			resp.Groups = append(resp.Groups, sg)
+			return
+		}
+		for _, t := range res.Topics {
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
 			st.Topic = t.Topic
 			for _, p := range t.Partitions {
@@ -160,18 +167,22 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 		}
 		resp.Groups = append(resp.Groups, sg)
 	}
-	if groups == nil {
+	ready := true
+	for _, r := range replies {
+		_, ok := r.Ready()
+		ready = ready && ok
+	}
+	if ready {
+		for i, r := range replies {
+			res, _ := r.Ready()
+			fill(i, res, nil)
+		}
 		return resp, nil
 	}
 	return nil, func() kmsg.Response {
-		for i := range resp.Groups {
-			sg := &resp.Groups[i]
-			if sg.ErrorCode != 0 {
-				continue
-			}
-			if code := c.errCode(c.barrier(sg.Group)); code != 0 {
-				sg.ErrorCode, sg.Topics = code, nil
-			}
+		for i, r := range replies {
+			res, err := r.Wait(c.ctx)
+			fill(i, res, err)
 		}
 		return resp
 	}
@@ -193,25 +204,28 @@ func (c *conn) handleOffsetDelete(r *request) (kmsg.Response, func() kmsg.Respon
 		}
 		topics = append(topics, ft)
 	}
-	errs, err := groups.DeleteOffsets(req.Group, topics)
-	if err != nil {
-		resp.ErrorCode = c.errCode(err)
-		return resp, nil
-	}
-	for i, t := range topics {
-		rt := kmsg.NewOffsetDeleteResponseTopic()
-		rt.Topic = t.Topic
-		for j, p := range t.Partitions {
-			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, c.errCode(errs[i][j])
-			rt.Partitions = append(rt.Partitions, rp)
+	return answer(c, groups.DeleteOffsets(req.Group, topics), func(res group.DeleteOffsetsResult, err error) kmsg.Response {
+		if res.Err != nil {
+			resp.ErrorCode = c.errCode(res.Err)
+			return resp
 		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return nil, func() kmsg.Response {
-		if err := c.barrier(req.Group); err != nil {
+		if res.Partitions == nil { // the connection is gone: never written
+			resp.ErrorCode = c.errCode(err)
+			return resp
+		}
+		for i, t := range topics {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for j, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, c.errCode(res.Partitions[i][j])
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		if err != nil {
 			resp.ErrorCode = c.errCode(err)
 		}
 		return resp
-	}
+	})
 }

@@ -1,9 +1,7 @@
-package kafka
+package kafka_test
 
 import (
-	"context"
-	"errors"
-	"path/filepath"
+	"net"
 	"strconv"
 	"testing"
 	"time"
@@ -12,64 +10,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/group"
-	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/node"
 )
 
-// startGroupServer runs an in-process broker with a group coordinator,
-// wired as main wires them.
-func startGroupServer(t *testing.T, cfg group.Config) *Server {
+// startGroupServer runs a node whose group coordinator has cfg.
+func startGroupServer(t *testing.T, cfg group.Config) *server {
 	t.Helper()
-	dir := t.TempDir()
-	b, err := replica.Open(replica.Options{DataDir: dir})
-	require.NoError(t, err)
-	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
-	require.NoError(t, err)
-	store := &group.BrokerStorage{
-		Broker: b,
-		PartitionCount: func() int32 {
-			t, _ := ctrl.Topic(group.OffsetsTopic)
-			return int32(len(t.Partitions))
-		},
-		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
-			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)
-			if errors.Is(err, metadata.ErrTopicExists) {
-				return nil
-			}
-			return err
-		},
-	}
-	cfg.OffsetsTopicPartitions = 3
-	coord, err := group.New(cfg, store)
-	require.NoError(t, err)
-	topics := func() {
-		var infos []group.TopicInfo
-		for _, tp := range ctrl.Topics() {
-			infos = append(infos, group.TopicInfo{Name: tp.Name, ID: tp.ID, Partitions: int32(len(tp.Partitions))})
-		}
-		coord.SetTopics(infos)
-	}
-	topics()
-	hostPartitions(t, ctrl, b, topics)
-	coord.Start()
-	s, err := Listen(Options{Listen: "127.0.0.1:0", NodeID: 1, Groups: coord}, ctrl, b)
-	require.NoError(t, err)
-	go s.Serve()
-	t.Cleanup(func() {
-		s.Close()
-		coord.Close()
-		ctrl.Close()
-		b.Close()
-	})
-	return s
+	return startServer(t, node.Config{Groups: cfg})
 }
 
 func TestFindCoordinatorBatchedKeys(t *testing.T) {
 	s := startGroupServer(t, group.Config{})
 	rc := dialRaw(t, s)
-	host, portStr := s.advHost, strconv.Itoa(int(s.advPort))
+	host, portStr, err := net.SplitHostPort(s.Addr().String()) // advertised: the bound address
+	require.NoError(t, err)
 
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.Version, req.CoordinatorKeys = 4, []string{"g1", "g2"}

@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
@@ -7,14 +7,20 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/engine/clock"
+	"github.com/moonmq/moonmq/net/kafka"
+	"github.com/moonmq/moonmq/node"
 )
 
 // eventually polls cond until it holds or the deadline passes.
@@ -31,7 +37,7 @@ func eventually(t *testing.T, what string, within time.Duration, cond func() boo
 
 // announce opens a connection that sends a frame header claiming size
 // bytes of a request with the given key, and nothing more.
-func announce(t *testing.T, s *Server, size int, key kmsg.Key) net.Conn {
+func announce(t *testing.T, s *server, size int, key kmsg.Key) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", s.Addr().String())
 	require.NoError(t, err)
@@ -43,7 +49,7 @@ func announce(t *testing.T, s *Server, size int, key kmsg.Key) net.Conn {
 	return c
 }
 
-func apiVersionsWorks(t *testing.T, s *Server) {
+func apiVersionsWorks(t *testing.T, s *server) {
 	t.Helper()
 	rc := dialRaw(t, s)
 	require.NoError(t, rc.c.SetDeadline(time.Now().Add(2*time.Second)))
@@ -74,41 +80,22 @@ func closedByServer(c net.Conn) bool {
 // arrive, so they hold almost none, others are served at once, and they
 // are closed when their body stops arriving.
 func TestAnnouncedFramesDoNotStallOthers(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedRequestBytes: 512 << 20, RequestTimeout: 300 * time.Millisecond})
+	s := startServer(t, node.Config{MaxQueuedRequestBytes: 512 << 20, RequestTimeout: 300 * time.Millisecond})
 	var conns []net.Conn
 	for range 6 {
 		conns = append(conns, announce(t, s, 100<<20, kmsg.Produce))
 	}
 	eventually(t, "the six frames to be started", 2*time.Second, func() bool { return s.Connections() == 6 })
 	apiVersionsWorks(t, s)
-	require.Less(t, s.budget.inUse(), int64(6*firstBodyChunk+1), "announced sizes are not reserved")
+	require.Less(t, s.budget.inUse(), int64(6*kafka.FirstBodyChunk+1), "announced sizes are not reserved")
 	for _, c := range conns {
 		eventually(t, "a stalled request's connection to close", 3*time.Second, func() bool { return closedByServer(c) })
 	}
 	require.Zero(t, s.budget.inUse())
 }
 
-// A big reservation that has to wait does not hold back small requests.
-func TestBudgetLetsSmallRequestsPass(t *testing.T) {
-	b := newMemBudget(100)
-	require.NoError(t, b.acquire(context.Background(), nil, 60))
-	bigDone := make(chan error, 1)
-	go func() { bigDone <- b.acquire(context.Background(), nil, 80) }()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	require.NoError(t, b.acquire(ctx, nil, 30), "a small request fits beside the held bytes")
-	require.Equal(t, int64(90), b.inUse(), "the big request cannot fit yet")
-	b.release(60)
-	b.release(30)
-	require.NoError(t, <-bigDone)
-	require.Equal(t, int64(80), b.inUse())
-	// Alone, a request larger than the whole budget still gets through.
-	b.release(80)
-	require.NoError(t, b.acquire(context.Background(), nil, 500))
-}
-
 func TestIdleConnectionsAreClosed(t *testing.T) {
-	s := startServer(t, Options{ConnectionsMaxIdle: 200 * time.Millisecond})
+	s := startServer(t, node.Config{ConnectionsMaxIdle: 200 * time.Millisecond})
 	createTopic(t, s, "t", 1)
 	idle := dialRaw(t, s)
 	apiVersionsWorks(t, s)
@@ -133,7 +120,7 @@ func TestIdleConnectionsAreClosed(t *testing.T) {
 
 // fillTopic creates a one-partition topic holding a little more than n
 // bytes of uncompressed 64 KiB records.
-func fillTopic(t *testing.T, s *Server, topic string, n int) {
+func fillTopic(t *testing.T, s *server, topic string, n int) {
 	t.Helper()
 	createTopic(t, s, topic, 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic(topic),
@@ -153,7 +140,7 @@ func fillTopic(t *testing.T, s *Server, topic string, n int) {
 // One reply far larger than any socket buffer makes the write stall.
 func TestUnreadRepliesCloseTheConnection(t *testing.T) {
 	const reply = 40 << 20
-	s := startServer(t, Options{RequestTimeout: 300 * time.Millisecond, FetchMaxBytes: reply})
+	s := startServer(t, node.Config{RequestTimeout: 300 * time.Millisecond, FetchMaxBytes: reply})
 	fillTopic(t, s, "t", reply)
 	eventually(t, "the producer to disconnect", 5*time.Second, func() bool { return s.Connections() == 0 })
 
@@ -172,7 +159,7 @@ func TestUnreadRepliesCloseTheConnection(t *testing.T) {
 // slow link) keeps its connection.
 func TestSlowButSteadyReaderKeepsItsConnection(t *testing.T) {
 	const reply = 8 << 20
-	s := startServer(t, Options{RequestTimeout: 200 * time.Millisecond, FetchMaxBytes: reply})
+	s := startServer(t, node.Config{RequestTimeout: 200 * time.Millisecond, FetchMaxBytes: reply})
 	fillTopic(t, s, "t", reply)
 
 	rc := dialRaw(t, s)
@@ -199,7 +186,7 @@ func TestSlowButSteadyReaderKeepsItsConnection(t *testing.T) {
 // hold is bounded per connection, and the connection stops being read.
 func TestUnreadFetchRepliesAreBounded(t *testing.T) {
 	const connLimit = 4 << 20
-	s := startServer(t, Options{ConnResponseBytes: connLimit, FetchMaxBytes: 2 << 20})
+	s := startServer(t, node.Config{ConnResponseBytes: connLimit, FetchMaxBytes: 2 << 20})
 	createTopic(t, s, "t", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerLinger(0))
@@ -243,67 +230,12 @@ func TestUnreadFetchRepliesAreBounded(t *testing.T) {
 	eventually(t, "the budget to drain", 2*time.Second, func() bool { return s.respBudget.inUse() == 0 })
 }
 
-// Finding 8 of issue 10: malformed requests were logged with kmsg's
-// client-side wording, "response did not contain enough data".
-func TestTruncatedRequestIsCalledARequest(t *testing.T) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.Version = 9
-	topic := "some-topic"
-	req.Topics = []kmsg.MetadataRequestTopic{{Topic: &topic}}
-	body := encodeRequest(req, 1)
-	_, err := decodeRequest(body[:len(body)-4])
-	require.Error(t, err)
-	require.NotContains(t, err.Error(), "response")
-	require.Contains(t, err.Error(), "request ends before its fields do")
-}
-
-func TestMemoryIsReturnedAfterASpike(t *testing.T) {
-	a, b := newMemBudget(1<<30), newMemBudget(1<<30)
-	w := spikeWatch{budgets: []*memBudget{a, b}}
-	require.False(t, w.over(), "nothing happened")
-
-	a.force(reclaimAfterPeak)
-	require.False(t, w.over(), "the spike is held")
-	require.False(t, w.over(), "the spike is still held")
-	a.release(reclaimAfterPeak)
-	require.False(t, w.over(), "the interval that released it peaked too")
-	require.True(t, w.over(), "a whole interval below the spike")
-	require.False(t, w.over(), "reclaimed once per spike")
-
-	// Steady large traffic (a spike in every interval) is left alone, and
-	// reclaimed once it ends.
-	for i := range 5 {
-		b.force(reclaimAfterPeak)
-		b.release(reclaimAfterPeak)
-		require.False(t, w.over(), "interval %d of steady traffic", i)
-	}
-	require.True(t, w.over(), "the traffic ended")
-
-	// Peaks are per budget: two that together cross the mark are two
-	// small bursts, left to the runtime.
-	a.force(reclaimAfterPeak / 2)
-	b.force(reclaimAfterPeak / 2)
-	a.release(reclaimAfterPeak / 2)
-	b.release(reclaimAfterPeak / 2)
-	require.False(t, w.over())
-	require.False(t, w.over(), "small bursts are left to the runtime")
-
-	// A spike still mostly held is not over even if its peak passed.
-	a.force(reclaimAfterPeak)
-	require.False(t, w.over())
-	a.release(reclaimAfterPeak - reclaimWhenBelow)
-	require.False(t, w.over())
-	require.False(t, w.over(), "still holding reclaimWhenBelow")
-	a.release(reclaimWhenBelow)
-	require.True(t, w.over())
-}
-
 // Finding 2 of issue 10: a client could create __consumer_offsets first,
 // with retention that deleted committed offsets. Internal topics belong to
 // the broker: creating one is refused, and so is any change that would let
 // retention delete its records.
 func TestClientsCannotCreateOrBreakInternalTopics(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -321,12 +253,13 @@ func TestClientsCannotCreateOrBreakInternalTopics(t *testing.T) {
 		require.Equal(t, kerr.InvalidRequest.Code, resp.Topics[0].ErrorCode, name)
 		require.Contains(t, *resp.Topics[0].ErrorMessage, "prohibited")
 	}
-	_, ok := s.meta.Topic("__consumer_offsets")
-	require.False(t, ok, "nothing was created")
-
-	// Made by its owner, its settings are the owner's.
-	_, err = s.meta.CreateTopic(ctx, "__consumer_offsets", 1, 1, nil, false)
+	md, err := kadm.NewClient(cl).ListTopicsWithInternal(ctx, "__consumer_offsets")
 	require.NoError(t, err)
+	require.False(t, md.Has("__consumer_offsets"), "nothing was created")
+
+	// Made by its owner (the group coordinator, asked for a group's
+	// coordinator), its settings are the owner's.
+	findCoordinator(t, dialRaw(t, s))
 	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	ar := kmsg.NewIncrementalAlterConfigsRequestResource()
 	ar.ResourceType, ar.ResourceName = kmsg.ConfigResourceTypeTopic, "__consumer_offsets"
@@ -345,7 +278,7 @@ func TestClientsCannotCreateOrBreakInternalTopics(t *testing.T) {
 // gives its part back, the other grows, a third client gets through, and
 // both complete once their bodies arrive.
 func TestPartlyReceivedFramesDoNotDeadlock(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 1 << 20})
+	s := startServer(t, node.Config{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 1 << 20})
 	const size, first, second = 600 << 10, 300 << 10, 250 << 10
 	var conns []net.Conn
 	for range 2 {
@@ -379,7 +312,7 @@ func TestPartlyReceivedFramesDoNotDeadlock(t *testing.T) {
 // A frame that finds no room waits no longer than a stalled read would:
 // its connection is closed after RequestTimeout, and others still work.
 func TestAFrameWaitingForRoomIsBounded(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 1 << 20, RequestTimeout: 300 * time.Millisecond})
+	s := startServer(t, node.Config{MaxQueuedRequestBytes: 1 << 20, MaxRequestSize: 1 << 20, RequestTimeout: 300 * time.Millisecond})
 	s.budget.force(1<<20 - 1<<10) // what other requests hold, for good
 	c := announce(t, s, 600<<10, kmsg.Produce)
 	start := time.Now()
@@ -396,9 +329,9 @@ func TestAFrameWaitingForRoomIsBounded(t *testing.T) {
 
 // smallBudgetServer serves topic "t" holding one 100-byte record, with a
 // 64 KiB budget for replies waiting to be written.
-func smallBudgetServer(t *testing.T) *Server {
+func smallBudgetServer(t *testing.T) *server {
 	t.Helper()
-	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
+	s := startServer(t, node.Config{MaxQueuedResponseBytes: 64 << 10})
 	createTopic(t, s, "t", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
 	require.NoError(t, err)
@@ -433,9 +366,12 @@ func TestStarvedParkedFetchDoesNotSpin(t *testing.T) {
 }
 
 // A starved parked fetch whose room another fetch's pass held, and gave
-// back quietly, does not wait for MaxWait: it looks again shortly.
+// back quietly, does not wait for MaxWait: it looks again shortly. The
+// fetch's waits run on a fake clock, so "shortly" is starvedRetry of it and
+// MaxWait never comes.
 func TestStarvedFetchLooksAgainAfterAQuietRelease(t *testing.T) {
-	s := startServer(t, Options{MaxQueuedResponseBytes: 64 << 10})
+	clk := clock.NewFake(time.Now())
+	s := startServer(t, node.Config{MaxQueuedResponseBytes: 64 << 10, Clock: clk})
 	createTopic(t, s, "small", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("small"),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(1))
@@ -450,15 +386,16 @@ func TestStarvedFetchLooksAgainAfterAQuietRelease(t *testing.T) {
 	rc := dialRaw(t, s)
 	req := fetchRequest("small", 30*time.Second)
 	req.MinBytes = 4 << 10 // what the 8 KiB of data satisfies once there is room
-	start := time.Now()
 	rc.send(req)
-	eventually(t, "the fetch to park, starved", 2*time.Second, func() bool { return s.fetchPasses.Load()-before >= 2 })
+	eventually(t, "the fetch to park, starved", 10*time.Second, func() bool {
+		return s.fetchPasses.Load()-before >= 2 && slices.Contains(clk.Timers(), kafka.StarvedRetry)
+	})
 	s.respBudget.releaseQuiet(held) // that pass ends, as settle and discardFetch end theirs
+	clk.Advance(kafka.StarvedRetry)
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = req.Version
 	rc.recv(resp)
-	require.Less(t, time.Since(start), 10*time.Second, "answered long before MaxWait")
-	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches)
+	require.NotEmpty(t, resp.Topics[0].Partitions[0].RecordBatches, "answered after starvedRetry, MaxWait still far")
 }
 
 // Several starved parked fetches (on their own connections) do not wake
@@ -490,13 +427,13 @@ func TestStarvedParkedFetchesDoNotWakeEachOther(t *testing.T) {
 	// release), and a look every starvedRetry: about 3n + n(n-1)/2 +
 	// n*MaxWait/starvedRetry. Waking each other on their own releases costs
 	// hundreds of thousands.
-	bound := 3*fetchers + fetchers*(fetchers-1)/2 + fetchers*int(time.Second/starvedRetry)
+	bound := 3*fetchers + fetchers*(fetchers-1)/2 + fetchers*int(time.Second/kafka.StarvedRetry)
 	require.LessOrEqual(t, s.fetchPasses.Load()-before, int64(bound), "partition-read passes of %d parked fetches", fetchers)
 }
 
 // A parked fetch whose connection goes away gives back what it read.
 func TestParkedFetchOfAClosedConnectionReleasesItsRoom(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "t", 1)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("t"))
 	require.NoError(t, err)

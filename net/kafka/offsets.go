@@ -26,11 +26,10 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
 			}
-			rp.LeaderEpoch = part.LeaderEpoch()
-			rp.Offset, rp.Timestamp, err = part.ListOffset(p.Timestamp)
-			if err != nil {
-				rp.ErrorCode = c.errCode(err)
-			}
+			res, err := part.ListOffset(replica.ListOffsetParams{Timestamp: p.Timestamp,
+				Isolation: replica.IsolationLevel(req.IsolationLevel), CurrentLeaderEpoch: p.CurrentLeaderEpoch})
+			rp.Offset, rp.Timestamp, rp.LeaderEpoch = res.Offset, res.Timestamp, res.LeaderEpoch
+			rp.ErrorCode = c.errCode(err)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
@@ -95,7 +96,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	}
 	pw.mu.Lock() // callbacks may run before every wait is registered
 	pw.answer = c.answerLater(r)
-	pw.timer = time.AfterFunc(timeout, pw.expire)
+	pw.timer = c.s.opts.Clock.AfterFunc(timeout, pw.expire)
 	// A connection torn down (peer gone, server closing) stops waiting at
 	// once; nobody reads that answer, but the request stops counting as in
 	// flight, so Close need not wait for the disk.
@@ -119,7 +120,7 @@ type produceWait struct {
 	remaining   int
 	finished    bool
 	answer      func(kmsg.Response)
-	timer       *time.Timer
+	timer       clock.Timer
 	stopAbandon func() bool
 }
 

@@ -1,7 +1,9 @@
 // Package kafka is MoonMQ's Kafka protocol front end: the listener, the
 // per-connection read and write loops, request decoding with franz-go's kmsg,
 // one handler per API, and the single place where engine and controller
-// errors become Kafka error codes.
+// errors become Kafka error codes. Handlers translate: the rules of a read
+// (isolation level, leader-epoch checks, offsets reported) are the
+// partition's (engine/replica), not theirs.
 //
 // Invariants: every length read from the socket is bounded before
 // allocation; a request that cannot be decoded closes only its connection;
@@ -25,6 +27,7 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 )
@@ -85,6 +88,10 @@ type Options struct {
 	// Groups is the group coordinator; nil answers every group API with
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+	// Clock runs the timers of requests that wait on the partitions: the
+	// produce durability timeout and the long-poll fetch's MaxWait
+	// (default clock.Real). Socket deadlines stay on the machine's clock.
+	Clock clock.Clock
 }
 
 // EnsureDefaults fills zero fields.
@@ -125,6 +132,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Metrics == nil {
 		o.Metrics = NewMetrics(nil)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real
 	}
 }
 

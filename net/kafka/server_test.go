@@ -1,11 +1,11 @@
-package kafka
+package kafka_test
 
 import (
 	"context"
 	"encoding/binary"
 	"io"
 	"net"
-	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -15,97 +15,54 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
-	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/batch"
-	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/clock"
+	"github.com/moonmq/moonmq/internal/testnode"
+	"github.com/moonmq/moonmq/net/kafka"
+	"github.com/moonmq/moonmq/node"
 )
 
-// startServer runs an in-process broker: controller, partitions and the
-// Kafka front end, wired as main.go wires them.
-// hostPartitions keeps b's partitions in step with ctrl's deltas, as the
-// node's reconciler does (a simpler one: tests do not need its offline
-// handling), calling topics after each change. Topic changes answer once
-// it applied them.
-func hostPartitions(t *testing.T, ctrl *controller.Controller, b *replica.Manager, topics func()) {
-	t.Helper()
-	sub := ctrl.Subscribe(controller.SubscribeOptions{Await: true})
-	ensure := func(topic string, configs map[string]string, p metadata.Partition) {
-		part, err := b.EnsurePartition(replica.TopicPartition{Topic: topic, Partition: p.ID}, configs)
-		if err != nil {
-			t.Errorf("host %s-%d: %v", topic, p.ID, err) // not FailNow: this is not the test's goroutine
-			return
-		}
-		part.MakeLeader(p.LeaderEpoch)
-	}
-	check := func(err error) {
-		if err != nil {
-			t.Error(err)
-		}
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			ds, err := sub.Next(context.Background())
-			if err != nil {
-				return
-			}
-			for _, d := range ds {
-				for _, ch := range d.Changes {
-					switch ch := ch.(type) {
-					case *metadata.TopicCreated:
-						for _, p := range ch.Topic.Partitions {
-							ensure(ch.Topic.Name, ch.Topic.Configs, p)
-						}
-					case *metadata.PartitionChanged:
-						ensure(ch.Topic, ch.Configs, ch.Partition)
-					case *metadata.ConfigsChanged:
-						check(b.UpdateConfigs(ch.Topic, ch.Configs))
-					case *metadata.TopicDeleted:
-						check(b.DeleteTopic(ch.Topic.Name))
-					}
-				}
-				if topics != nil {
-					topics()
-				}
-				sub.Done(d.Index)
-			}
-		}
-	}()
-	require.NoError(t, sub.WaitReconciled(context.Background(), ctrl.AppliedIndex()))
-	t.Cleanup(func() {
-		sub.Close()
-		<-done
-	})
+// server is a whole MoonMQ node run in-process (internal/testnode), as
+// `moonmq serve` assembles it, with the views of its Kafka listener's
+// internals that export_test.go gives these tests.
+type server struct {
+	n                  *node.Node
+	k                  *kafka.Server
+	budget, respBudget budget
+	fetchPasses        counter
+	idleChecks         counter
+	parkedN            counter
 }
 
-func startServer(t *testing.T, opts Options) *Server {
+// budget and counter read like the fields they watch (s.budget.inUse(),
+// s.parkedN.Load()).
+type budget struct{ kafka.Budget }
+
+func (b budget) inUse() int64          { return b.InUse() }
+func (b budget) force(n int64)         { b.Force(n) }
+func (b budget) release(n int64)       { b.Release(n) }
+func (b budget) releaseQuiet(n int64)  { b.ReleaseQuiet(n) }
+func (b budget) tryUpTo(n int64) int64 { return b.TryUpTo(n) }
+
+type counter func() int64
+
+func (c counter) Load() int64 { return c() }
+
+// startServer runs a node with cfg (testnode fills the rest).
+func startServer(t *testing.T, cfg node.Config) *server {
 	t.Helper()
-	return startServerWith(t, opts, replica.Options{})
+	n := testnode.Start(t, cfg)
+	k := n.Kafka()
+	return &server{n: n, k: k, budget: budget{k.RequestBudget()}, respBudget: budget{k.ResponseBudget()},
+		fetchPasses: k.FetchPasses, idleChecks: k.IdleChecks, parkedN: k.ParkedRequests}
 }
 
-// startServerWith is startServer with broker options (DataDir is set here).
-func startServerWith(t *testing.T, opts Options, bopts replica.Options) *Server {
-	t.Helper()
-	dir := t.TempDir()
-	bopts.DataDir = dir
-	b, err := replica.Open(bopts)
-	require.NoError(t, err)
-	ctrl, err := controller.Open(context.Background(), controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1})
-	require.NoError(t, err)
-	hostPartitions(t, ctrl, b, nil)
-	opts.Listen, opts.NodeID = "127.0.0.1:0", 1
-	s, err := Listen(opts, ctrl, b)
-	require.NoError(t, err)
-	go s.Serve()
-	t.Cleanup(func() {
-		s.Close()
-		ctrl.Close()
-		b.Close()
-	})
-	return s
-}
+func (s *server) Addr() net.Addr   { return s.n.Addr() }
+func (s *server) Connections() int { return s.k.Connections() }
+
+// Shutdown is the Kafka listener's graceful stop alone (the node's
+// Shutdown also closes storage, whose fsyncs some tests hold back).
+func (s *server) Shutdown(ctx context.Context) error { return s.k.Shutdown(ctx) }
 
 type rawConn struct {
 	t    *testing.T
@@ -113,7 +70,7 @@ type rawConn struct {
 	corr int32
 }
 
-func dialRaw(t *testing.T, s *Server) *rawConn {
+func dialRaw(t *testing.T, s *server) *rawConn {
 	c, err := net.Dial("tcp", s.Addr().String())
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
@@ -124,7 +81,7 @@ func dialRaw(t *testing.T, s *Server) *rawConn {
 // send writes a request and returns its correlation id.
 func (r *rawConn) send(req kmsg.Request) int32 {
 	r.corr++
-	body := encodeRequest(req, r.corr)
+	body := kafka.EncodeRequest(req, r.corr)
 	frame := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	_, err := r.c.Write(append(frame, body...))
 	require.NoError(r.t, err)
@@ -148,7 +105,7 @@ func (r *rawConn) recv(resp kmsg.Response) int32 {
 	return corr
 }
 
-func createTopic(t *testing.T, s *Server, name string, partitions int32) {
+func createTopic(t *testing.T, s *server, name string, partitions int32) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
 	require.NoError(t, err)
@@ -160,6 +117,28 @@ func createTopic(t *testing.T, s *Server, name string, partitions int32) {
 	resp, err := req.RequestWith(context.Background(), cl)
 	require.NoError(t, err)
 	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+}
+
+// highWatermark asks, on a connection of its own, where partition 0 of
+// topic ends (ListOffsets latest): its high watermark.
+func highWatermark(t *testing.T, s *server, topic string) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.Version = 4
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Timestamp = -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	rc := dialRaw(t, s)
+	rc.send(req)
+	resp := kmsg.NewPtrListOffsetsResponse()
+	resp.Version = req.Version
+	rc.recv(resp)
+	p := resp.Topics[0].Partitions[0]
+	require.Zero(t, p.ErrorCode)
+	return p.Offset
 }
 
 func fetchRequest(topic string, maxWait time.Duration) *kmsg.FetchRequest {
@@ -182,7 +161,7 @@ func fetchRequest(topic string, maxWait time.Duration) *kmsg.FetchRequest {
 // for the fetch (Kafka answers in request order), while another
 // connection is served during the poll.
 func TestPipelinedResponsesKeepOrder(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "quiet", 1)
 
 	rc := dialRaw(t, s)
@@ -215,7 +194,7 @@ func TestPipelinedResponsesKeepOrder(t *testing.T) {
 // TestLongPollWakesOnProduce: a fetch parked on an empty partition returns
 // as soon as a record is produced, well before MaxWait.
 func TestLongPollWakesOnProduce(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "wake", 1)
 	rc := dialRaw(t, s)
 	rc.send(fetchRequest("wake", 60*time.Second)) // outlives the 20 s connection deadline
@@ -235,7 +214,7 @@ func TestLongPollWakesOnProduce(t *testing.T) {
 }
 
 func TestAutoCreateIsOffByDefault(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	rc := dialRaw(t, s)
 	md := kmsg.NewPtrMetadataRequest()
 	md.Version = 9
@@ -248,7 +227,7 @@ func TestAutoCreateIsOffByDefault(t *testing.T) {
 	rc.recv(mr)
 	require.Equal(t, kerr.UnknownTopicOrPartition.Code, mr.Topics[0].ErrorCode)
 
-	s2 := startServer(t, Options{AutoCreateTopics: true, DefaultPartitions: 3})
+	s2 := startServer(t, node.Config{AutoCreateTopics: true, DefaultPartitions: 3})
 	rc2 := dialRaw(t, s2)
 	rc2.send(md)
 	mr = kmsg.NewPtrMetadataResponse()
@@ -272,7 +251,7 @@ func produceRequest(topic string, acks int16, timeout time.Duration, records []b
 }
 
 func TestProduceErrors(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "p", 1)
 	rc := dialRaw(t, s)
 	produce := func(acks int16, topic string, records []byte) *kmsg.ProduceResponse {
@@ -292,10 +271,13 @@ func TestProduceErrors(t *testing.T) {
 
 // TestProduceTimesOutWaitingForDurability: an acks=all produce whose fsync
 // does not come within its timeout gets REQUEST_TIMED_OUT, in order with the
-// replies around it; its append stays in the log, as in Kafka.
+// replies around it; its append stays in the log, as in Kafka. The produce
+// timeouts and the group-commit window that holds the fsync back run on one
+// fake clock, so the test decides what happens first instead of racing the
+// machine: the timeout passes while the window is still open.
 func TestProduceTimesOutWaitingForDurability(t *testing.T) {
-	// A long group-commit window holds the second fsync back.
-	s := startServerWith(t, Options{}, replica.Options{GroupCommitWindow: 3 * time.Second})
+	clk := clock.NewFake(time.Now())
+	s := startServer(t, node.Config{Clock: clk, GroupCommitWindow: 3 * time.Second})
 	createTopic(t, s, "slow", 1)
 	rc := dialRaw(t, s)
 	produce := func(timeout time.Duration) int32 {
@@ -313,11 +295,16 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 	require.Zero(t, first.ErrorCode)
 	require.Equal(t, int64(0), first.BaseOffset)
 
-	start := time.Now()
 	late, patient := produce(50*time.Millisecond), produce(10*time.Second)
+	require.Eventually(t, func() bool {
+		timers := clk.Timers()
+		return slices.Contains(timers, 50*time.Millisecond) && slices.Contains(timers, 10*time.Second)
+	}, 10*time.Second, time.Millisecond, "both produces appended and wait on their timeouts")
+	clk.Advance(50 * time.Millisecond)
 	timedOut := recv(late)
 	require.Equal(t, kerr.RequestTimedOut.Code, timedOut.ErrorCode)
-	require.Less(t, time.Since(start), 2*time.Second, "answered at its timeout, not at the fsync")
+	require.Equal(t, int64(1), highWatermark(t, s, "slow"), "answered at its timeout, before the fsync")
+	clk.Advance(3 * time.Second) // the window ends: one round covers both appends
 	ok := recv(patient)
 	require.Zero(t, ok.ErrorCode)
 	require.Equal(t, int64(2), ok.BaseOffset, "the timed-out append stays")
@@ -326,7 +313,8 @@ func TestProduceTimesOutWaitingForDurability(t *testing.T) {
 // TestShutdownDeadlineCutsDurabilityWaits: a shutdown that runs out of time
 // does not wait for fsyncs that have not come yet.
 func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
-	s := startServerWith(t, Options{}, replica.Options{GroupCommitWindow: time.Hour})
+	clk := clock.NewFake(time.Now())
+	s := startServer(t, node.Config{Clock: clk, GroupCommitWindow: time.Hour})
 	createTopic(t, s, "stuck", 1)
 	rc := dialRaw(t, s)
 	records := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Value: []byte("v")}})
@@ -337,16 +325,16 @@ func TestShutdownDeadlineCutsDurabilityWaits(t *testing.T) {
 	rc.send(produceRequest("stuck", -1, time.Hour, records)) // this one waits an hour for its fsync
 	require.Eventually(t, func() bool { return s.parkedN.Load() == 1 }, 10*time.Second, time.Millisecond)
 
+	// The window runs on a clock that never moves: the fsync cannot come,
+	// so a Shutdown that returns did not wait for it.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	require.ErrorIs(t, s.Shutdown(ctx), context.DeadlineExceeded)
-	require.Less(t, time.Since(start), 5*time.Second)
 	require.Zero(t, s.parkedN.Load())
 }
 
 func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "s", 1)
 	rc := dialRaw(t, s)
 	corr := rc.send(fetchRequest("s", 30*time.Second))
@@ -368,7 +356,7 @@ func TestShutdownFinishesInFlightAndRefusesNew(t *testing.T) {
 }
 
 func TestDescribeLogDirsReportsSizes(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "sized", 2)
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.DefaultProduceTopic("sized"),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
@@ -398,7 +386,7 @@ func TestDescribeLogDirsReportsSizes(t *testing.T) {
 // at an out-of-range offset with a long MaxWait (answered at once), and
 // appends to an internal topic.
 func TestHostileRequestsCostOnlyTheirAnswer(t *testing.T) {
-	s := startServer(t, Options{})
+	s := startServer(t, node.Config{})
 	createTopic(t, s, "h", 1)
 	rc := dialRaw(t, s)
 

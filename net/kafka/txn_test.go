@@ -1,4 +1,4 @@
-package kafka
+package kafka_test
 
 import (
 	"log/slog"
@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/internal/syncbuf"
+	"github.com/moonmq/moonmq/node"
 )
 
 // Until transactions land, a transactional producer is refused with the
@@ -19,7 +20,7 @@ import (
 // connection however often the client retries.
 func TestTransactionalProducerIsRefusedAsUnsupported(t *testing.T) {
 	var logs syncbuf.Buffer
-	s := startServer(t, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s := startServer(t, node.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	createTopic(t, s, "t", 1)
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("tx-1"),

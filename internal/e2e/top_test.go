@@ -1,4 +1,6 @@
-package tui_test
+package e2e
+
+// The dashboard (`moonmq top`) in a real terminal: tmux runs the binary.
 
 import (
 	"context"
@@ -15,7 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moonmq/moonmq/internal/testbroker"
+	"github.com/moonmq/moonmq/internal/testnode"
 	"github.com/moonmq/moonmq/net/client"
+	"github.com/moonmq/moonmq/node"
 )
 
 // tmuxSession drives one private tmux server (its own socket, so it never
@@ -127,19 +131,19 @@ func TestTopEndToEnd(t *testing.T) {
 		t.Skip("end-to-end test")
 	}
 	tm := newTmux(t, 120, 32)
-	b := testbroker.Start(t)
+	addr := testnode.Start(t, node.Config{}).Addr().String() // the broker needs no process
 	bin := testbroker.Binary(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cl, err := client.Dial(ctx, client.Options{Addr: b.Addr})
+	cl, err := client.Dial(ctx, client.Options{Addr: addr})
 	require.NoError(t, err)
 	defer cl.Close()
 	const topic = "e2e-orders"
 	require.NoError(t, cl.CreateTopic(ctx, topic, 3, 1, nil))
 
 	// NO_COLOR: the dashboard must stay usable without colour.
-	tm.text(fmt.Sprintf("NO_COLOR=1 %s top --addr %s --refresh 250ms; echo EXITED $?", bin, b.Addr))
+	tm.text(fmt.Sprintf("NO_COLOR=1 %s top --addr %s --refresh 250ms; echo EXITED $?", bin, addr))
 	tm.keys("Enter")
 	tm.waitFor("the dashboard", func(s string) bool {
 		return strings.Contains(s, "1 Overview") && strings.Contains(s, "updated")

@@ -1,0 +1,70 @@
+package coord
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/moonmq/moonmq/engine/batch"
+)
+
+// replayChunk bounds one read of a partition during replay; the log may
+// be long (no compaction yet), so it is streamed, never read whole.
+const replayChunk = 1 << 20
+
+// replayInto reads partition p whole, in log order, into apply. It takes
+// no lock: nothing writes p until its shard serves. end is the log end
+// replayed through; skipped counts records apply could not decode.
+func replayInto(store Storage, p int32, topic string, log *slog.Logger, apply func(batch.Record) bool) (gen uint64, end int64, skipped int, err error) {
+	// The generation first: a rewrite during the replay shows as a change
+	// at the next recheck.
+	if gen, err = store.Generation(p); err != nil {
+		return 0, 0, 0, err
+	}
+	start, end, err := store.Bounds(p)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	off := start
+	for off < end {
+		data, err := store.Read(p, off, replayChunk)
+		if err != nil {
+			if next, ok := store.Damaged(p, off); ok && next > off {
+				// The records in a damaged range are lost; the rest of the
+				// partition still holds its state.
+				log.Error("damaged records in an internal topic: the state in them is lost",
+					"topic", topic, "partition", p, "from_offset", off, "to_offset", next, "err", err)
+				off = next
+				continue
+			}
+			return 0, 0, skipped, fmt.Errorf("replaying %s-%d: %w", topic, p, err)
+		}
+		if len(data) == 0 {
+			break
+		}
+		next := off
+		err = batch.Iterate(data, func(h batch.Header, raw []byte) bool {
+			next = h.NextOffset()
+			if h.IsControl() || h.IsTransactional() {
+				return true // coordinators write neither
+			}
+			rerr := batch.Records(raw, func(r batch.Record) bool {
+				if !apply(r) {
+					skipped++
+				}
+				return true
+			})
+			if rerr != nil {
+				skipped++
+			}
+			return true
+		})
+		if err != nil {
+			return 0, 0, skipped, fmt.Errorf("replaying %s-%d: %w", topic, p, err)
+		}
+		if next <= off {
+			break
+		}
+		off = next
+	}
+	return gen, end, skipped, nil
+}

@@ -1,0 +1,116 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/moonmq/moonmq/engine/batch"
+)
+
+type status int
+
+const (
+	statusLoading status = iota // hosted, replay not done yet
+	statusActive                // replayed, serving
+	statusDown                  // its replay failed; Recheck retries it
+	statusGone                  // unloaded
+)
+
+// Shard is the runtime's handle on one hosted partition, given to its
+// State: the State appends through it and completes Futures against it.
+// Its methods are for use inside an operation only (the shard's lock is
+// held then).
+type Shard struct {
+	p     int32
+	store Storage
+	cfg   *Config
+
+	mu     sync.Mutex
+	status status
+	down   error // why a down shard is not served
+	// failures counts replays that failed in a row; skip, the rechecks
+	// left before the next try.
+	failures, skip int
+	gen            uint64 // Storage.Generation the state was replayed from
+	last           int64  // last offset appended or replayed; -1: none
+	lastErr        error  // failure of the last append, if it failed
+
+	inOp bool
+	// completions are the Futures completed during the operation under
+	// way, released at its end with the durability point.
+	completions []func(offset int64, err error)
+	// durable is the highest offset a reply has seen fsynced: replies at
+	// or below it need no wait.
+	durable atomic.Int64
+}
+
+// Partition is the internal partition the shard holds.
+func (s *Shard) Partition() int32 { return s.p }
+
+func (s *Shard) servingLocked(topic string) error {
+	switch s.status {
+	case statusActive:
+		return nil
+	case statusLoading:
+		return fmt.Errorf("%w: replaying %s-%d", ErrLoading, topic, s.p)
+	case statusDown:
+		return fmt.Errorf("%w: %s-%d is unavailable (retrying): %v", ErrUnavailable, topic, s.p, s.down)
+	}
+	return fmt.Errorf("%w: %s-%d was unloaded", ErrNotCoordinator, topic, s.p)
+}
+
+func (s *Shard) begin() { s.inOp = true }
+
+// finish ends an operation: the Futures it completed learn where their
+// durability point is (what the shard has appended so far).
+func (s *Shard) finish() { s.release(s.last, s.lastErr) }
+
+// finishUnload ends the unload operation: what it answered reveals no
+// state (the state is gone), so it waits for nothing.
+func (s *Shard) finishUnload() { s.release(-1, nil) }
+
+func (s *Shard) release(off int64, err error) {
+	for _, c := range s.completions {
+		c(off, err)
+	}
+	clear(s.completions)
+	s.completions, s.inOp = s.completions[:0], false
+}
+
+// Append writes recs to the shard's partition as one batch stamped with
+// now. It is for operations only: the State applies what it appended in
+// the same operation, so memory follows log order.
+func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err error) {
+	if !s.inOp {
+		return 0, errors.New("coord: Append outside an operation")
+	}
+	if s.status != statusActive {
+		return 0, fmt.Errorf("%w: %s-%d is not served", ErrUnavailable, s.cfg.Topic, s.p)
+	}
+	b := buildBatch(now.UnixMilli(), recs)
+	if len(b) > s.cfg.MaxBatchBytes {
+		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
+	}
+	last, err = s.store.Append(s.p, b)
+	if err != nil {
+		s.lastErr = err
+		return 0, fmt.Errorf("%w: appending to %s-%d: %v", ErrUnavailable, s.cfg.Topic, s.p, err)
+	}
+	s.last, s.lastErr = last, nil
+	return last, nil
+}
+
+// buildBatch wraps records in an uncompressed RecordBatch v2 stamped with
+// nowMs, as a broker writes its own internal records.
+func buildBatch(nowMs int64, recs []batch.Record) []byte {
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	return batch.Build(batch.Header{
+		FirstTimestamp: nowMs, MaxTimestamp: nowMs,
+		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1,
+	}, recs)
+}

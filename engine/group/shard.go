@@ -1,0 +1,282 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/coord"
+)
+
+// shard is the group state of one __consumer_offsets partition: the
+// coord.State the runtime replays, ticks and serialises. Its methods run
+// as runtime operations (under the shard's lock), with the time as input.
+type shard struct {
+	cfg    *Config
+	log    *slog.Logger
+	topics func() *topicSnapshot
+	sh     *coord.Shard
+	p      int32
+	// home records where groups found outside their hash partition live
+	// (the topic grew); unhome forgets them when the shard unloads.
+	home   func(group string, p int32) bool
+	unhome func(p int32)
+
+	groups    map[string]*Group
+	deadlines map[string]time.Time // groups with timeouts pending
+	nextSweep time.Time
+}
+
+func (c *Coordinator) newShard(sh *coord.Shard) *shard {
+	return &shard{cfg: &c.cfg, log: c.log, topics: c.topics.Load, sh: sh, p: sh.Partition(),
+		home: c.setHome, unhome: c.dropHomes,
+		groups: map[string]*Group{}, deadlines: map[string]time.Time{}}
+}
+
+// Replay implements coord.State: one record of the partition.
+func (s *shard) Replay(r batch.Record) bool { return s.replayRecord(r.Key, r.Value) }
+
+// replayRecord applies one record; false if it could not be decoded.
+func (s *shard) replayRecord(key, value []byte) (ok bool) {
+	defer func() {
+		if r := recover(); r != nil { // kmsg decoding of hostile bytes
+			ok = false
+		}
+	}()
+	r, known, err := decodeRecord(key, value)
+	if err != nil {
+		return false
+	}
+	if !known || r.group == "" {
+		return true
+	}
+	now := s.cfg.Now()
+	g := s.groups[r.group]
+	if r.isGroup {
+		if r.metadata == nil {
+			if g != nil {
+				g.kind, g.persisted = newClassic(s.cfg, now), false
+				if len(g.offsets) == 0 {
+					delete(s.groups, r.group)
+				}
+			}
+			return true
+		}
+		if g == nil {
+			g = newGroup(s.cfg, r.group, s.p, now)
+			s.groups[r.group] = g
+		}
+		g.kind, g.persisted = restoreClassic(s.cfg, now, r.metadata), true
+		return true
+	}
+	if r.offset == nil {
+		if g != nil {
+			delete(g.offsets, tpKey{r.topic, r.partition})
+			if len(g.offsets) == 0 && !g.persisted && g.members() == 0 {
+				delete(s.groups, r.group)
+			}
+		}
+		return true
+	}
+	if g == nil {
+		g = newGroup(s.cfg, r.group, s.p, now)
+		s.groups[r.group] = g
+	}
+	g.offsets[tpKey{r.topic, r.partition}] = r.offset
+	return true
+}
+
+// Activate implements coord.State: the replayed groups are served. A
+// group found outside its hash partition (only after the topic grew) is
+// routed here, unless another partition's copy already is. Offsets of
+// topics deleted meanwhile are purged.
+func (s *shard) Activate(now time.Time) {
+	s.nextSweep = now.Add(s.cfg.RetentionCheckInterval)
+	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
+		if !s.home(id, s.p) {
+			s.log.Warn("a group has records in two offsets partitions; keeping the first",
+				"group", id, "ignored", s.p)
+			delete(s.groups, id)
+		}
+	}
+	s.purgeUnknownTopics(now)
+	for _, g := range s.groups {
+		s.settle(now, g)
+	}
+}
+
+// Unload implements coord.State.
+func (s *shard) Unload(err error) {
+	for _, g := range s.groups {
+		g.kind.failAll(err)
+	}
+	s.groups, s.deadlines = map[string]*Group{}, map[string]time.Time{}
+	s.unhome(s.p)
+}
+
+// Tick implements coord.State: the timeouts due at now and, when due, the
+// offset retention sweep.
+func (s *shard) Tick(now time.Time) {
+	snap := s.topics()
+	for _, id := range slices.Sorted(maps.Keys(s.deadlines)) {
+		if now.Before(s.deadlines[id]) {
+			continue
+		}
+		g := s.groups[id]
+		if g == nil {
+			delete(s.deadlines, id)
+			continue
+		}
+		g.kind.tick(now, snap)
+		s.settle(now, g)
+	}
+	if now.Before(s.nextSweep) {
+		return
+	}
+	s.nextSweep = now.Add(s.cfg.RetentionCheckInterval)
+	s.sweep(now)
+}
+
+// append writes recs to the partition as one batch.
+func (s *shard) append(now time.Time, recs []batch.Record) error {
+	_, err := s.sh.Append(now, recs)
+	if errors.Is(err, coord.ErrBatchTooLarge) {
+		return fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
+	}
+	return err
+}
+
+// group returns a group, creating it (classic, empty) when create.
+func (s *shard) group(now time.Time, id string, create bool) *Group {
+	g := s.groups[id]
+	if g == nil && create {
+		g = newGroup(s.cfg, id, s.p, now)
+		s.groups[id] = g
+	}
+	return g
+}
+
+// drop forgets a group.
+func (s *shard) drop(id string) {
+	delete(s.groups, id)
+	delete(s.deadlines, id)
+}
+
+// settle runs after every operation on g: it persists changed group
+// metadata, tracks g's next timeout and forgets groups that hold nothing.
+func (s *shard) settle(now time.Time, g *Group) {
+	if val := g.kind.takeMetadata(); val != nil {
+		if err := s.append(now, []batch.Record{{Key: encodeGroupKey(g.id), Value: val}}); err != nil {
+			s.log.Error("persisting group metadata failed", "group", g.id, "err", err)
+		} else {
+			g.persisted = true
+		}
+	}
+	if d := g.kind.NextDeadline(); !d.IsZero() {
+		s.deadlines[g.id] = d
+	} else {
+		delete(s.deadlines, g.id)
+	}
+	// A group that never held anything (a join that failed validation)
+	// is forgotten at once; one that did lingers, Empty, until the
+	// retention sweep removes it, as in Kafka.
+	switch {
+	case !g.idle() || len(g.offsets) > 0 || g.persisted || g.kind.held():
+		g.established = true
+	case !g.established && s.groups[g.id] == g:
+		s.drop(g.id)
+	}
+}
+
+// tombstones returns the deletion records of g's offsets that match.
+func tombstones(g *Group, match func(tpKey) bool) (keys []tpKey, recs []batch.Record) {
+	for _, k := range g.sortedOffsets() {
+		if match(k) {
+			keys = append(keys, k)
+			recs = append(recs, batch.Record{Key: encodeOffsetKey(g.id, k.topic, k.part)})
+		}
+	}
+	return keys, recs
+}
+
+// sweep removes expired offsets and then groups left with nothing
+// (Kafka's cleanupGroupMetadata).
+func (s *shard) sweep(now time.Time) {
+	removed := 0
+	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[id]
+		expired := g.expiredOffsets(now, s.cfg.OffsetsRetention)
+		var recs []batch.Record
+		for _, k := range expired {
+			recs = append(recs, batch.Record{Key: encodeOffsetKey(g.id, k.topic, k.part)})
+		}
+		deleteGroup := g.idle() && len(g.offsets) == len(expired)
+		if deleteGroup && g.persisted {
+			recs = append(recs, batch.Record{Key: encodeGroupKey(g.id)})
+		}
+		if len(recs) > 0 {
+			if err := s.append(now, recs); err != nil {
+				s.log.Warn("expiring offsets failed; will retry", "group", g.id, "err", err)
+				continue
+			}
+		}
+		for _, k := range expired {
+			delete(g.offsets, k)
+		}
+		removed += len(expired)
+		if deleteGroup {
+			s.drop(id)
+		}
+	}
+	if removed > 0 {
+		s.log.Info("expired committed offsets", "partition", s.p, "offsets", removed)
+	}
+}
+
+// topicDeleted removes every group's offsets of a deleted topic.
+func (s *shard) topicDeleted(now time.Time, topic string) {
+	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[id]
+		keys, recs := tombstones(g, func(k tpKey) bool { return k.topic == topic })
+		if len(recs) == 0 {
+			continue
+		}
+		if err := s.append(now, recs); err != nil {
+			// The offsets stay in the log, but replay drops offsets whose
+			// topic id no longer exists, so they cannot come back.
+			s.log.Warn("writing tombstones for a deleted topic failed", "group", g.id, "topic", topic, "err", err)
+		}
+		for _, k := range keys {
+			delete(g.offsets, k)
+		}
+		s.settle(now, g)
+	}
+}
+
+// purgeUnknownTopics drops replayed offsets of topics that no longer
+// exist (or were recreated: another topic id), writing tombstones: topics
+// deleted while this partition was not served got none.
+func (s *shard) purgeUnknownTopics(now time.Time) {
+	snap := s.topics()
+	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
+		g := s.groups[id]
+		keys, recs := tombstones(g, func(k tpKey) bool {
+			o := g.offsets[k]
+			t, ok := snap.byName[k.topic]
+			return !ok || o.topicID != TopicID{} && o.topicID != t.ID
+		})
+		if len(keys) == 0 {
+			continue
+		}
+		if err := s.append(now, recs); err != nil {
+			s.log.Warn("removing offsets of deleted topics failed", "group", g.id, "err", err)
+		}
+		for _, k := range keys {
+			delete(g.offsets, k)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package kafka
+
+// The tests of a whole broker are in package kafka_test: they start a real
+// node in-process, and package node imports this one, so only an external
+// test package may import node. What they watch of the running listener's
+// internals is exported to them here, in test builds only.
+
+import (
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Budget is a test's hold on one of a running server's memory budgets.
+type Budget struct{ b *memBudget }
+
+// RequestBudget is the budget of request frames (MaxQueuedRequestBytes).
+func (s *Server) RequestBudget() Budget { return Budget{s.budget} }
+
+// ResponseBudget is the budget of fetched data not yet written
+// (MaxQueuedResponseBytes).
+func (s *Server) ResponseBudget() Budget { return Budget{s.respBudget} }
+
+func (b Budget) InUse() int64          { return b.b.inUse() }
+func (b Budget) Force(n int64)         { b.b.force(n) }
+func (b Budget) Release(n int64)       { b.b.release(n) }
+func (b Budget) ReleaseQuiet(n int64)  { b.b.releaseQuiet(n) }
+func (b Budget) TryUpTo(n int64) int64 { return b.b.tryUpTo(n) }
+
+// FetchPasses counts partition-read passes of fetches, IdleChecks the
+// read loops' wake-ups while waiting for a request, ParkedRequests the
+// request continuations parked now.
+func (s *Server) FetchPasses() int64    { return s.fetchPasses.Load() }
+func (s *Server) IdleChecks() int64     { return s.idleChecks.Load() }
+func (s *Server) ParkedRequests() int64 { return s.parkedN.Load() }
+
+// EncodeRequest builds a request body (no size prefix) with its header.
+func EncodeRequest(req kmsg.Request, corr int32) []byte { return encodeRequest(req, corr) }
+
+const (
+	FirstBodyChunk = firstBodyChunk
+	StarvedRetry   = starvedRetry
+)
+
+// RequestErrors is moonmq_request_errors_total{api, error} of the server's
+// metrics.
+func (s *Server) RequestErrors(api, code string) (float64, error) {
+	var m dto.Metric
+	if err := s.opts.Metrics.requestErrors.WithLabelValues(api, code).Write(&m); err != nil {
+		return 0, err
+	}
+	return m.GetCounter().GetValue(), nil
+}
