@@ -4,12 +4,17 @@
 // listener (net/kafka) and the operator's HTTP endpoints (net/httpapi) —
 // and owns their order: storage and metadata before the coordinator,
 // everything before the listener accepts, and the reverse at shutdown.
+// Its reconciler (reconcile.go) is the one path from metadata to what the
+// node hosts: it applies the controller's ordered deltas to the replicas
+// and the coordinator in its own goroutine, never on Raft's apply path.
 // Package main only turns flags, the config file and the environment into
 // a Config.
 //
 // Invariants: Open either returns a serving node or has closed everything
 // it opened; settings are checked and the Kafka port is bound before the
-// data directory is touched, so a failed Open leaves no data behind.
+// data directory is touched, so a failed Open leaves no data behind; the
+// node is ready (Ready, /readyz) only once it reconciled the metadata's
+// applied index at start and the coordinator loaded.
 package node
 
 import (
@@ -119,6 +124,11 @@ type Node struct {
 	ctrl   *controller.Controller
 	groups *group.Coordinator
 	kafka  *kafka.Server
+	rec    *reconciler
+	// startIndex is the metadata's applied index when the node opened: it
+	// is ready once it reconciled that far (and the coordinator loaded).
+	startIndex uint64
+	ready      chan struct{}
 
 	serveErr     chan error
 	shuttingDown atomic.Bool
@@ -209,23 +219,47 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	})
 	reg.MustRegister(httpapi.NewPartitionCollector(b))
 
+	// The broker registers the address clients reach it at; the Kafka
+	// listener (below) logs the warning a wildcard address deserves.
+	advHost, advPort, err := kafka.AdvertisedAddress(cfg.Advertise, kln.Addr(), nil)
+	if err != nil {
+		return nil, err
+	}
 	ctrl, err := controller.Open(ctx, controller.Options{
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: cfg.NodeID, Logger: n.log,
+		Host: advHost, Port: advPort,
 	})
 	if err != nil {
 		return nil, err
 	}
 	n.ctrl = ctrl
 	n.closers = append(n.closers, func() { ctrl.Close() })
-	if err := wireMetadata(ctrl, b, kmetrics, n.log); err != nil {
+	// The reconciler hosts what the metadata names, off Raft's apply path.
+	// The node serves only once it has hosted what the metadata said at
+	// start, as a Kafka broker waits for its first metadata publish before
+	// it takes requests: the group coordinator needs the offsets
+	// partitions, and clients connecting meanwhile wait in the backlog.
+	rec := newReconciler(ctrl, b, kmetrics, n.log)
+	n.rec = rec
+	rec.start()
+	n.closers = append(n.closers, rec.close)
+	n.startIndex = ctrl.AppliedIndex()
+	if err := rec.wait(ctx, n.startIndex); err != nil {
+		return nil, fmt.Errorf("host the partitions the metadata names: %w", err)
+	}
+	if err := rec.startErr(); err != nil {
 		return nil, err
 	}
-	groups, err := startGroups(cfg.Groups, cfg.ResetOffsetsTopic, ctrl, b, n.log)
+	groups, err := startGroups(cfg.Groups, cfg.ResetOffsetsTopic, ctrl, rec, b, n.log)
 	if err != nil {
 		return nil, err
 	}
 	n.groups = groups
 	n.closers = append(n.closers, func() { groups.Close() })
+	n.ready = make(chan struct{})
+	readyCtx, stopReady := context.WithCancel(context.Background())
+	n.closers = append(n.closers, stopReady)
+	go closeWhenReady(readyCtx, n.ready, groups.Loaded(), rec, n.startIndex)
 
 	handedOver = true
 	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups), ctrl, b)
@@ -251,7 +285,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
 	if n.http != nil {
 		n.http.SetReadiness(func() (bool, string) {
-			return readiness(n.shuttingDown.Load(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
+			return readiness(n.shuttingDown.Load(), n.reconcileErr(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
 		})
 	}
 	// One line sums up the start; each partition's own opening is logged
@@ -266,10 +300,33 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 }
 
 // Ready is closed once the node serves everything: storage and metadata
-// are open when Open returns; this waits for the group coordinator's replay
-// of __consumer_offsets. (/readyz also reports offline partitions, which can
+// are open when Open returns, the reconciler has hosted what the metadata
+// said at start, and the group coordinator has replayed
+// __consumer_offsets. (/readyz also reports offline partitions, which can
 // come and go.)
-func (n *Node) Ready() <-chan struct{} { return n.groups.Loaded() }
+func (n *Node) Ready() <-chan struct{} { return n.ready }
+
+// closeWhenReady closes ready once loaded is closed and rec reconciled
+// index, unless ctx ends first (the node closed).
+func closeWhenReady(ctx context.Context, ready chan<- struct{}, loaded <-chan struct{}, rec *reconciler, index uint64) {
+	if rec.wait(ctx, index) != nil {
+		return
+	}
+	select {
+	case <-loaded:
+		close(ready)
+	case <-ctx.Done():
+	}
+}
+
+// reconcileErr says why the node has not hosted what the metadata said at
+// start, or nil once it has.
+func (n *Node) reconcileErr() error {
+	if got := n.rec.reconciled(); got < n.startIndex {
+		return fmt.Errorf("metadata not applied yet: hosted up to index %d of %d", got, n.startIndex)
+	}
+	return nil
+}
 
 // Addr is the Kafka listener's bound address.
 func (n *Node) Addr() net.Addr { return n.kafka.Addr() }

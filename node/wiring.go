@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/internal/lag"
 	"github.com/moonmq/moonmq/net/httpapi"
-	"github.com/moonmq/moonmq/net/kafka"
 )
 
 // partitionSummary counts the hosted partitions for the start-up line.
@@ -39,17 +38,20 @@ func summarizePartitions(states []replica.PartitionState) partitionSummary {
 }
 
 // readiness decides /readyz: the node is ready when it serves everything
-// it should — not while the group coordinator is still replaying
+// it should — not while it has not hosted what the metadata said at start
+// (reconcileErr), nor while the group coordinator is still replaying
 // __consumer_offsets, while shutting down, while any partition it hosts is
 // offline (it could not be opened, or its log failed an I/O operation; the
 // broker retries it), or while accepting connections fails (out of file
 // descriptors). Damaged ranges inside a partition do not make the node
 // unready: everything else in it is served (they show in /stats and
 // /metrics).
-func readiness(shuttingDown bool, groupsErr error, parts []replica.PartitionState, acceptErr error) (bool, string) {
+func readiness(shuttingDown bool, reconcileErr, groupsErr error, parts []replica.PartitionState, acceptErr error) (bool, string) {
 	switch {
 	case shuttingDown:
 		return false, "shutting down"
+	case reconcileErr != nil:
+		return false, reconcileErr.Error()
 	case groupsErr != nil:
 		return false, "storage recovery or metadata load in progress: " + groupsErr.Error()
 	case acceptErr != nil:
@@ -93,50 +95,12 @@ func planDescriptors(maxConnections int) descriptorPlan {
 	return descriptorPlan{limit: limit, reserve: 256 + conns, fileCache: min(max(limit/8, 32), 4096)}
 }
 
-// wireMetadata keeps the hosted partitions in step with the metadata: the
-// controller calls back synchronously on every change, so a CreateTopics
-// answer is sent only after the partitions exist on disk. Registering
-// replays every existing topic first. A partition that fails to open does
-// not fail the start: the broker keeps it offline (reported in /readyz,
-// /stats and /metrics) and retries it while the rest of the node serves.
-func wireMetadata(ctrl *controller.Controller, b *replica.Manager, m *kafka.Metrics, logger *slog.Logger) error {
-	ctrl.OnChange(func(ev controller.Event) {
-		var err error
-		switch ev.Kind {
-		case controller.TopicCreated, controller.PartitionsAdded:
-			for _, p := range ev.Topic.Partitions {
-				part, perr := b.EnsurePartition(replica.TopicPartition{Topic: ev.Topic.Name, Partition: p.ID}, ev.Topic.Configs)
-				if perr == nil {
-					part.MakeLeader(p.LeaderEpoch)
-				}
-				if !errors.Is(perr, replica.ErrPartitionOffline) { // offline ones are reported by the broker
-					err = errors.Join(err, perr)
-				}
-			}
-		case controller.ConfigsChanged:
-			err = b.UpdateConfigs(ev.Topic.Name, ev.Topic.Configs)
-		case controller.TopicDeleted:
-			err = b.DeleteTopic(ev.Topic.Name)
-			m.DeleteTopic(ev.Topic.Name)
-		}
-		if err != nil {
-			logger.Error("applying metadata change", "topic", ev.Topic.Name, "event", ev.Kind, "err", err)
-		}
-	})
-	known := map[replica.TopicPartition]bool{}
-	for _, t := range ctrl.Topics() {
-		for _, p := range t.Partitions {
-			known[replica.TopicPartition{Topic: t.Name, Partition: p.ID}] = true
-		}
-	}
-	return b.RemoveOrphans(func(tp replica.TopicPartition) bool { return known[tp] })
-}
-
 // startGroups builds the group coordinator over the broker's partitions of
-// __consumer_offsets, keeps its view of the topics current (and drops the
-// offsets of deleted topics) through a metadata listener, and starts it.
-// Call after wireMetadata, so the offsets partitions are open.
-func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, b *replica.Manager, logger *slog.Logger) (*group.Coordinator, error) {
+// __consumer_offsets, has the reconciler keep its view of the topics
+// current (and drop the offsets of deleted topics), and starts it. Call
+// once the reconciler hosts the partitions the metadata names, so the
+// offsets partitions are open.
+func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, rec *reconciler, b *replica.Manager, logger *slog.Logger) (*group.Coordinator, error) {
 	store := &group.BrokerStorage{
 		Broker: b,
 		PartitionCount: func() int32 {
@@ -148,7 +112,7 @@ func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, b *r
 				return fmt.Errorf("create %s: %w", group.OffsetsTopic, err)
 			}
 			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)
-			if errors.Is(err, controller.ErrTopicExists) {
+			if errors.Is(err, metadata.ErrTopicExists) {
 				return nil
 			}
 			return err
@@ -166,19 +130,7 @@ func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, b *r
 	if err != nil {
 		return nil, fmt.Errorf("group coordinator: %w", err)
 	}
-	var replaying atomic.Bool
-	replaying.Store(true)
-	ctrl.OnChange(func(ev controller.Event) {
-		if replaying.Load() {
-			return // registration replays every topic; one snapshot below covers them
-		}
-		coord.SetTopics(topicInfos(ctrl.Topics()))
-		if ev.Kind == controller.TopicDeleted {
-			coord.TopicDeleted(ev.Topic.Name)
-		}
-	})
-	replaying.Store(false)
-	coord.SetTopics(topicInfos(ctrl.Topics()))
+	rec.attachGroups(coord)
 	coord.Start()
 	return coord, nil
 }
@@ -217,14 +169,6 @@ func resetOffsetsTopic(ctrl *controller.Controller, logger *slog.Logger) error {
 	logger.Warn("deleted the offsets topic as --reset-offsets-topic asked; committed offsets and groups are gone",
 		"topic", group.OffsetsTopic)
 	return nil
-}
-
-func topicInfos(ts []controller.Topic) []group.TopicInfo {
-	out := make([]group.TopicInfo, 0, len(ts))
-	for _, t := range ts {
-		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
-	}
-	return out
 }
 
 // groupStatsOf summarises every group's committed offsets and lag for

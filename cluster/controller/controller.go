@@ -1,28 +1,40 @@
 // Package controller owns the cluster metadata: topics, their partition
-// assignments and config overrides, the producer id counter and the cluster
-// id. It is a hashicorp/raft state machine whose log, stable store,
-// snapshots and materialised state live in one pebble DB (engine/meta). A
-// single node is a one-voter Raft cluster, so the same code path serves 1 to
-// N nodes; this version runs single-node only (see Options.Transport).
+// assignments and config overrides, the registered brokers, the producer id
+// counter and the cluster id. It is a hashicorp/raft state machine whose
+// log, stable store, snapshots and materialised state live in one pebble DB
+// (engine/meta). A single node is a one-voter Raft cluster, so the same
+// code path serves 1 to N nodes; this version runs single-node only (see
+// Options.Transport). Readers see the metadata through cluster/metadata's
+// types.
 //
 // Invariants:
-//   - Every change goes through the Raft log; the FSM is the only writer of
-//     the state, and it applies commands deterministically (anything random,
-//     such as topic IDs, is chosen by the proposer and carried in the
-//     command). Proposers validate with the same plan function the FSM runs,
-//     so a rejected request never reaches the log, and a request that races
-//     another is still rejected consistently by the FSM.
+//   - Every change goes through the Raft log as an ordered list of typed
+//     records (records.go: a topic creation is a topic record, a partition
+//     record per partition and a config record per override, as KRaft
+//     writes them); the FSM is the only writer of the state and applies an
+//     entry's records all or none, deterministically (anything random, such
+//     as topic IDs, is chosen by the proposer and carried in the records).
+//     Proposers plan records with the same checks the FSM applies, one
+//     change at a time, so a rejected request never reaches the log, and
+//     one that races another is still rejected consistently by the FSM.
+//     Entries written by older releases (version 1 commands) are converted
+//     to records when they replay, to the same state.
 //   - The FSM persists its state and the applied index in one pebble batch.
 //     A restart loads that state directly and Raft replays only the entries
 //     after the applied index: restart cost does not grow with history.
 //     Raft snapshots exist for log compaction and for future followers; they
 //     are not restored at start (NoSnapshotRestoreOnStart), because the
 //     pebble state is at least as new as any snapshot.
-//   - Reads (Topic, Topics, ClusterID) serve an in-memory copy under a
-//     read lock and return deep copies.
-//   - OnChange listeners run synchronously on the apply path, after the
-//     in-memory state changed: when a write method returns, listeners have
-//     seen its event.
+//   - Reads (Topic, Topics, Brokers, ClusterID) serve an in-memory copy
+//     under a read lock and return deep copies.
+//   - The apply path does no work for the rest of the node: it queues one
+//     delta per applied entry (its index and typed changes) on every
+//     Subscription, never blocking and never dropping (a subscriber that
+//     falls far behind gets its pending deltas folded into one image).
+//     Subscribers (the node's reconciler) host partitions in their own
+//     goroutines and report how far they got; topic changes answer once an
+//     awaiting subscriber reached their entry (bounded by the request's
+//     deadline).
 package controller
 
 import (
@@ -43,6 +55,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/raft"
 
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/meta"
 )
 
@@ -93,6 +106,13 @@ type Options struct {
 	// (default.replication.factor). Default: 1.
 	DefaultReplicationFactor int16
 
+	// Host, Port and Rack are this broker's registration: the address
+	// clients reach it at (its advertised listener) and its rack (empty:
+	// none). Open registers them when they differ from the stored ones.
+	Host string
+	Port int32
+	Rack string
+
 	// FS overrides the filesystem of the metadata DB (crash tests).
 	FS vfs.FS
 }
@@ -132,8 +152,8 @@ func (o *Options) Validate() error {
 		return errors.New("controller: Options.Dir is required")
 	case o.NodeID < 0:
 		return fmt.Errorf("controller: Options.NodeID %d must be >= 0", o.NodeID)
-	case o.DefaultPartitions < 1 || o.DefaultPartitions > MaxPartitions:
-		return fmt.Errorf("controller: Options.DefaultPartitions %d must be 1..%d", o.DefaultPartitions, MaxPartitions)
+	case o.DefaultPartitions < 1 || o.DefaultPartitions > metadata.MaxPartitions:
+		return fmt.Errorf("controller: Options.DefaultPartitions %d must be 1..%d", o.DefaultPartitions, metadata.MaxPartitions)
 	case o.DefaultReplicationFactor < 1:
 		return fmt.Errorf("controller: Options.DefaultReplicationFactor %d must be >= 1", o.DefaultReplicationFactor)
 	}
@@ -151,11 +171,16 @@ type Controller struct {
 	mu sync.RWMutex
 	st state
 
-	// lmu serialises event delivery with listener registration, so a new
-	// listener's replay of existing topics and live events neither overlap
-	// nor leave a gap.
-	lmu       sync.Mutex
-	listeners []func(Event)
+	// lmu serialises delta delivery with subscribing, so a new
+	// subscription's image and the live deltas neither overlap nor leave a
+	// gap. Order: lmu, then mu.
+	lmu  sync.Mutex
+	subs []*Subscription
+
+	// wmu serialises changes from planning to commit: a change is planned
+	// against the state every earlier change is in, as KRaft's single
+	// controller thread does.
+	wmu sync.Mutex
 
 	// applied is the last index folded into st and the DB; FSM goroutine only
 	// (and Open, before Raft starts).
@@ -194,11 +219,11 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	if err := c.checkNodeID(); err != nil {
 		return nil, err
 	}
-	st, applied, err := loadState(db)
+	st, err := loadState(db)
 	if err != nil {
 		return nil, fmt.Errorf("controller: load state from %s: %w", opts.Dir, err)
 	}
-	c.st, c.applied = st, applied
+	c.st, c.applied = st, st.applied
 
 	trans := opts.Transport
 	if trans == nil {
@@ -256,10 +281,16 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	if err := r.Barrier(timeoutOf(ctx)).Error(); err != nil {
 		return nil, fmt.Errorf("controller: catch up with the log: %w", err)
 	}
-	if c.ClusterID() == "" {
-		if _, err := c.propose(ctx, &command{Op: opInitCluster, ClusterID: newClusterID()}); err != nil {
-			return nil, fmt.Errorf("controller: choose cluster id: %w", err)
-		}
+	if _, err := c.commit(ctx, "choose cluster id", func(st *state) ([]record, error) {
+		return planInitCluster(st, newClusterID())
+	}); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
+	}
+	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack}
+	if _, err := c.commit(ctx, "register broker", func(st *state) ([]record, error) {
+		return planRegisterBroker(st, self)
+	}); err != nil {
+		return nil, fmt.Errorf("controller: %w", err)
 	}
 	// Debug: the node's start-up line (moonmq serving) carries the cluster id.
 	logger.Debug("controller ready", "cluster_id", c.ClusterID(), "topics", len(c.Topics()), "applied_index", r.AppliedIndex())
@@ -309,6 +340,13 @@ func newClusterID() string {
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
+		c.lmu.Lock()
+		subs := c.subs
+		c.subs = nil
+		c.lmu.Unlock()
+		for _, s := range subs {
+			s.close()
+		}
 		var errs []error
 		if c.raft != nil {
 			if err := c.raft.Shutdown().Error(); err != nil {
@@ -338,64 +376,45 @@ func (c *Controller) IsLeader() bool {
 	return !c.closed.Load() && c.raft != nil && c.raft.State() == raft.Leader
 }
 
+// AppliedIndex is the last log index the state includes. A subscriber
+// that reconciled it has seen every change so far.
+func (c *Controller) AppliedIndex() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.st.applied
+}
+
 // Topic returns a copy of the named topic.
-func (c *Controller) Topic(name string) (Topic, bool) {
+func (c *Controller) Topic(name string) (metadata.Topic, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	t, ok := c.st.topics[name]
 	if !ok {
-		return Topic{}, false
+		return metadata.Topic{}, false
 	}
 	return t.Clone(), true
 }
 
 // Topics returns copies of all topics, sorted by name.
-func (c *Controller) Topics() []Topic {
+func (c *Controller) Topics() []metadata.Topic {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make([]Topic, 0, len(c.st.topics))
+	out := make([]metadata.Topic, 0, len(c.st.topics))
 	for _, name := range sortedNames(c.st.topics) {
 		out = append(out, c.st.topics[name].Clone())
 	}
 	return out
 }
 
-func sortedNames(m map[string]*Topic) []string {
-	names := slices.Collect(maps.Keys(m))
-	sort.Strings(names)
-	return names
-}
-
-// OnChange registers fn and immediately calls it with a TopicCreated event
-// for every existing topic (in name order), then with every later change.
-// Registration is atomic with respect to applies: fn sees each change
-// exactly once and in log order, with no gap between the replay and live
-// events. fn runs on the Raft apply path: it must be quick, may call the
-// read methods (Topic, Topics, ClusterID), and must not call write methods
-// or OnChange (that would deadlock).
-func (c *Controller) OnChange(fn func(ev Event)) {
-	c.lmu.Lock()
-	defer c.lmu.Unlock()
-	c.listeners = append(c.listeners, fn)
-	for _, t := range c.Topics() {
-		fn(Event{Kind: TopicCreated, Topic: t})
+// Brokers returns the registered brokers, sorted by id.
+func (c *Controller) Brokers() []metadata.Broker {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]metadata.Broker, 0, len(c.st.brokers))
+	for _, id := range slices.Sorted(maps.Keys(c.st.brokers)) {
+		out = append(out, c.st.brokers[id])
 	}
-}
-
-// publish changes the in-memory state with change (under the write lock)
-// and delivers the events it returns to every listener (after releasing it,
-// so listeners can read).
-func (c *Controller) publish(change func(st *state) []Event) {
-	c.lmu.Lock()
-	defer c.lmu.Unlock()
-	c.mu.Lock()
-	evs := change(&c.st)
-	c.mu.Unlock()
-	for _, ev := range evs {
-		for _, fn := range c.listeners {
-			fn(Event{Kind: ev.Kind, Topic: ev.Topic.Clone(), Prev: ev.Prev.Clone()})
-		}
-	}
+	return out
 }
 
 func (c *Controller) setBroken(err error) {
@@ -403,15 +422,15 @@ func (c *Controller) setBroken(err error) {
 	c.logger.Error("metadata state machine stopped; restart the node to recover", "error", err)
 }
 
-// brokers returns the ids of the brokers replicas may be placed on. Single
-// node for now; a later version reads registered brokers from the state.
-func (c *Controller) brokers() []int32 { return []int32{c.opts.NodeID} }
+// brokers returns the ids of the brokers replicas may be placed on: the
+// registered ones. The caller holds c.mu.
+func (st *state) brokerIDs() []int32 { return slices.Sorted(maps.Keys(st.brokers)) }
 
 // assign places rf replicas for partitions first..first+count-1 round-robin
 // over brokers, Kafka-style: partition p starts at broker p mod n, so
 // leadership spreads evenly. Every replica starts in the ISR.
-func assign(first, count int32, rf int, brokers []int32) []partitionRecord {
-	out := make([]partitionRecord, count)
+func assign(first, count int32, rf int, brokers []int32) []partitionAssignment {
+	out := make([]partitionAssignment, count)
 	n := len(brokers)
 	for i := range out {
 		p := int(first) + i
@@ -419,7 +438,7 @@ func assign(first, count int32, rf int, brokers []int32) []partitionRecord {
 		for j := range replicas {
 			replicas[j] = brokers[(p+j)%n]
 		}
-		out[i] = partitionRecord{Replicas: replicas, Leader: replicas[0], ISR: slices.Clone(replicas)}
+		out[i] = partitionAssignment{Replicas: replicas, Leader: replicas[0], ISR: slices.Clone(replicas)}
 	}
 	return out
 }
@@ -430,39 +449,36 @@ func assign(first, count int32, rf int, brokers []int32) []partitionRecord {
 // topic that would be created and changes nothing.
 func (c *Controller) CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16,
 	configs map[string]string, validateOnly bool,
-) (Topic, error) {
+) (metadata.Topic, error) {
 	// Check the name first, as Kafka does: a bad name is the error reported
 	// even if the counts are bad too.
 	if err := ValidateTopicName(name); err != nil {
-		return Topic{}, err
+		return metadata.Topic{}, err
 	}
 	if partitions == -1 {
 		partitions = c.opts.DefaultPartitions
 	}
-	if partitions < 1 || partitions > MaxPartitions {
-		return Topic{}, fmt.Errorf("%w: %d partitions; use 1 to %d (or -1 for the default)", ErrInvalidPartitions, partitions, MaxPartitions)
+	if partitions < 1 || partitions > metadata.MaxPartitions {
+		return metadata.Topic{}, fmt.Errorf("%w: %d partitions; use 1 to %d (or -1 for the default)", metadata.ErrInvalidPartitions, partitions, metadata.MaxPartitions)
 	}
 	if replicationFactor == -1 {
 		replicationFactor = c.opts.DefaultReplicationFactor
 	}
-	brokers := c.brokers()
-	if replicationFactor < 1 || int(replicationFactor) > len(brokers) {
-		return Topic{}, fmt.Errorf("%w: %d, but there are %d brokers", ErrInvalidReplicationFactor, replicationFactor, len(brokers))
-	}
 	configs = maps.Clone(configs)
-	if IsInternalTopic(name) {
+	if metadata.IsInternalTopic(name) {
 		if configs == nil {
 			configs = map[string]string{}
 		}
 		maps.Copy(configs, InternalTopicConfigs) // created the way it must stay
 	}
-	return c.change(ctx, &command{
-		Op:         opCreateTopic,
-		Topic:      name,
-		TopicID:    uuid.New().String(),
-		Internal:   IsInternalTopic(name),
-		Partitions: assign(0, partitions, int(replicationFactor), brokers),
-		Configs:    configs,
+	id := uuid.New().String()
+	return c.change(ctx, "create topic", name, func(st *state) ([]record, error) {
+		brokers := st.brokerIDs()
+		if replicationFactor < 1 || int(replicationFactor) > len(brokers) {
+			return nil, fmt.Errorf("%w: %d, but there are %d brokers", metadata.ErrInvalidReplicationFactor, replicationFactor, len(brokers))
+		}
+		return planCreateTopic(st, name, id, metadata.IsInternalTopic(name),
+			assign(0, partitions, int(replicationFactor), brokers), configs)
 	}, validateOnly)
 }
 
@@ -500,158 +516,213 @@ func (c *Controller) RepairTopicConfigs(ctx context.Context, name string, want m
 }
 
 // DeleteTopic deletes a topic and returns it as it was.
-func (c *Controller) DeleteTopic(ctx context.Context, name string) (Topic, error) {
-	return c.change(ctx, &command{Op: opDeleteTopic, Topic: name}, false)
+func (c *Controller) DeleteTopic(ctx context.Context, name string) (metadata.Topic, error) {
+	return c.change(ctx, "delete topic", name, func(st *state) ([]record, error) {
+		return planDeleteTopic(st, name)
+	}, false)
 }
 
 // CreatePartitions grows a topic to total partitions; total must exceed the
 // current count.
-func (c *Controller) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (Topic, error) {
-	t, ok := c.Topic(name)
-	if !ok {
-		return Topic{}, fmt.Errorf("%w: %q", ErrUnknownTopic, name)
-	}
-	cur := int32(len(t.Partitions))
-	if total <= cur || total > MaxPartitions {
-		return Topic{}, fmt.Errorf("%w: topic %q has %d partitions; the new total must be %d to %d", ErrInvalidPartitions, name, cur, cur+1, MaxPartitions)
-	}
-	rf := len(t.Partitions[0].Replicas)
-	brokers := c.brokers()
-	if rf > len(brokers) {
-		return Topic{}, fmt.Errorf("%w: topic %q has %d replicas per partition, but there are %d brokers", ErrInvalidReplicationFactor, name, rf, len(brokers))
-	}
-	return c.change(ctx, &command{
-		Op:         opCreatePartitions,
-		Topic:      name,
-		Total:      total,
-		Partitions: assign(cur, total-cur, rf, brokers),
+func (c *Controller) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (metadata.Topic, error) {
+	return c.change(ctx, "create partitions", name, func(st *state) ([]record, error) {
+		t, ok := st.topics[name]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
+		}
+		cur := int32(len(t.Partitions))
+		if total <= cur || total > metadata.MaxPartitions {
+			return nil, fmt.Errorf("%w: topic %q has %d partitions; the new total must be %d to %d", metadata.ErrInvalidPartitions, name, cur, cur+1, metadata.MaxPartitions)
+		}
+		rf := len(t.Partitions[0].Replicas)
+		brokers := st.brokerIDs()
+		if rf > len(brokers) {
+			return nil, fmt.Errorf("%w: topic %q has %d replicas per partition, but there are %d brokers", metadata.ErrInvalidReplicationFactor, name, rf, len(brokers))
+		}
+		return planCreatePartitions(st, name, total, assign(cur, total-cur, rf, brokers))
 	}, validateOnly)
 }
 
 // AlterConfigs applies IncrementalAlterConfigs operations to a topic's
 // overrides. The resulting set is validated as a whole.
-func (c *Controller) AlterConfigs(ctx context.Context, name string, ops []ConfigOp, validateOnly bool) (Topic, error) {
-	recs := make([]configOpRecord, len(ops))
-	for i, op := range ops {
-		recs[i] = configOpRecord{Key: op.Key, Op: int8(op.Op), Value: op.Value}
-	}
-	return c.change(ctx, &command{Op: opAlterConfigs, Topic: name, ConfigOps: recs}, validateOnly)
+func (c *Controller) AlterConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) (metadata.Topic, error) {
+	return c.change(ctx, "alter configs", name, func(st *state) ([]record, error) {
+		return planAlterConfigs(st, name, ops)
+	}, validateOnly)
 }
 
 // ReplaceConfigs replaces all of a topic's overrides (legacy AlterConfigs:
 // keys not given revert to their defaults).
-func (c *Controller) ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (Topic, error) {
-	if configs == nil {
-		configs = map[string]string{}
-	}
-	return c.change(ctx, &command{Op: opReplaceConfigs, Topic: name, Configs: maps.Clone(configs)}, validateOnly)
+func (c *Controller) ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (metadata.Topic, error) {
+	configs = maps.Clone(configs)
+	return c.change(ctx, "replace configs", name, func(st *state) ([]record, error) {
+		return planReplaceConfigs(st, name, configs)
+	}, validateOnly)
 }
 
 // AllocateProducerIDs reserves n consecutive producer ids and returns the
 // first. The counter is replicated, so ids are unique across restarts and
 // (later) across nodes.
 func (c *Controller) AllocateProducerIDs(ctx context.Context, n int64) (int64, error) {
-	cmd := &command{Op: opAllocProducerIDs, Count: n}
-	if _, err := c.check(cmd); err != nil {
-		return 0, err
-	}
-	res, err := c.propose(ctx, cmd)
+	res, err := c.commit(ctx, "allocate producer ids", func(st *state) ([]record, error) {
+		return planProducerIDs(st, c.opts.NodeID, n)
+	})
 	if err != nil {
 		return 0, err
 	}
 	return res.firstPID, nil
 }
 
-// change validates cmd against the current state, then (unless
-// validateOnly) commits it, and returns the resulting topic.
-func (c *Controller) change(ctx context.Context, cmd *command, validateOnly bool) (Topic, error) {
-	e, err := c.check(cmd)
-	if err != nil {
-		return Topic{}, err
+// planFunc plans a change against the current state.
+type planFunc func(st *state) ([]record, error)
+
+// change plans a topic change, then (unless validateOnly) commits it and
+// waits until awaiting subscribers hosted it, and returns the resulting
+// topic (for a delete: the topic as it was).
+func (c *Controller) change(ctx context.Context, op, name string, planFn planFunc, validateOnly bool) (metadata.Topic, error) {
+	t, index, err := c.changeLocked(ctx, op, name, planFn, validateOnly)
+	if err != nil || index == 0 {
+		return t, err
 	}
-	if t := e.result.topic; t != nil && cmd.Op != opDeleteTopic {
+	// Not under wmu: a slow reconciler delays this answer, not the next
+	// change (or a producer id block).
+	wctx, cancel := c.withTimeout(ctx)
+	defer cancel()
+	c.awaitReconciled(wctx, op, index)
+	return t, nil
+}
+
+// changeLocked plans and commits a topic change; index is 0 when nothing
+// was committed (validateOnly, or nothing to change).
+func (c *Controller) changeLocked(ctx context.Context, op, name string, planFn planFunc, validateOnly bool) (metadata.Topic, uint64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	recs, x, err := c.plan(planFn)
+	if err != nil {
+		return metadata.Topic{}, 0, err
+	}
+	t := x.res.topic
+	if t == nil { // no records: the topic is already as asked
+		c.mu.RLock()
+		t = c.st.topics[name]
+		c.mu.RUnlock()
+		if t == nil {
+			return metadata.Topic{}, 0, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
+		}
+	}
+	if after, touched := x.topics[t.Name]; !touched || after != nil { // not for a delete
 		// A proposer-side rule, not an FSM one: entries already in the log
 		// replay as they were; new changes cannot make them unsafe. (A
 		// delete is the way out of an unsafe one, so it is not checked.)
 		if err := checkInternalTopic(t); err != nil {
-			return Topic{}, err
+			return metadata.Topic{}, 0, err
 		}
 	}
-	if validateOnly {
-		return e.result.topic.Clone(), nil
+	if validateOnly || len(recs) == 0 { // len 0: already so, nothing to commit
+		return t.Clone(), 0, nil
 	}
-	res, err := c.propose(ctx, cmd)
+	res, index, err := c.propose(ctx, op, recs)
 	if err != nil {
-		return Topic{}, err
+		return metadata.Topic{}, 0, err
 	}
-	return res.topic.Clone(), nil
+	return res.topic.Clone(), index, nil
 }
 
-// check runs the FSM's plan on the current state without changing it.
-// Only the leader validates: a follower's state may be behind.
-func (c *Controller) check(cmd *command) (effect, error) {
+// commit plans and commits a change that hosts nothing (the cluster id, a
+// broker registration, producer ids). No records: nothing to do.
+func (c *Controller) commit(ctx context.Context, op string, planFn planFunc) (*result, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	recs, x, err := c.plan(planFn)
+	if err != nil || len(recs) == 0 {
+		if x != nil {
+			return &x.res, err
+		}
+		return nil, err
+	}
+	res, _, err := c.propose(ctx, op, recs)
+	return res, err
+}
+
+// plan runs planFn on the current state and dry-runs its records as the
+// FSM will apply them. Only the leader plans: a follower's state may be
+// behind.
+func (c *Controller) plan(planFn planFunc) ([]record, *txn, error) {
 	if err := c.writable(); err != nil {
-		return effect{}, err
+		return nil, nil, err
 	}
 	c.mu.RLock()
-	e := plan(cmd, &c.st)
-	c.mu.RUnlock()
-	return e, e.result.err
+	defer c.mu.RUnlock()
+	recs, err := planFn(&c.st)
+	if err != nil {
+		return nil, nil, err
+	}
+	x, err := applyRecords(&c.st, recs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return recs, x, nil
 }
 
 func (c *Controller) writable() error {
 	if c.closed.Load() {
-		return ErrClosed
+		return metadata.ErrClosed
 	}
 	if err := c.broken.Load(); err != nil {
 		return *err
 	}
 	if c.raft.State() != raft.Leader {
-		return ErrNotController
+		return metadata.ErrNotController
 	}
 	return nil
 }
 
-// propose appends cmd to the Raft log and waits until it is applied. If ctx
-// ends first the error says so, but the command may still be applied.
-func (c *Controller) propose(ctx context.Context, cmd *command) (*result, error) {
-	data, err := encodeCommand(cmd)
+// propose appends recs to the Raft log and waits until they are applied,
+// returning the entry's result and index. If ctx ends first the error
+// says so, but the change may still be applied.
+func (c *Controller) propose(ctx context.Context, op string, recs []record) (*result, uint64, error) {
+	data, err := encodeRecords(recs)
 	if err != nil {
-		return nil, fmt.Errorf("controller: %w", err)
+		return nil, 0, fmt.Errorf("controller: %w", err)
 	}
+	return c.proposeEntry(ctx, op, data)
+}
+
+func (c *Controller) proposeEntry(ctx context.Context, op string, data []byte) (*result, uint64, error) {
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("controller: %s: %w", cmd.Op, err)
+		return nil, 0, fmt.Errorf("controller: %s: %w", op, err)
 	}
 	f := c.raft.Apply(data, timeoutOf(ctx))
 	done := make(chan error, 1)
 	go func() { done <- f.Error() }() // ends when raft responds, at the latest on shutdown
+	var err error
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("controller: %s: %w (the change may still be applied)", cmd.Op, ctx.Err())
+		return nil, 0, fmt.Errorf("controller: %s: %w (the change may still be applied)", op, ctx.Err())
 	}
 	if err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 			errors.Is(err, raft.ErrLeadershipTransferInProgress):
-			return nil, fmt.Errorf("%w: %s: %v", ErrNotController, cmd.Op, err)
+			return nil, 0, fmt.Errorf("%w: %s: %v", metadata.ErrNotController, op, err)
 		case errors.Is(err, raft.ErrRaftShutdown):
-			return nil, fmt.Errorf("%w: %s", ErrClosed, cmd.Op)
+			return nil, 0, fmt.Errorf("%w: %s", metadata.ErrClosed, op)
 		case errors.Is(err, raft.ErrEnqueueTimeout):
-			return nil, fmt.Errorf("controller: %s: %w", cmd.Op, context.DeadlineExceeded)
+			return nil, 0, fmt.Errorf("controller: %s: %w", op, context.DeadlineExceeded)
 		}
-		return nil, fmt.Errorf("controller: %s: %w", cmd.Op, err)
+		return nil, 0, fmt.Errorf("controller: %s: %w", op, err)
 	}
 	res, ok := f.Response().(*result)
 	if !ok || res == nil {
-		return nil, fmt.Errorf("controller: %s: no result from the state machine", cmd.Op)
+		return nil, 0, fmt.Errorf("controller: %s: no result from the state machine", op)
 	}
 	if res.err != nil {
-		return nil, res.err
+		return nil, 0, res.err
 	}
-	return res, nil
+	return res, f.Index(), nil
 }
 
 // withTimeout bounds ctx by ApplyTimeout if it has no deadline.

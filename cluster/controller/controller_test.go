@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/stretchr/testify/require"
 
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/meta"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
@@ -57,7 +58,7 @@ func TestOpenFreshAndRestart(t *testing.T) {
 	require.NoError(t, c.Close(), "Close is idempotent")
 	require.False(t, c.IsLeader())
 	_, err := c.CreateTopic(testCtx(t), "t", 1, 1, nil, false)
-	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, metadata.ErrClosed)
 
 	c = openAt(t, Options{Dir: dir, NodeID: 3})
 	require.Equal(t, id, c.ClusterID(), "cluster id is stable across restarts")
@@ -84,7 +85,7 @@ func TestCreateTopic(t *testing.T) {
 	require.Equal(t, map[string]string{topicconfig.RetentionMs: "1000"}, top.Configs)
 	require.Len(t, top.Partitions, 3)
 	for i, p := range top.Partitions {
-		require.Equal(t, Partition{ID: int32(i), Replicas: []int32{1}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}}, p)
+		require.Equal(t, metadata.Partition{ID: int32(i), Replicas: []int32{1}, Leader: 1, LeaderEpoch: 0, ISR: []int32{1}}, p)
 	}
 	got, ok := c.Topic("orders")
 	require.True(t, ok)
@@ -96,7 +97,7 @@ func TestCreateTopic(t *testing.T) {
 	require.Len(t, def.Partitions, 1)
 	require.Equal(t, map[string]string{}, def.Configs)
 
-	internal, err := c.CreateTopic(ctx, ConsumerOffsetsTopic, 2, 1, nil, false)
+	internal, err := c.CreateTopic(ctx, metadata.ConsumerOffsetsTopic, 2, 1, nil, false)
 	require.NoError(t, err)
 	require.True(t, internal.Internal)
 
@@ -111,7 +112,7 @@ func TestCreateTopic(t *testing.T) {
 	for _, t := range c.Topics() {
 		names = append(names, t.Name)
 	}
-	require.Equal(t, []string{ConsumerOffsetsTopic, "defaults", "orders"}, names)
+	require.Equal(t, []string{metadata.ConsumerOffsetsTopic, "defaults", "orders"}, names)
 
 	// Returned topics are copies.
 	got.Partitions[0].Replicas[0] = 99
@@ -137,24 +138,24 @@ func TestCreateTopicErrors(t *testing.T) {
 		configs    map[string]string
 		want       error
 	}{
-		{"a.b", 1, 1, nil, ErrTopicExists},
-		{"a_b", 1, 1, nil, ErrInvalidTopicName}, // collides with a.b
-		{"", 1, 1, nil, ErrInvalidTopicName},
-		{".", 1, 1, nil, ErrInvalidTopicName},
-		{"..", 1, 1, nil, ErrInvalidTopicName},
-		{"has space", 1, 1, nil, ErrInvalidTopicName},
-		{"slash/y", 1, 1, nil, ErrInvalidTopicName},
-		{"ünïcode", 1, 1, nil, ErrInvalidTopicName},
-		{string(long), 1, 1, nil, ErrInvalidTopicName},
-		{"bad name", 0, 0, nil, ErrInvalidTopicName}, // the name is reported first
-		{"p0", 0, 1, nil, ErrInvalidPartitions},
-		{"pneg", -2, 1, nil, ErrInvalidPartitions},
-		{"pbig", MaxPartitions + 1, 1, nil, ErrInvalidPartitions},
-		{"rf0", 1, 0, nil, ErrInvalidReplicationFactor},
-		{"rf2", 1, 2, nil, ErrInvalidReplicationFactor}, // one broker
-		{"rfneg", 1, -3, nil, ErrInvalidReplicationFactor},
-		{"cfg", 1, 1, map[string]string{"no.such.key": "1"}, ErrInvalidConfig},
-		{"cfg2", 1, 1, map[string]string{topicconfig.RetentionMs: "soon"}, ErrInvalidConfig},
+		{"a.b", 1, 1, nil, metadata.ErrTopicExists},
+		{"a_b", 1, 1, nil, metadata.ErrInvalidTopicName}, // collides with a.b
+		{"", 1, 1, nil, metadata.ErrInvalidTopicName},
+		{".", 1, 1, nil, metadata.ErrInvalidTopicName},
+		{"..", 1, 1, nil, metadata.ErrInvalidTopicName},
+		{"has space", 1, 1, nil, metadata.ErrInvalidTopicName},
+		{"slash/y", 1, 1, nil, metadata.ErrInvalidTopicName},
+		{"ünïcode", 1, 1, nil, metadata.ErrInvalidTopicName},
+		{string(long), 1, 1, nil, metadata.ErrInvalidTopicName},
+		{"bad name", 0, 0, nil, metadata.ErrInvalidTopicName}, // the name is reported first
+		{"p0", 0, 1, nil, metadata.ErrInvalidPartitions},
+		{"pneg", -2, 1, nil, metadata.ErrInvalidPartitions},
+		{"pbig", metadata.MaxPartitions + 1, 1, nil, metadata.ErrInvalidPartitions},
+		{"rf0", 1, 0, nil, metadata.ErrInvalidReplicationFactor},
+		{"rf2", 1, 2, nil, metadata.ErrInvalidReplicationFactor}, // one broker
+		{"rfneg", 1, -3, nil, metadata.ErrInvalidReplicationFactor},
+		{"cfg", 1, 1, map[string]string{"no.such.key": "1"}, metadata.ErrInvalidConfig},
+		{"cfg2", 1, 1, map[string]string{topicconfig.RetentionMs: "soon"}, metadata.ErrInvalidConfig},
 	} {
 		for _, validateOnly := range []bool{false, true} {
 			_, err := c.CreateTopic(ctx, tc.name, tc.partitions, tc.rf, tc.configs, validateOnly)
@@ -184,7 +185,7 @@ func TestDeleteTopic(t *testing.T) {
 	_, ok := c.Topic("gone")
 	require.False(t, ok)
 	_, err = c.DeleteTopic(ctx, "gone")
-	require.ErrorIs(t, err, ErrUnknownTopic)
+	require.ErrorIs(t, err, metadata.ErrUnknownTopic)
 
 	// The name (and a colliding one) can be reused, with a new id.
 	again, err := c.CreateTopic(ctx, "gone", 1, 1, nil, false)
@@ -213,12 +214,12 @@ func TestCreatePartitions(t *testing.T) {
 		require.EqualValues(t, 1, p.Leader)
 	}
 
-	for _, total := range []int32{5, 4, 0, -1, MaxPartitions + 1} {
+	for _, total := range []int32{5, 4, 0, -1, metadata.MaxPartitions + 1} {
 		_, err = c.CreatePartitions(ctx, "grow", total, false)
-		require.ErrorIs(t, err, ErrInvalidPartitions, "total %d", total)
+		require.ErrorIs(t, err, metadata.ErrInvalidPartitions, "total %d", total)
 	}
 	_, err = c.CreatePartitions(ctx, "nope", 3, false)
-	require.ErrorIs(t, err, ErrUnknownTopic)
+	require.ErrorIs(t, err, metadata.ErrUnknownTopic)
 }
 
 func TestAlterConfigs(t *testing.T) {
@@ -227,10 +228,10 @@ func TestAlterConfigs(t *testing.T) {
 	_, err := c.CreateTopic(ctx, "cfg", 1, 1, map[string]string{topicconfig.RetentionMs: "1000"}, false)
 	require.NoError(t, err)
 
-	top, err := c.AlterConfigs(ctx, "cfg", []ConfigOp{
-		{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "2048"},
-		{Key: topicconfig.RetentionMs, Op: OpDelete},
-		{Key: topicconfig.CleanupPolicy, Op: OpAppend, Value: "compact"}, // appends to the default "delete"
+	top, err := c.AlterConfigs(ctx, "cfg", []metadata.ConfigOp{
+		{Key: topicconfig.SegmentBytes, Op: metadata.OpSet, Value: "2048"},
+		{Key: topicconfig.RetentionMs, Op: metadata.OpDelete},
+		{Key: topicconfig.CleanupPolicy, Op: metadata.OpAppend, Value: "compact"}, // appends to the default "delete"
 	}, false)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{
@@ -238,33 +239,33 @@ func TestAlterConfigs(t *testing.T) {
 		topicconfig.CleanupPolicy: "delete,compact",
 	}, top.Configs)
 
-	top, err = c.AlterConfigs(ctx, "cfg", []ConfigOp{
-		{Key: topicconfig.CleanupPolicy, Op: OpSubtract, Value: "delete"},
+	top, err = c.AlterConfigs(ctx, "cfg", []metadata.ConfigOp{
+		{Key: topicconfig.CleanupPolicy, Op: metadata.OpSubtract, Value: "delete"},
 	}, false)
 	require.NoError(t, err)
 	require.Equal(t, "compact", top.Configs[topicconfig.CleanupPolicy])
 
 	// validateOnly changes nothing.
-	dry, err := c.AlterConfigs(ctx, "cfg", []ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "4096"}}, true)
+	dry, err := c.AlterConfigs(ctx, "cfg", []metadata.ConfigOp{{Key: topicconfig.SegmentBytes, Op: metadata.OpSet, Value: "4096"}}, true)
 	require.NoError(t, err)
 	require.Equal(t, "4096", dry.Configs[topicconfig.SegmentBytes])
 	cur, _ := c.Topic("cfg")
 	require.Equal(t, "2048", cur.Configs[topicconfig.SegmentBytes])
 
 	for _, tc := range []struct {
-		ops  []ConfigOp
+		ops  []metadata.ConfigOp
 		want error
 	}{
-		{[]ConfigOp{{Key: "no.such", Op: OpSet, Value: "1"}}, ErrInvalidConfig},
-		{[]ConfigOp{{Key: "no.such", Op: OpDelete}}, ErrInvalidConfig},
-		{[]ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "1"}}, ErrInvalidConfig}, // below minimum
-		{[]ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpAppend, Value: "1"}}, ErrInvalidConfig},
-		{[]ConfigOp{{Key: topicconfig.CleanupPolicy, Op: OpSubtract, Value: "compact"}}, ErrInvalidConfig}, // empty list
-		{[]ConfigOp{
-			{Key: topicconfig.SegmentBytes, Op: OpSet, Value: "4096"},
-			{Key: topicconfig.SegmentBytes, Op: OpDelete},
-		}, ErrInvalidConfig},
-		{[]ConfigOp{{Key: topicconfig.SegmentBytes, Op: OpType(9), Value: "4096"}}, ErrInvalidRequest},
+		{[]metadata.ConfigOp{{Key: "no.such", Op: metadata.OpSet, Value: "1"}}, metadata.ErrInvalidConfig},
+		{[]metadata.ConfigOp{{Key: "no.such", Op: metadata.OpDelete}}, metadata.ErrInvalidConfig},
+		{[]metadata.ConfigOp{{Key: topicconfig.SegmentBytes, Op: metadata.OpSet, Value: "1"}}, metadata.ErrInvalidConfig}, // below minimum
+		{[]metadata.ConfigOp{{Key: topicconfig.SegmentBytes, Op: metadata.OpAppend, Value: "1"}}, metadata.ErrInvalidConfig},
+		{[]metadata.ConfigOp{{Key: topicconfig.CleanupPolicy, Op: metadata.OpSubtract, Value: "compact"}}, metadata.ErrInvalidConfig}, // empty list
+		{[]metadata.ConfigOp{
+			{Key: topicconfig.SegmentBytes, Op: metadata.OpSet, Value: "4096"},
+			{Key: topicconfig.SegmentBytes, Op: metadata.OpDelete},
+		}, metadata.ErrInvalidConfig},
+		{[]metadata.ConfigOp{{Key: topicconfig.SegmentBytes, Op: metadata.OpType(9), Value: "4096"}}, metadata.ErrInvalidRequest},
 	} {
 		_, err := c.AlterConfigs(ctx, "cfg", tc.ops, false)
 		require.ErrorIs(t, err, tc.want, "%+v", tc.ops)
@@ -273,19 +274,19 @@ func TestAlterConfigs(t *testing.T) {
 	require.Equal(t, map[string]string{topicconfig.SegmentBytes: "2048", topicconfig.CleanupPolicy: "compact"}, cur.Configs)
 
 	_, err = c.AlterConfigs(ctx, "nope", nil, false)
-	require.ErrorIs(t, err, ErrUnknownTopic)
+	require.ErrorIs(t, err, metadata.ErrUnknownTopic)
 
 	// Legacy AlterConfigs replaces the whole set.
 	top, err = c.ReplaceConfigs(ctx, "cfg", map[string]string{topicconfig.MaxMessageBytes: "100"}, false)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{topicconfig.MaxMessageBytes: "100"}, top.Configs)
 	_, err = c.ReplaceConfigs(ctx, "cfg", map[string]string{topicconfig.MaxMessageBytes: "x"}, false)
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, metadata.ErrInvalidConfig)
 	top, err = c.ReplaceConfigs(ctx, "cfg", nil, false)
 	require.NoError(t, err)
 	require.Empty(t, top.Configs)
 	_, err = c.ReplaceConfigs(ctx, "nope", nil, false)
-	require.ErrorIs(t, err, ErrUnknownTopic)
+	require.ErrorIs(t, err, metadata.ErrUnknownTopic)
 }
 
 func TestAllocateProducerIDs(t *testing.T) {
@@ -300,7 +301,7 @@ func TestAllocateProducerIDs(t *testing.T) {
 	require.EqualValues(t, 10, second)
 	for _, n := range []int64{0, -1, MaxProducerIDBlock + 1} {
 		_, err = c.AllocateProducerIDs(ctx, n)
-		require.ErrorIs(t, err, ErrInvalidRequest)
+		require.ErrorIs(t, err, metadata.ErrInvalidRequest)
 	}
 	require.NoError(t, c.Close())
 
@@ -324,7 +325,7 @@ func TestPersistenceAcrossRestart(t *testing.T) {
 	require.NoError(t, err)
 	a, err = c.CreatePartitions(ctx, "a", 4, false)
 	require.NoError(t, err)
-	a, err = c.AlterConfigs(ctx, "a", []ConfigOp{{Key: topicconfig.FlushPolicy, Op: OpSet, Value: "interval"}}, false)
+	a, err = c.AlterConfigs(ctx, "a", []metadata.ConfigOp{{Key: topicconfig.FlushPolicy, Op: metadata.OpSet, Value: "interval"}}, false)
 	require.NoError(t, err)
 	before := c.Topics()
 	cluster := c.ClusterID()
@@ -400,25 +401,32 @@ func TestRestoreFromSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	_, err = dst.CreateTopic(ctx, "grow", 1, 1, nil, false) // different id: replaced
 	require.NoError(t, err)
-	var evs []string
-	dst.OnChange(func(ev Event) { evs = append(evs, ev.Kind.String()+":"+ev.Topic.Name) })
-	evs = nil
+	sub := dst.Subscribe(SubscribeOptions{})
+	defer sub.Close()
+	first, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Len(t, first, 1)
+	require.True(t, first[0].Snapshot)
 
 	require.NoError(t, (&fsm{c: dst}).Restore(rc))
 	require.Equal(t, src.Topics(), dst.Topics())
 	require.Equal(t, src.ClusterID(), dst.ClusterID())
 	got, _ := dst.Topic("keep")
 	require.Equal(t, keep, got)
-	require.Equal(t, []string{
-		"TopicDeleted:grow", "TopicDeleted:stale",
-		"TopicCreated:grow", "TopicCreated:keep", "TopicCreated:new",
-	}, evs)
+	// Subscribers get the new image, which they reconcile against what
+	// they hold.
+	ds, err := sub.Next(ctx)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.True(t, ds[0].Snapshot)
+	require.Equal(t, dst.AppliedIndex(), ds[0].Index)
+	require.Equal(t, []string{"TopicCreated:grow", "TopicCreated:keep", "TopicCreated:new", "BrokerRegistered:1"}, changeNames(ds[0].Changes))
 	dst.mu.RLock()
 	require.EqualValues(t, pid+7, dst.st.nextPID)
 	dst.mu.RUnlock()
 }
 
-func TestOnChange(t *testing.T) {
+func TestSubscribe(t *testing.T) {
 	c, _ := openTest(t)
 	ctx := testCtx(t)
 	_, err := c.CreateTopic(ctx, "zeta", 1, 1, nil, false)
@@ -426,65 +434,165 @@ func TestOnChange(t *testing.T) {
 	_, err = c.CreateTopic(ctx, "alpha", 1, 1, nil, false)
 	require.NoError(t, err)
 
-	var (
-		mu  sync.Mutex
-		evs []Event
-	)
-	c.OnChange(func(ev Event) {
-		// Listeners may read the controller, which already shows the change.
-		_, exists := c.Topic(ev.Topic.Name)
-		require.Equal(t, ev.Kind != TopicDeleted, exists)
-		mu.Lock()
-		evs = append(evs, ev)
-		mu.Unlock()
-	})
-	kinds := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for _, ev := range evs {
-			out = append(out, ev.Kind.String()+":"+ev.Topic.Name)
-		}
-		return out
+	sub := c.Subscribe(SubscribeOptions{})
+	defer sub.Close()
+	next := func() []metadata.Delta {
+		t.Helper()
+		ds, err := sub.Next(ctx)
+		require.NoError(t, err)
+		return ds
 	}
-	// Replay of existing topics, in name order.
-	require.Equal(t, []string{"TopicCreated:alpha", "TopicCreated:zeta"}, kinds())
+	// First the image, in name order, at the applied index.
+	ds := next()
+	require.Len(t, ds, 1)
+	require.True(t, ds[0].Snapshot)
+	require.Equal(t, c.AppliedIndex(), ds[0].Index)
+	require.Equal(t, []string{"TopicCreated:alpha", "TopicCreated:zeta", "BrokerRegistered:1"}, changeNames(ds[0].Changes))
+	last := ds[0].Index
 
-	// Each write's event has been delivered when the write returns.
-	_, err = c.CreateTopic(ctx, "beta", 1, 1, nil, false)
+	// Then one delta per entry, in log order, each at its index.
+	_, err = c.CreateTopic(ctx, "beta", 1, 1, map[string]string{topicconfig.RetentionMs: "5"}, false)
 	require.NoError(t, err)
-	require.Equal(t, "TopicCreated:beta", kinds()[2])
 	_, err = c.CreatePartitions(ctx, "beta", 3, false)
 	require.NoError(t, err)
-	require.Equal(t, "PartitionsAdded:beta", kinds()[3])
-	mu.Lock()
-	require.Len(t, evs[3].Prev.Partitions, 1)
-	require.Len(t, evs[3].Topic.Partitions, 3)
-	mu.Unlock()
-	_, err = c.AlterConfigs(ctx, "beta", []ConfigOp{{Key: topicconfig.RetentionMs, Op: OpSet, Value: "1"}}, false)
+	_, err = c.AlterConfigs(ctx, "beta", []metadata.ConfigOp{{Key: topicconfig.RetentionMs, Op: metadata.OpSet, Value: "1"}}, false)
 	require.NoError(t, err)
-	require.Equal(t, "ConfigsChanged:beta", kinds()[4])
-	// A no-op config change announces nothing.
-	_, err = c.AlterConfigs(ctx, "beta", []ConfigOp{{Key: topicconfig.RetentionMs, Op: OpSet, Value: "1"}}, false)
+	// A no-op config change commits nothing.
+	_, err = c.AlterConfigs(ctx, "beta", []metadata.ConfigOp{{Key: topicconfig.RetentionMs, Op: metadata.OpSet, Value: "1"}}, false)
+	require.NoError(t, err)
+	_, err = c.AllocateProducerIDs(ctx, 3)
 	require.NoError(t, err)
 	_, err = c.DeleteTopic(ctx, "beta")
 	require.NoError(t, err)
-	require.Equal(t, "TopicDeleted:beta", kinds()[5])
-	require.Len(t, kinds(), 6)
-
-	// Failed and validate-only writes announce nothing.
+	// Failed and validate-only writes commit nothing.
 	_, err = c.CreateTopic(ctx, "alpha", 1, 1, nil, false)
-	require.ErrorIs(t, err, ErrTopicExists)
+	require.ErrorIs(t, err, metadata.ErrTopicExists)
 	_, err = c.CreateTopic(ctx, "dry", 1, 1, nil, true)
 	require.NoError(t, err)
-	require.Len(t, kinds(), 6)
 
-	// Events carry copies.
-	mu.Lock()
-	evs[0].Topic.Partitions[0].Leader = 42
-	mu.Unlock()
+	ds = next()
+	var got [][]string
+	for _, d := range ds {
+		require.False(t, d.Snapshot)
+		require.Greater(t, d.Index, last)
+		last = d.Index
+		got = append(got, changeNames(d.Changes))
+	}
+	require.Equal(t, [][]string{
+		{"TopicCreated:beta"},
+		{"PartitionChanged:beta-1", "PartitionChanged:beta-2"},
+		{"ConfigsChanged:beta"},
+		nil, // the producer id block: nothing to host, but the index advances
+		{"TopicDeleted:beta"},
+	}, got)
+	require.Equal(t, c.AppliedIndex(), last)
+	created := ds[0].Changes[0].(*metadata.TopicCreated).Topic
+	require.Equal(t, map[string]string{topicconfig.RetentionMs: "5"}, created.Configs, "a created topic comes with its configs")
+	added := ds[1].Changes[0].(*metadata.PartitionChanged)
+	require.True(t, added.Added)
+	require.Equal(t, "5", added.Configs[topicconfig.RetentionMs])
+	require.Equal(t, map[string]string{topicconfig.RetentionMs: "1"}, ds[2].Changes[0].(*metadata.ConfigsChanged).Configs)
+
+	// Deltas carry copies.
+	created.Partitions[0].Leader = 42
 	a, _ := c.Topic("alpha")
 	require.EqualValues(t, 1, a.Partitions[0].Leader)
+
+	sub.Close()
+	_, err = sub.Next(ctx)
+	require.ErrorIs(t, err, metadata.ErrClosed)
+}
+
+// TestSlowSubscriberNeverBlocksApply: a subscriber that does not read
+// never holds up Raft's apply, and when it falls more than
+// maxPendingDeltas behind its deltas fold into one image: nothing lost,
+// memory bounded.
+func TestSlowSubscriberNeverBlocksApply(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	sub := c.Subscribe(SubscribeOptions{})
+	defer sub.Close()
+	_, err := c.CreateTopic(ctx, "t", 1, 1, nil, false)
+	require.NoError(t, err)
+	for range maxPendingDeltas + 5 {
+		_, err := c.AllocateProducerIDs(ctx, 1)
+		require.NoError(t, err)
+	}
+	ds, err := sub.Next(ctx)
+	require.NoError(t, err)
+	// The image, the create and 1029 blocks: folded into an image at
+	// 1025, then the 6 later deltas.
+	require.Len(t, ds, 7)
+	require.True(t, ds[0].Snapshot)
+	require.Equal(t, []string{"TopicCreated:t", "BrokerRegistered:1"}, changeNames(ds[0].Changes))
+	require.Equal(t, c.AppliedIndex(), ds[len(ds)-1].Index)
+	sub.mu.Lock()
+	require.Equal(t, 1, sub.folds)
+	sub.mu.Unlock()
+}
+
+// TestChangesAwaitReconciliation: a topic change answers once an awaiting
+// subscriber reconciled its entry, and only waits until its deadline for
+// one that does not (the change is committed either way).
+func TestChangesAwaitReconciliation(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	sub := c.Subscribe(SubscribeOptions{Await: true})
+	defer sub.Close()
+	hosted := make(chan string, 1)
+	go func() {
+		for {
+			ds, err := sub.Next(ctx)
+			if err != nil {
+				return
+			}
+			for _, d := range ds {
+				for _, ch := range d.Changes {
+					if tc, ok := ch.(*metadata.TopicCreated); ok && !d.Snapshot {
+						hosted <- tc.Topic.Name
+					}
+				}
+				sub.Done(d.Index)
+			}
+		}
+	}()
+	_, err := c.CreateTopic(ctx, "t", 1, 1, nil, false)
+	require.NoError(t, err)
+	select {
+	case name := <-hosted:
+		require.Equal(t, "t", name, "reconciled before CreateTopic returned")
+	default:
+		t.Fatal("CreateTopic returned before the subscriber reconciled it")
+	}
+	require.Equal(t, c.AppliedIndex(), sub.Reconciled())
+
+	stuck := c.Subscribe(SubscribeOptions{Await: true}) // never reads
+	defer stuck.Close()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = c.CreateTopic(short, "u", 1, 1, nil, false)
+	require.NoError(t, err, "committed; the wait is bounded by the deadline")
+	_, ok := c.Topic("u")
+	require.True(t, ok)
+}
+
+func changeNames(cs []metadata.Change) []string {
+	var out []string
+	for _, ch := range cs {
+		switch ch := ch.(type) {
+		case *metadata.TopicCreated:
+			out = append(out, "TopicCreated:"+ch.Topic.Name)
+		case *metadata.PartitionChanged:
+			out = append(out, fmt.Sprintf("PartitionChanged:%s-%d", ch.Topic, ch.Partition.ID))
+		case *metadata.ConfigsChanged:
+			out = append(out, "ConfigsChanged:"+ch.Topic)
+		case *metadata.TopicDeleted:
+			out = append(out, "TopicDeleted:"+ch.Topic.Name)
+		case *metadata.BrokerRegistered:
+			out = append(out, fmt.Sprintf("BrokerRegistered:%d", ch.Broker.ID))
+		}
+	}
+	return out
 }
 
 // TestConcurrentReadsDuringWrites runs readers against a stream of writes;
@@ -528,10 +636,10 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 			defer wwg.Done()
 			for i := range 10 {
 				name := fmt.Sprintf("w%d", i)
-				if _, err := c.CreateTopic(ctx, name, 2, 1, nil, false); err != nil && !errors.Is(err, ErrTopicExists) {
+				if _, err := c.CreateTopic(ctx, name, 2, 1, nil, false); err != nil && !errors.Is(err, metadata.ErrTopicExists) {
 					errs <- err
 				}
-				if _, err := c.CreatePartitions(ctx, name, int32(3+w), false); err != nil && !errors.Is(err, ErrInvalidPartitions) {
+				if _, err := c.CreatePartitions(ctx, name, int32(3+w), false); err != nil && !errors.Is(err, metadata.ErrInvalidPartitions) {
 					errs <- err
 				}
 			}
@@ -587,7 +695,7 @@ func TestCrashRecovery(t *testing.T) {
 				_, err := c.CreateTopic(ctx, fmt.Sprintf("t%d", i), int32(i+1), 1, nil, false)
 				require.NoError(t, err)
 			}
-			_, err := c.AlterConfigs(ctx, "t1", []ConfigOp{{Key: topicconfig.RetentionMs, Op: OpSet, Value: "9"}}, false)
+			_, err := c.AlterConfigs(ctx, "t1", []metadata.ConfigOp{{Key: topicconfig.RetentionMs, Op: metadata.OpSet, Value: "9"}}, false)
 			require.NoError(t, err)
 			_, err = c.DeleteTopic(ctx, "t2")
 			require.NoError(t, err)
@@ -630,42 +738,42 @@ func BenchmarkCreateTopic(b *testing.B) {
 func TestInternalTopicsKeepCompaction(t *testing.T) {
 	c, _ := openTest(t)
 	ctx := context.Background()
-	top, err := c.CreateTopic(ctx, ConsumerOffsetsTopic, 2, 1, map[string]string{"segment.bytes": "1048576"}, false)
+	top, err := c.CreateTopic(ctx, metadata.ConsumerOffsetsTopic, 2, 1, map[string]string{"segment.bytes": "1048576"}, false)
 	require.NoError(t, err)
 	require.Equal(t, "compact", top.Configs["cleanup.policy"], "created the way it must stay")
 
 	for _, policy := range []string{"delete", "compact,delete"} {
-		_, err = c.AlterConfigs(ctx, ConsumerOffsetsTopic, []ConfigOp{{Key: "cleanup.policy", Op: OpSet, Value: policy}}, false)
-		require.ErrorIs(t, err, ErrInvalidConfig, policy)
+		_, err = c.AlterConfigs(ctx, metadata.ConsumerOffsetsTopic, []metadata.ConfigOp{{Key: "cleanup.policy", Op: metadata.OpSet, Value: policy}}, false)
+		require.ErrorIs(t, err, metadata.ErrInvalidConfig, policy)
 		require.Contains(t, err.Error(), "must stay")
 	}
-	_, err = c.ReplaceConfigs(ctx, ConsumerOffsetsTopic, map[string]string{"retention.ms": "1000"}, false)
-	require.ErrorIs(t, err, ErrInvalidConfig, "dropping cleanup.policy falls back to delete")
-	_, err = c.AlterConfigs(ctx, ConsumerOffsetsTopic, []ConfigOp{{Key: "segment.bytes", Op: OpSet, Value: "2097152"}}, false)
+	_, err = c.ReplaceConfigs(ctx, metadata.ConsumerOffsetsTopic, map[string]string{"retention.ms": "1000"}, false)
+	require.ErrorIs(t, err, metadata.ErrInvalidConfig, "dropping cleanup.policy falls back to delete")
+	_, err = c.AlterConfigs(ctx, metadata.ConsumerOffsetsTopic, []metadata.ConfigOp{{Key: "segment.bytes", Op: metadata.OpSet, Value: "2097152"}}, false)
 	require.NoError(t, err, "other settings may change")
 
 	// The state an older release could leave: retention on the offsets.
-	_, err = c.propose(ctx, &command{Op: opReplaceConfigs, Topic: ConsumerOffsetsTopic,
+	_, err = c.proposeV1(ctx, &command{Op: opReplaceConfigs, Topic: metadata.ConsumerOffsetsTopic,
 		Configs: map[string]string{"cleanup.policy": "delete", "retention.ms": "1000"}})
 	require.NoError(t, err)
 	want := map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"}
-	repairs, err := c.RepairTopicConfigs(ctx, ConsumerOffsetsTopic, want)
+	repairs, err := c.RepairTopicConfigs(ctx, metadata.ConsumerOffsetsTopic, want)
 	require.NoError(t, err)
 	require.Equal(t, []Repair{
-		{Topic: ConsumerOffsetsTopic, Key: "cleanup.policy", Was: "delete", Now: "compact"},
-		{Topic: ConsumerOffsetsTopic, Key: "retention.ms", Was: "1000", Now: "(default)"},
-		{Topic: ConsumerOffsetsTopic, Key: "segment.bytes", Was: "", Now: "104857600"},
+		{Topic: metadata.ConsumerOffsetsTopic, Key: "cleanup.policy", Was: "delete", Now: "compact"},
+		{Topic: metadata.ConsumerOffsetsTopic, Key: "retention.ms", Was: "1000", Now: "(default)"},
+		{Topic: metadata.ConsumerOffsetsTopic, Key: "segment.bytes", Was: "", Now: "104857600"},
 	}, repairs)
-	top, _ = c.Topic(ConsumerOffsetsTopic)
+	top, _ = c.Topic(metadata.ConsumerOffsetsTopic)
 	require.Equal(t, want, top.Configs)
-	repairs, err = c.RepairTopicConfigs(ctx, ConsumerOffsetsTopic, want)
+	repairs, err = c.RepairTopicConfigs(ctx, metadata.ConsumerOffsetsTopic, want)
 	require.NoError(t, err)
 	require.Empty(t, repairs, "nothing left to repair")
 
 	// An unsafe internal topic can always be deleted (--reset-offsets-topic).
-	_, err = c.propose(ctx, &command{Op: opReplaceConfigs, Topic: ConsumerOffsetsTopic,
+	_, err = c.proposeV1(ctx, &command{Op: opReplaceConfigs, Topic: metadata.ConsumerOffsetsTopic,
 		Configs: map[string]string{"cleanup.policy": "delete"}})
 	require.NoError(t, err)
-	_, err = c.DeleteTopic(ctx, ConsumerOffsetsTopic)
+	_, err = c.DeleteTopic(ctx, metadata.ConsumerOffsetsTopic)
 	require.NoError(t, err)
 }

@@ -5,32 +5,19 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
-// Limits enforced by both the proposer and the FSM.
+// Limits enforced by both the proposer and the FSM (and
+// metadata.MaxPartitions).
 const (
 	// MaxTopicNameLen is Kafka's limit (249: a partition directory name
 	// "<topic>-<partition>" must fit in 255 bytes).
 	MaxTopicNameLen = 249
-	// MaxPartitions bounds one topic's partition count. Kafka has no hard
-	// limit; this one keeps a typo (1e9 partitions) from taking the node
-	// down creating directories.
-	MaxPartitions = 10000
 	// MaxProducerIDBlock bounds one AllocateProducerIDs call.
 	MaxProducerIDBlock = 1_000_000
 )
-
-// Internal topic names, as Kafka spells them.
-const (
-	ConsumerOffsetsTopic  = "__consumer_offsets"
-	TransactionStateTopic = "__transaction_state"
-)
-
-// IsInternalTopic reports whether name is one of Kafka's internal topics.
-func IsInternalTopic(name string) bool {
-	return name == ConsumerOffsetsTopic || name == TransactionStateTopic
-}
 
 // InternalTopicConfigs are the settings an internal topic must keep: its
 // records are state (committed offsets, transactions) that retention must
@@ -41,14 +28,14 @@ var InternalTopicConfigs = map[string]string{"cleanup.policy": "compact"}
 
 // checkInternalTopic refuses changes that would make an internal topic
 // lose data.
-func checkInternalTopic(t *Topic) error {
-	if !t.Internal && !IsInternalTopic(t.Name) {
+func checkInternalTopic(t *metadata.Topic) error {
+	if !t.Internal && !metadata.IsInternalTopic(t.Name) {
 		return nil
 	}
 	for k, want := range InternalTopicConfigs {
 		if got := t.Configs[k]; got != want {
 			return fmt.Errorf("%w: %s of internal topic %s must stay %q, not %q: retention would delete the state it holds",
-				ErrInvalidConfig, k, t.Name, want, got)
+				metadata.ErrInvalidConfig, k, t.Name, want, got)
 		}
 	}
 	return nil
@@ -59,16 +46,16 @@ func checkInternalTopic(t *Topic) error {
 func ValidateTopicName(name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: name is empty", ErrInvalidTopicName)
+		return fmt.Errorf("%w: name is empty", metadata.ErrInvalidTopicName)
 	case name == "." || name == "..":
-		return fmt.Errorf("%w: %q is not allowed", ErrInvalidTopicName, name)
+		return fmt.Errorf("%w: %q is not allowed", metadata.ErrInvalidTopicName, name)
 	case len(name) > MaxTopicNameLen:
-		return fmt.Errorf("%w: name is %d characters, the limit is %d", ErrInvalidTopicName, len(name), MaxTopicNameLen)
+		return fmt.Errorf("%w: name is %d characters, the limit is %d", metadata.ErrInvalidTopicName, len(name), MaxTopicNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		ch := name[i]
 		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '.' || ch == '_' || ch == '-') {
-			return fmt.Errorf("%w: %q contains %q; use only ASCII letters, digits, '.', '_' and '-'", ErrInvalidTopicName, name, ch)
+			return fmt.Errorf("%w: %q contains %q; use only ASCII letters, digits, '.', '_' and '-'", metadata.ErrInvalidTopicName, name, ch)
 		}
 	}
 	return nil
@@ -81,29 +68,29 @@ func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_"
 // validatePartitions checks the structure of a replica assignment: every
 // partition has rf distinct, non-negative replicas, a leader among them and
 // an ISR that is a non-empty subset containing the leader.
-func validatePartitions(ps []partitionRecord, rf int) error {
+func validatePartitions(ps []partitionAssignment, rf int) error {
 	for i, p := range ps {
 		if len(p.Replicas) == 0 || len(p.Replicas) != rf {
-			return fmt.Errorf("%w: partition %d has %d replicas, want %d", ErrInvalidReplicationFactor, i, len(p.Replicas), rf)
+			return fmt.Errorf("%w: partition %d has %d replicas, want %d", metadata.ErrInvalidReplicationFactor, i, len(p.Replicas), rf)
 		}
 		for j, r := range p.Replicas {
 			if r < 0 || slices.Contains(p.Replicas[:j], r) {
-				return fmt.Errorf("%w: partition %d has invalid or duplicate replica %d", ErrInvalidRequest, i, r)
+				return fmt.Errorf("%w: partition %d has invalid or duplicate replica %d", metadata.ErrInvalidRequest, i, r)
 			}
 		}
 		if !slices.Contains(p.Replicas, p.Leader) {
-			return fmt.Errorf("%w: partition %d leader %d is not a replica", ErrInvalidRequest, i, p.Leader)
+			return fmt.Errorf("%w: partition %d leader %d is not a replica", metadata.ErrInvalidRequest, i, p.Leader)
 		}
 		if len(p.ISR) == 0 || !slices.Contains(p.ISR, p.Leader) {
-			return fmt.Errorf("%w: partition %d ISR %v must contain the leader %d", ErrInvalidRequest, i, p.ISR, p.Leader)
+			return fmt.Errorf("%w: partition %d ISR %v must contain the leader %d", metadata.ErrInvalidRequest, i, p.ISR, p.Leader)
 		}
 		for _, r := range p.ISR {
 			if !slices.Contains(p.Replicas, r) {
-				return fmt.Errorf("%w: partition %d ISR member %d is not a replica", ErrInvalidRequest, i, r)
+				return fmt.Errorf("%w: partition %d ISR member %d is not a replica", metadata.ErrInvalidRequest, i, r)
 			}
 		}
 		if p.LeaderEpoch < 0 {
-			return fmt.Errorf("%w: partition %d has negative leader epoch", ErrInvalidRequest, i)
+			return fmt.Errorf("%w: partition %d has negative leader epoch", metadata.ErrInvalidRequest, i)
 		}
 	}
 	return nil
@@ -121,7 +108,7 @@ func validateConfigs(configs map[string]string) error {
 // IncrementalAlterConfigs semantics: APPEND and SUBTRACT work on list keys
 // only, starting from the override or, if none, the default; a key may
 // appear once per request. The result is validated as a whole.
-func applyConfigOps(cur map[string]string, ops []configOpRecord) (map[string]string, error) {
+func applyConfigOps(cur map[string]string, ops []metadata.ConfigOp) (map[string]string, error) {
 	out := make(map[string]string, len(cur)+len(ops))
 	for k, v := range cur {
 		out[k] = v
@@ -136,14 +123,14 @@ func applyConfigOps(cur map[string]string, ops []configOpRecord) (map[string]str
 			return nil, invalidConfig(fmt.Errorf("%w: key %q appears more than once", topicconfig.ErrInvalid, op.Key))
 		}
 		seen[op.Key] = true
-		switch OpType(op.Op) {
-		case OpSet:
+		switch op.Op {
+		case metadata.OpSet:
 			out[op.Key] = op.Value
-		case OpDelete:
+		case metadata.OpDelete:
 			delete(out, op.Key)
-		case OpAppend, OpSubtract:
+		case metadata.OpAppend, metadata.OpSubtract:
 			if def.Kind != topicconfig.KindList {
-				return nil, invalidConfig(fmt.Errorf("%w: %s is not a list; %s applies to list keys only", topicconfig.ErrInvalid, op.Key, OpType(op.Op)))
+				return nil, invalidConfig(fmt.Errorf("%w: %s is not a list; %s applies to list keys only", topicconfig.ErrInvalid, op.Key, op.Op))
 			}
 			base, ok := out[op.Key]
 			if !ok {
@@ -151,7 +138,7 @@ func applyConfigOps(cur map[string]string, ops []configOpRecord) (map[string]str
 			}
 			items := splitList(base)
 			for _, v := range splitList(op.Value) {
-				if OpType(op.Op) == OpAppend {
+				if op.Op == metadata.OpAppend {
 					if !slices.Contains(items, v) {
 						items = append(items, v)
 					}
@@ -161,7 +148,7 @@ func applyConfigOps(cur map[string]string, ops []configOpRecord) (map[string]str
 			}
 			out[op.Key] = strings.Join(items, ",")
 		default:
-			return nil, fmt.Errorf("%w: unknown config operation %d for %q", ErrInvalidRequest, op.Op, op.Key)
+			return nil, fmt.Errorf("%w: unknown config operation %d for %q", metadata.ErrInvalidRequest, op.Op, op.Key)
 		}
 	}
 	if err := validateConfigs(out); err != nil {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -77,18 +78,24 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 	}
 }
 
-// A partition that cannot be opened is offline, not fatal: the rest of the
-// broker serves, and the healer brings it back once opening works.
-func TestOfflinePartitionHeals(t *testing.T) {
+// sickBroker is a broker on which partition sick-0 fails every file
+// operation while broken is set.
+func sickBroker(t *testing.T) (*Manager, *atomic.Bool) {
 	faults := vfs.NewFaults(vfs.NewMem())
-	var broken atomic.Bool
+	broken := new(atomic.Bool)
 	faults.SetInjector(func(op vfs.Op, path string) error {
 		if broken.Load() && strings.Contains(path, "/sick-0") {
 			return syscall.EIO
 		}
 		return nil
 	})
-	b := memBroker(t, faults)
+	return memBroker(t, faults), broken
+}
+
+// A partition that cannot be opened is offline, not fatal: the rest of the
+// broker serves, and the healer brings it back once opening works.
+func TestOfflinePartitionHeals(t *testing.T) {
+	b, broken := sickBroker(t)
 	defer b.Close()
 	broken.Store(true)
 	sick := TopicPartition{Topic: "sick", Partition: 0}
@@ -114,6 +121,42 @@ func TestOfflinePartitionHeals(t *testing.T) {
 	_, err = p.Append(producerBatch(-1, -1, -1, "y"))
 	require.NoError(t, err)
 	require.True(t, b.PartitionStates()[1].Online)
+}
+
+// A partition healed from offline leads in the epoch the metadata gave it
+// (the latest, if it changed while offline), and stamps it on its appends.
+func TestHealedPartitionKeepsLeaderEpoch(t *testing.T) {
+	b, broken := sickBroker(t)
+	defer b.Close()
+	broken.Store(true)
+	sick := TopicPartition{Topic: "sick", Partition: 0}
+	_, err := b.EnsureLeader(sick, nil, 7)
+	require.ErrorIs(t, err, ErrPartitionOffline)
+	_, err = b.EnsureLeader(sick, nil, 9) // a leader change while it is offline
+	require.ErrorIs(t, err, ErrPartitionOffline)
+	_, err = b.EnsurePartition(sick, map[string]string{"retention.ms": "5"}) // configs only: the epoch stays
+	require.ErrorIs(t, err, ErrPartitionOffline)
+
+	broken.Store(false)
+	require.Zero(t, b.HealNow())
+	p, err := b.Partition(sick)
+	require.NoError(t, err)
+	require.EqualValues(t, 9, p.LeaderEpoch())
+	res, err := p.Append(producerBatch(-1, -1, -1, "y"))
+	require.NoError(t, err)
+	require.NoError(t, p.WaitDurable(context.Background(), res))
+	raw, err := p.Read(0, 1<<20)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(raw), 16)
+	require.EqualValues(t, 9, int32(binary.BigEndian.Uint32(raw[12:16])), "the batch carries the epoch (partitionLeaderEpoch)")
+
+	// An open partition takes a new epoch from EnsureLeader, and keeps it
+	// through EnsurePartition.
+	_, err = b.EnsureLeader(sick, nil, 11)
+	require.NoError(t, err)
+	_, err = b.EnsurePartition(sick, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 11, p.LeaderEpoch())
 }
 
 // A log that failed on a full disk takes no appends but frees space through

@@ -183,8 +183,12 @@ type Manager struct {
 // be opened; the healer retries it.
 type offlinePartition struct {
 	overrides map[string]string
-	err       error
-	heal      backoff
+	// epoch is the leader epoch the partition is led in; a heal stamps it
+	// on the opened partition (MakeLeader), so appends after the heal
+	// carry the epoch the metadata gave.
+	epoch int32
+	err   error
+	heal  backoff
 	// opening is set while the healer opens the partition without the
 	// broker lock; it is closed when that attempt is over, so a delete of
 	// the topic waits for it instead of racing it on the same files.
@@ -246,11 +250,26 @@ func (b *Manager) Dir(tp TopicPartition) string {
 }
 
 // EnsurePartition opens (creating if needed) a partition's log with the
-// topic's config overrides. It is idempotent; an already open partition gets
-// the configs applied. A partition that cannot be opened (or would not fit
-// in the descriptor budget) is registered offline, reported, and retried by
-// the healer; the error wraps ErrPartitionOffline.
+// topic's config overrides, keeping the leader epoch it has (0 for a new
+// one). It is idempotent; an already open partition gets the configs
+// applied. A partition that cannot be opened (or would not fit in the
+// descriptor budget) is registered offline, reported, and retried by the
+// healer; the error wraps ErrPartitionOffline.
 func (b *Manager) EnsurePartition(tp TopicPartition, overrides map[string]string) (*Partition, error) {
+	return b.ensure(tp, overrides, keepEpoch)
+}
+
+// EnsureLeader is EnsurePartition for a partition this node leads in
+// epoch: the partition stamps epoch on its appends (MakeLeader), and so
+// does it once healed if it has to wait offline.
+func (b *Manager) EnsureLeader(tp TopicPartition, overrides map[string]string, epoch int32) (*Partition, error) {
+	return b.ensure(tp, overrides, max(epoch, 0))
+}
+
+// keepEpoch asks ensure to leave the leader epoch as it is.
+const keepEpoch = -1
+
+func (b *Manager) ensure(tp TopicPartition, overrides map[string]string, epoch int32) (*Partition, error) {
 	cfg, err := topicconfig.Resolve(overrides)
 	if err != nil {
 		return nil, err
@@ -261,20 +280,28 @@ func (b *Manager) EnsurePartition(tp TopicPartition, overrides map[string]string
 		return nil, log.ErrClosed
 	}
 	if p, ok := b.parts[tp]; ok {
+		if epoch != keepEpoch {
+			p.MakeLeader(epoch)
+		}
 		return p, p.setConfig(cfg)
 	}
 	if o, ok := b.offline[tp]; ok {
 		o.overrides = overrides
+		if epoch != keepEpoch {
+			o.epoch = epoch
+		}
 		return nil, b.offlineErr(tp, o)
 	}
+	epoch = max(epoch, 0)
 	if n := len(b.parts); n >= b.capacity() {
 		err := fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, n, b.capacity())
-		return nil, b.markOffline(tp, overrides, err)
+		return nil, b.markOffline(tp, overrides, epoch, err)
 	}
 	p, err := b.openLocked(tp, cfg)
 	if err != nil {
-		return nil, b.markOffline(tp, overrides, err)
+		return nil, b.markOffline(tp, overrides, epoch, err)
 	}
+	p.MakeLeader(epoch)
 	return p, nil
 }
 
@@ -309,8 +336,8 @@ func (b *Manager) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, e
 }
 
 // markOffline records a partition that could not be opened. Caller holds b.mu.
-func (b *Manager) markOffline(tp TopicPartition, overrides map[string]string, cause error) error {
-	o := &offlinePartition{overrides: overrides, err: cause}
+func (b *Manager) markOffline(tp TopicPartition, overrides map[string]string, epoch int32, cause error) error {
+	o := &offlinePartition{overrides: overrides, epoch: epoch, err: cause}
 	o.heal.failed(b.opts.Clock.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
 	b.offline[tp] = o
 	b.opts.Logger.Error("partition offline: cannot open it; retrying, the rest of the node serves",
@@ -623,6 +650,7 @@ func (b *Manager) heal(force bool) (stillDown int) {
 			if cfgNow, cerr := topicconfig.Resolve(r.o.overrides); cerr == nil {
 				_ = p.setConfig(cfgNow) // changed while it was opening
 			}
+			p.MakeLeader(r.o.epoch) // as the metadata said, maybe while it was opening
 			delete(b.offline, r.tp)
 			b.parts[r.tp] = p
 			b.opts.Logger.Info("partition online again", "topic", r.tp.Topic, "partition", r.tp.Partition)

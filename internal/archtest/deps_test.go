@@ -3,8 +3,9 @@
 // (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log),
 // the coordinator runtime (engine/coord, which coordinators such as
 // engine/group build on) and the shared leaves (net/protoext,
-// internal/when) import no other MoonMQ package but each other as listed;
-// net/client never imports engine;
+// internal/when, cluster/metadata) import no other MoonMQ package but each
+// other as listed; net/client never imports engine; net/kafka never
+// imports cluster/controller (it sees cluster/metadata);
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster); the
 // test harnesses stay in tests, and the tests of net/kafka, mql and tui
@@ -34,6 +35,10 @@ func TestDependencyDirection(t *testing.T) {
 		// node assembles a broker from the layers below it: none of
 		// them may import it (package main and test harnesses do).
 		{"./net/...", []string{"node"}},
+		// The Kafka front end sees metadata through cluster/metadata's
+		// types, not the controller that replicates it (a multi-node
+		// broker answers from metadata it does not replicate itself).
+		{"./net/kafka/...", []string{"cluster/controller"}},
 	}
 	for _, r := range rules {
 		checkDeps(t, r.pkgs, func(rel string) bool {
@@ -64,6 +69,7 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/cli":       nil,
 		"./internal/syncbuf":   nil,
 		"./internal/when":      nil,
+		"./cluster/metadata":   nil,
 
 		// The coordinator runtime knows records, not what they mean: a
 		// group or transaction coordinator builds on it, never the

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
@@ -143,7 +143,7 @@ func (c *conn) alterTopicConfigs(typ kmsg.ConfigResourceType, name string, apply
 	if typ != kmsg.ConfigResourceTypeTopic {
 		return kerr.InvalidRequest.Code, errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", typ))
 	}
-	if controller.IsInternalTopic(name) {
+	if metadata.IsInternalTopic(name) {
 		// Its owner relies on its settings (never deleted by retention,
 		// fsynced before acknowledging).
 		return kerr.InvalidTopicException.Code, errMessage(fmt.Errorf("internal topic %s has fixed configs", name))
@@ -163,9 +163,9 @@ func (c *conn) handleIncrementalAlterConfigs(r *request) (kmsg.Response, func() 
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, res.ResourceName, func() error {
-			ops := make([]controller.ConfigOp, 0, len(res.Configs))
+			ops := make([]metadata.ConfigOp, 0, len(res.Configs))
 			for _, cfg := range res.Configs {
-				op := controller.ConfigOp{Key: cfg.Name, Op: controller.OpType(cfg.Op)}
+				op := metadata.ConfigOp{Key: cfg.Name, Op: metadata.OpType(cfg.Op)}
 				if cfg.Value != nil {
 					op.Value = *cfg.Value
 				}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
@@ -29,16 +29,16 @@ var errorMap = []struct {
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotReplica, kerr.NotLeaderForPartition},
-	{controller.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
-	{controller.ErrTopicExists, kerr.TopicAlreadyExists},
-	{controller.ErrInvalidPartitions, kerr.InvalidPartitions},
-	{controller.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
-	{controller.ErrInvalidTopicName, kerr.InvalidTopicException},
-	{controller.ErrInvalidConfig, kerr.InvalidConfig},
+	{metadata.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{metadata.ErrTopicExists, kerr.TopicAlreadyExists},
+	{metadata.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{metadata.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
+	{metadata.ErrInvalidTopicName, kerr.InvalidTopicException},
+	{metadata.ErrInvalidConfig, kerr.InvalidConfig},
 	{topicconfig.ErrInvalid, kerr.InvalidConfig},
-	{controller.ErrNotController, kerr.NotController},
-	{controller.ErrClosed, kerr.NotController},
-	{controller.ErrInvalidRequest, kerr.InvalidRequest},
+	{metadata.ErrNotController, kerr.NotController},
+	{metadata.ErrClosed, kerr.NotController},
+	{metadata.ErrInvalidRequest, kerr.InvalidRequest},
 	{batch.ErrTooLarge, kerr.MessageTooLarge},
 	{batch.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
 	{batch.ErrInvalidRecord, kerr.InvalidRecord},

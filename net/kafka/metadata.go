@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
@@ -64,7 +64,7 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	}
 	for _, rt := range req.Topics {
 		var (
-			t  controller.Topic
+			t  metadata.Topic
 			ok bool
 		)
 		switch {
@@ -99,24 +99,24 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 // mayAutoCreate: auto-creation is off by default and never makes internal
 // topics, which their owners create with their own settings.
 func (c *conn) mayAutoCreate(name string) bool {
-	return c.s.opts.AutoCreateTopics && !controller.IsInternalTopic(name)
+	return c.s.opts.AutoCreateTopics && !metadata.IsInternalTopic(name)
 }
 
 // autoCreate creates a topic with the broker defaults. Two clients racing
 // to create the same topic both get it: losing the race is not an error.
-func (c *conn) autoCreate(name string) (controller.Topic, bool, error) {
+func (c *conn) autoCreate(name string) (metadata.Topic, bool, error) {
 	if err := c.checkCapacity(c.s.opts.DefaultPartitions); err != nil {
-		return controller.Topic{}, false, err
+		return metadata.Topic{}, false, err
 	}
 	t, err := c.s.meta.CreateTopic(c.ctx, name, c.s.opts.DefaultPartitions, -1, nil, false)
-	if errors.Is(err, controller.ErrTopicExists) {
+	if errors.Is(err, metadata.ErrTopicExists) {
 		t, ok := c.s.meta.Topic(name)
 		return t, ok, nil
 	}
 	return t, err == nil, err
 }
 
-func (c *conn) metadataTopic(version int16, t controller.Topic) kmsg.MetadataResponseTopic {
+func (c *conn) metadataTopic(version int16, t metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -147,16 +147,16 @@ func (c *conn) metadataTopic(version int16, t controller.Topic) kmsg.MetadataRes
 	return mt
 }
 
-func topicByID(meta Metadata, id [16]byte) (controller.Topic, bool) {
+func topicByID(meta Metadata, id [16]byte) (metadata.Topic, bool) {
 	if id == ([16]byte{}) {
-		return controller.Topic{}, false
+		return metadata.Topic{}, false
 	}
 	for _, t := range meta.Topics() {
 		if t.ID == id {
 			return t, true
 		}
 	}
-	return controller.Topic{}, false
+	return metadata.Topic{}, false
 }
 
 func (c *conn) handleDescribeCluster(r *request) (kmsg.Response, func() kmsg.Response) {

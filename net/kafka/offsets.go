@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
@@ -47,7 +47,7 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
-			if controller.IsInternalTopic(t.Topic) {
+			if metadata.IsInternalTopic(t.Topic) {
 				rp.ErrorCode = kerr.InvalidTopicException.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue

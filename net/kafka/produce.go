@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/replica"
@@ -52,7 +52,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			rp := &rt.Partitions[pi]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			if controller.IsInternalTopic(t.Topic) {
+			if metadata.IsInternalTopic(t.Topic) {
 				// Only the coordinators write their topics; a forged commit
 				// would be replayed as real at the next start.
 				rp.ErrorCode = kerr.InvalidTopicException.Code

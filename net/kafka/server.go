@@ -26,7 +26,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
@@ -158,16 +158,17 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Metadata is what the handlers need from the metadata state machine;
-// *controller.Controller implements it.
+// Metadata is what the handlers need from the cluster metadata, in
+// cluster/metadata's types so the front end does not depend on how the
+// metadata is replicated; the node passes its controller.
 type Metadata interface {
-	Topic(name string) (controller.Topic, bool)
-	Topics() []controller.Topic
-	CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16, configs map[string]string, validateOnly bool) (controller.Topic, error)
-	DeleteTopic(ctx context.Context, name string) (controller.Topic, error)
-	CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (controller.Topic, error)
-	AlterConfigs(ctx context.Context, name string, ops []controller.ConfigOp, validateOnly bool) (controller.Topic, error)
-	ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (controller.Topic, error)
+	Topic(name string) (metadata.Topic, bool)
+	Topics() []metadata.Topic
+	CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16, configs map[string]string, validateOnly bool) (metadata.Topic, error)
+	DeleteTopic(ctx context.Context, name string) (metadata.Topic, error)
+	CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (metadata.Topic, error)
+	AlterConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) (metadata.Topic, error)
+	ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (metadata.Topic, error)
 	AllocateProducerIDs(ctx context.Context, n int64) (int64, error)
 	ClusterID() string
 }
@@ -219,33 +220,15 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 			return nil, fmt.Errorf("kafka: listen on %s: %w", opts.Listen, err)
 		}
 	}
-	adv := opts.Advertise
-	if adv == "" {
-		adv = ln.Addr().String()
-	}
-	host, portStr, err := net.SplitHostPort(adv)
+	host, port, err := AdvertisedAddress(opts.Advertise, ln.Addr(), opts.Logger)
 	if err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("kafka: advertise address %q: %w", adv, err)
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("kafka: advertise port %q: %w", portStr, err)
-	}
-	if port == 0 { // ":0" advertised: use the bound port
-		port = uint64(ln.Addr().(*net.TCPAddr).Port)
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		// A wildcard bind cannot be dialled by clients; advertise loopback
-		// and tell the operator to set --advertise.
-		opts.Logger.Warn("listening on a wildcard address without --advertise; advertising 127.0.0.1, remote clients need --advertise", "listen", ln.Addr().String())
-		host = "127.0.0.1"
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		opts: opts, meta: meta, broker: b, log: opts.Logger,
-		ln: ln, advHost: host, advPort: int32(port),
+		ln: ln, advHost: host, advPort: port,
 		ctx: ctx, cancel: cancel, draining: make(chan struct{}),
 		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
 		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
@@ -253,6 +236,37 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 	}
 	s.pids.meta = meta
 	return s, nil
+}
+
+// AdvertisedAddress is the host and port clients are told to reach a
+// listener bound at bound with --advertise advertise (empty: the bound
+// address; port 0: the bound port; a wildcard host: loopback, with a
+// warning). The node registers it in the metadata before it listens.
+func AdvertisedAddress(advertise string, bound net.Addr, logger *slog.Logger) (string, int32, error) {
+	adv := advertise
+	if adv == "" {
+		adv = bound.String()
+	}
+	host, portStr, err := net.SplitHostPort(adv)
+	if err != nil {
+		return "", 0, fmt.Errorf("kafka: advertise address %q: %w", adv, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("kafka: advertise port %q: %w", portStr, err)
+	}
+	if tcp, ok := bound.(*net.TCPAddr); ok && port == 0 { // ":0" advertised: use the bound port
+		port = uint64(tcp.Port)
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		// A wildcard bind cannot be dialled by clients; advertise loopback
+		// and tell the operator to set --advertise.
+		if logger != nil {
+			logger.Warn("listening on a wildcard address without --advertise; advertising 127.0.0.1, remote clients need --advertise", "listen", bound.String())
+		}
+		host = "127.0.0.1"
+	}
+	return host, int32(port), nil
 }
 
 // Addr is the bound address.

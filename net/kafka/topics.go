@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
 )
 
 // adminCtx bounds an admin request by the client's timeout.
@@ -61,7 +61,7 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 	if partitions == -1 {
 		partitions = c.s.opts.DefaultPartitions
 	}
-	if controller.IsInternalTopic(t.Topic) {
+	if metadata.IsInternalTopic(t.Topic) {
 		// Kafka refuses its own metadata topic this way; MoonMQ refuses
 		// every internal topic, so nobody can create one with settings that
 		// lose data (retention on committed offsets) before its owner does.
@@ -95,7 +95,7 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 // before anything is applied. Counts the controller will refuse anyway
 // (not positive, over its limit) are left to it.
 func (c *conn) checkCapacity(partitions int32) error {
-	if partitions <= 0 || partitions > controller.MaxPartitions {
+	if partitions <= 0 || partitions > metadata.MaxPartitions {
 		return nil
 	}
 	return c.s.broker.CheckCapacity(int(partitions))
@@ -155,7 +155,7 @@ func (c *conn) handleDeleteTopics(r *request) (kmsg.Response, func() kmsg.Respon
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		if controller.IsInternalTopic(name) {
+		if metadata.IsInternalTopic(name) {
 			rt.ErrorCode = kerr.InvalidTopicException.Code
 			rt.ErrorMessage = errMessage(fmt.Errorf("internal topic %s cannot be deleted", name))
 			resp.Topics = append(resp.Topics, rt)
@@ -188,7 +188,7 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 				}
 			}
 		}
-		if rt.ErrorCode == 0 && controller.IsInternalTopic(t.Topic) {
+		if rt.ErrorCode == 0 && metadata.IsInternalTopic(t.Topic) {
 			// The group coordinator hashes groups over the partitions it
 			// found; growing the topic would move groups.
 			rt.ErrorCode = kerr.InvalidTopicException.Code

@@ -1,0 +1,135 @@
+// Package metadata is the cluster metadata as its readers see it: the
+// image types (Topic, Partition, Broker), the typed changes the controller
+// publishes in ordered Deltas, the config operations a writer asks for, and
+// the sentinel errors of metadata requests. It is a leaf: the controller
+// (cluster/controller) produces these values, and the Kafka front end
+// (net/kafka) and the node's reconciler consume them, without the front end
+// depending on how the metadata is replicated.
+//
+// Invariants: values are plain data; whoever hands one out hands out a
+// copy (Clone), so a receiver may keep and modify it.
+package metadata
+
+import (
+	"errors"
+	"maps"
+	"slices"
+)
+
+// Sentinel errors of metadata requests. net/kafka maps them to Kafka error
+// codes.
+var (
+	ErrTopicExists              = errors.New("topic already exists")                   // TOPIC_ALREADY_EXISTS
+	ErrUnknownTopic             = errors.New("unknown topic")                          // UNKNOWN_TOPIC_OR_PARTITION
+	ErrInvalidPartitions        = errors.New("invalid number of partitions")           // INVALID_PARTITIONS
+	ErrInvalidReplicationFactor = errors.New("invalid replication factor")             // INVALID_REPLICATION_FACTOR
+	ErrInvalidTopicName         = errors.New("invalid topic name")                     // INVALID_TOPIC_EXCEPTION
+	ErrNotController            = errors.New("this node is not the active controller") // NOT_CONTROLLER
+	ErrInvalidRequest           = errors.New("invalid request")                        // INVALID_REQUEST
+	ErrProducerIDsExhausted     = errors.New("producer id space exhausted")            // UNKNOWN_SERVER_ERROR
+	ErrClosed                   = errors.New("controller closed")                      // NOT_CONTROLLER
+	// ErrInvalidConfig is returned for a bad topic config (INVALID_CONFIG).
+	// The controller's config errors also match engine/topicconfig's
+	// ErrInvalid.
+	ErrInvalidConfig = errors.New("invalid topic config")
+)
+
+// MaxPartitions bounds one topic's partition count. Kafka has no hard
+// limit; this one keeps a typo (1e9 partitions) from taking a node down
+// creating directories.
+const MaxPartitions = 10000
+
+// Internal topic names, as Kafka spells them.
+const (
+	ConsumerOffsetsTopic  = "__consumer_offsets"
+	TransactionStateTopic = "__transaction_state"
+)
+
+// IsInternalTopic reports whether name is one of Kafka's internal topics.
+func IsInternalTopic(name string) bool {
+	return name == ConsumerOffsetsTopic || name == TransactionStateTopic
+}
+
+// Topic is the replicated description of a topic.
+type Topic struct {
+	Name string
+	// ID is a random UUID chosen when the topic is created; a topic
+	// deleted and created again under the same name has a new one.
+	ID         [16]byte
+	Partitions []Partition // index == partition id
+	Configs    map[string]string
+	Internal   bool // __consumer_offsets, __transaction_state
+}
+
+// Partition is one partition's replica assignment and leadership.
+type Partition struct {
+	ID       int32
+	Replicas []int32
+	Leader   int32
+	// LeaderEpoch grows by one each time the leader changes; a replica
+	// stamps it on the batches it appends as leader.
+	LeaderEpoch int32
+	ISR         []int32
+}
+
+// Broker is a registered broker: where clients reach it.
+type Broker struct {
+	ID   int32
+	Host string
+	Port int32
+	Rack string // empty: none
+}
+
+// Clone returns a deep copy of t. Its Configs is never nil.
+func (t Topic) Clone() Topic {
+	out := t
+	out.Partitions = make([]Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		out.Partitions[i] = p.Clone()
+	}
+	out.Configs = maps.Clone(t.Configs)
+	if out.Configs == nil {
+		out.Configs = map[string]string{}
+	}
+	return out
+}
+
+// Clone returns a deep copy of p.
+func (p Partition) Clone() Partition {
+	out := p
+	out.Replicas = slices.Clone(p.Replicas)
+	out.ISR = slices.Clone(p.ISR)
+	return out
+}
+
+// OpType is an IncrementalAlterConfigs operation; the values are Kafka's
+// wire values, so a request's int8 converts directly.
+type OpType int8
+
+const (
+	OpSet      OpType = 0
+	OpDelete   OpType = 1
+	OpAppend   OpType = 2 // list keys only: add values not already present
+	OpSubtract OpType = 3 // list keys only: remove values
+)
+
+func (o OpType) String() string {
+	switch o {
+	case OpSet:
+		return "SET"
+	case OpDelete:
+		return "DELETE"
+	case OpAppend:
+		return "APPEND"
+	case OpSubtract:
+		return "SUBTRACT"
+	}
+	return "UNKNOWN"
+}
+
+// ConfigOp is one IncrementalAlterConfigs change.
+type ConfigOp struct {
+	Key   string
+	Op    OpType
+	Value string // ignored for OpDelete
+}

@@ -1,0 +1,254 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/net/kafka"
+)
+
+// reconciler keeps what this node hosts in step with the metadata: it
+// consumes the controller's deltas in its own goroutine (never on Raft's
+// apply path, so a slow disk creating partition directories delays only
+// this node's hosting, not the metadata log) and applies them to the
+// partition replicas (engine/replica) and the group coordinator's view of
+// the topics, then reports the entry's index as reconciled. Topic changes
+// answer their caller once it did (controller.SubscribeOptions.Await).
+//
+// A partition that fails to open does not stop it: the replica manager
+// keeps it offline (reported in /readyz, /stats and /metrics) and retries
+// it, with the leader epoch given here.
+type reconciler struct {
+	sub     *controller.Subscription
+	b       *replica.Manager
+	metrics *kafka.Metrics
+	log     *slog.Logger
+	nodeID  int32
+
+	// mu is held while a delta is applied and while the coordinator is
+	// attached, so the coordinator sees every topic change exactly once.
+	mu     sync.Mutex
+	topics map[string]metadata.Topic // as reconciled
+	groups *group.Coordinator
+	// first is set until the first image is applied: only then are
+	// directories no topic names removed. firstErr is what that removal
+	// failed with; Open refuses to start then.
+	first    bool
+	firstErr error
+
+	// beforeApply, if set, runs before each delta is applied (a test
+	// seam: a slow reconciler).
+	beforeApply func(metadata.Delta)
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newReconciler(ctrl *controller.Controller, b *replica.Manager, m *kafka.Metrics, logger *slog.Logger) *reconciler {
+	return &reconciler{
+		sub: ctrl.Subscribe(controller.SubscribeOptions{Await: true}),
+		b:   b, metrics: m, log: logger, nodeID: ctrl.NodeID(),
+		topics: map[string]metadata.Topic{}, first: true, done: make(chan struct{}),
+	}
+}
+
+// start runs the reconciler until close.
+func (r *reconciler) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.run(ctx)
+}
+
+func (r *reconciler) run(ctx context.Context) {
+	defer close(r.done)
+	for {
+		ds, err := r.sub.Next(ctx)
+		if err != nil {
+			return // closed
+		}
+		for _, d := range ds {
+			if r.beforeApply != nil {
+				r.beforeApply(d)
+			}
+			r.apply(d)
+			r.sub.Done(d.Index)
+		}
+	}
+}
+
+// close stops the goroutine; waiters on reconciliation return.
+func (r *reconciler) close() {
+	r.sub.Close()
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// startErr is why applying the first image failed, if it did.
+func (r *reconciler) startErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.firstErr
+}
+
+// reconciled is the last index applied.
+func (r *reconciler) reconciled() uint64 { return r.sub.Reconciled() }
+
+// wait waits until index is reconciled.
+func (r *reconciler) wait(ctx context.Context, index uint64) error {
+	return r.sub.WaitReconciled(ctx, index)
+}
+
+// attachGroups gives the coordinator the reconciled topics now and every
+// change from here on.
+func (r *reconciler) attachGroups(coord *group.Coordinator) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.groups = coord
+	coord.SetTopics(r.topicInfos())
+}
+
+func (r *reconciler) apply(d metadata.Delta) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var deleted []string
+	changed := d.Snapshot
+	if d.Snapshot {
+		deleted = r.applyImage(d)
+	}
+	for _, ch := range d.Changes {
+		if d.Snapshot {
+			break
+		}
+		changed = true
+		switch ch := ch.(type) {
+		case *metadata.TopicCreated:
+			r.hostTopic(ch.Topic)
+		case *metadata.PartitionChanged:
+			t := r.topics[ch.Topic]
+			for len(t.Partitions) <= int(ch.Partition.ID) {
+				t.Partitions = append(t.Partitions, metadata.Partition{ID: int32(len(t.Partitions))})
+			}
+			t.Partitions[ch.Partition.ID] = ch.Partition
+			t.Configs = ch.Configs
+			r.topics[ch.Topic] = t
+			r.hostPartition(ch.Topic, ch.Configs, ch.Partition)
+		case *metadata.ConfigsChanged:
+			t := r.topics[ch.Topic]
+			t.Configs = ch.Configs
+			r.topics[ch.Topic] = t
+			r.report(ch.Topic, "update configs", r.b.UpdateConfigs(ch.Topic, ch.Configs))
+		case *metadata.TopicDeleted:
+			r.removeTopic(ch.Topic.Name)
+			deleted = append(deleted, ch.Topic.Name)
+		case *metadata.BrokerRegistered:
+			changed = false // nothing hosted depends on it yet
+		}
+	}
+	if changed && r.groups != nil {
+		r.groups.SetTopics(r.topicInfos())
+		for _, name := range deleted {
+			r.groups.TopicDeleted(name)
+		}
+	}
+}
+
+// applyImage makes what is hosted exactly what the image names: topics it
+// lacks (or that it names with another id: deleted and created again) are
+// deleted first, then every partition it names is hosted. It returns the
+// deleted topics.
+func (r *reconciler) applyImage(d metadata.Delta) []string {
+	image := map[string]metadata.Topic{}
+	for _, ch := range d.Changes {
+		if tc, ok := ch.(*metadata.TopicCreated); ok {
+			image[tc.Topic.Name] = tc.Topic
+		}
+	}
+	var deleted []string
+	for _, name := range sortedKeys(r.topics) {
+		if t, ok := image[name]; !ok || t.ID != r.topics[name].ID {
+			r.removeTopic(name)
+			deleted = append(deleted, name)
+		}
+	}
+	for _, name := range sortedKeys(image) {
+		r.hostTopic(image[name])
+	}
+	if r.first {
+		r.first = false
+		// Directories of topics deleted while this node was down.
+		err := r.b.RemoveOrphans(func(tp replica.TopicPartition) bool {
+			t, ok := image[tp.Topic]
+			return ok && int(tp.Partition) < len(t.Partitions)
+		})
+		r.report("", "remove orphaned partitions", err)
+		r.firstErr = err
+	}
+	return deleted
+}
+
+func (r *reconciler) hostTopic(t metadata.Topic) {
+	r.topics[t.Name] = t
+	for _, p := range t.Partitions {
+		r.hostPartition(t.Name, t.Configs, p)
+	}
+}
+
+// hostPartition opens a partition this node has a replica of, as its
+// leader in the partition's epoch if it leads it. (Followers keep their
+// epoch: replication between nodes is not there yet.)
+func (r *reconciler) hostPartition(topic string, configs map[string]string, p metadata.Partition) {
+	if !slices.Contains(p.Replicas, r.nodeID) {
+		return
+	}
+	tp := replica.TopicPartition{Topic: topic, Partition: p.ID}
+	var err error
+	if p.Leader == r.nodeID {
+		_, err = r.b.EnsureLeader(tp, configs, p.LeaderEpoch)
+	} else {
+		_, err = r.b.EnsurePartition(tp, configs)
+	}
+	if errors.Is(err, replica.ErrPartitionOffline) {
+		return // the replica manager reports and retries it
+	}
+	r.report(topic, "host partition", err)
+}
+
+func (r *reconciler) removeTopic(name string) {
+	delete(r.topics, name)
+	r.report(name, "delete topic", r.b.DeleteTopic(name))
+	r.metrics.DeleteTopic(name)
+}
+
+func (r *reconciler) report(topic, what string, err error) {
+	if err != nil {
+		r.log.Error("applying metadata change", "topic", topic, "change", what, "err", err)
+	}
+}
+
+func (r *reconciler) topicInfos() []group.TopicInfo {
+	out := make([]group.TopicInfo, 0, len(r.topics))
+	for _, name := range sortedKeys(r.topics) {
+		t := r.topics[name]
+		out = append(out, group.TopicInfo{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions))})
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
