@@ -295,3 +295,27 @@ func TestRecreatedTopicDoesNotReuseOldDirectoryAfterRestart(t *testing.T) {
 	_, err = os.Stat(old)
 	require.ErrorIs(t, err, os.ErrNotExist, "the new x must not be the old x's directory")
 }
+
+// An image naming a topic under another id than the one hosted (it was
+// deleted and created again in deltas folded into the image) replaces the
+// hosted partitions: nothing of the old topic is served as the new one.
+func TestImageWithRecreatedTopicReplacesIt(t *testing.T) {
+	ctrl, b, r := reconcilerFixture(t)
+	ctx := testCtx(t)
+	r.start()
+	_, err := ctrl.CreateTopic(ctx, "a", 1, 1, nil, false)
+	require.NoError(t, err)
+	tp := replica.TopicPartition{Topic: "a", Partition: 0}
+	old := filepath.Join(b.Dir(tp), "old-incarnation")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, r.wait(ctx, ctrl.AppliedIndex()))
+	r.close()
+
+	a, _ := ctrl.Topic("a")
+	a.ID = [16]byte{7}
+	r.apply(metadata.Delta{Index: 100, Snapshot: true, Changes: []metadata.Change{&metadata.TopicCreated{Topic: a}}})
+	require.True(t, hosted(b, "a", 0))
+	_, err = os.Stat(old)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.Equal(t, a.ID, r.topics["a"].ID)
+}
