@@ -141,7 +141,7 @@ func (r *reconciler) apply(d metadata.Delta) {
 			t.Partitions[ch.Partition.ID] = ch.Partition
 			t.Configs = ch.Configs
 			r.topics[ch.Topic] = t
-			r.hostPartition(ch.Topic, ch.Configs, ch.Partition)
+			r.hostPartition(ch.Topic, ch.TopicID, ch.Configs, ch.Partition)
 		case *metadata.ConfigsChanged:
 			t := r.topics[ch.Topic]
 			t.Configs = ch.Configs
@@ -199,23 +199,25 @@ func (r *reconciler) applyImage(d metadata.Delta) []string {
 func (r *reconciler) hostTopic(t metadata.Topic) {
 	r.topics[t.Name] = t
 	for _, p := range t.Partitions {
-		r.hostPartition(t.Name, t.Configs, p)
+		r.hostPartition(t.Name, t.ID, t.Configs, p)
 	}
 }
 
 // hostPartition opens a partition this node has a replica of, as its
-// leader in the partition's epoch if it leads it. (Followers keep their
+// leader in the partition's epoch if it leads it, in a directory of the
+// topic's id (an earlier topic's of the same name is removed: its delete
+// was never applied here). (Followers keep their
 // epoch: replication between nodes is not there yet.)
-func (r *reconciler) hostPartition(topic string, configs map[string]string, p metadata.Partition) {
+func (r *reconciler) hostPartition(topic string, id [16]byte, configs map[string]string, p metadata.Partition) {
 	if !slices.Contains(p.Replicas, r.nodeID) {
 		return
 	}
 	tp := replica.TopicPartition{Topic: topic, Partition: p.ID}
 	var err error
 	if p.Leader == r.nodeID {
-		_, err = r.b.EnsureLeader(tp, configs, p.LeaderEpoch)
+		_, err = r.b.EnsureLeader(tp, id, configs, p.LeaderEpoch)
 	} else {
-		_, err = r.b.EnsurePartition(tp, configs)
+		_, err = r.b.EnsureFollower(tp, id, configs)
 	}
 	if errors.Is(err, replica.ErrPartitionOffline) {
 		return // the replica manager reports and retries it

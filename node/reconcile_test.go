@@ -252,3 +252,70 @@ func short(t *testing.T, ctx context.Context) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// A topic deleted and created again under the same name while the node
+// was down (or before its reconciler got to the delete: a shutdown drops
+// pending deltas) must not reopen the old topic's directory as the new
+// topic's partition at the next start: the first image only says the
+// name exists, with a new id.
+func TestRecreatedTopicDoesNotReuseOldDirectoryAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	ctx := testCtx(t)
+	b, err := replica.Open(replica.Options{DataDir: dir, Logger: logger})
+	require.NoError(t, err)
+	ctrl, err := controller.Open(ctx, controller.Options{Dir: filepath.Join(dir, "meta"), NodeID: 1, Logger: logger})
+	require.NoError(t, err)
+	defer ctrl.Close()
+	r := newReconciler(ctrl, b, kafka.NewMetrics(prometheus.NewRegistry()), logger)
+	r.start()
+	_, err = ctrl.CreateTopic(ctx, "x", 1, 1, nil, false)
+	require.NoError(t, err)
+	tp := replica.TopicPartition{Topic: "x", Partition: 0}
+	require.True(t, hosted(b, "x", 0))
+	old := filepath.Join(b.Dir(tp), "old-incarnation")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	r.close()
+	require.NoError(t, b.Close())
+
+	// Committed while nothing reconciles them.
+	_, err = ctrl.DeleteTopic(ctx, "x")
+	require.NoError(t, err)
+	_, err = ctrl.CreateTopic(ctx, "x", 1, 1, nil, false)
+	require.NoError(t, err)
+
+	b2, err := replica.Open(replica.Options{DataDir: dir, Logger: logger})
+	require.NoError(t, err)
+	defer b2.Close()
+	r2 := newReconciler(ctrl, b2, kafka.NewMetrics(prometheus.NewRegistry()), logger)
+	defer r2.close()
+	r2.start()
+	require.NoError(t, r2.wait(ctx, ctrl.AppliedIndex()))
+	require.True(t, hosted(b2, "x", 0))
+	_, err = os.Stat(old)
+	require.ErrorIs(t, err, os.ErrNotExist, "the new x must not be the old x's directory")
+}
+
+// An image naming a topic under another id than the one hosted (it was
+// deleted and created again in deltas folded into the image) replaces the
+// hosted partitions: nothing of the old topic is served as the new one.
+func TestImageWithRecreatedTopicReplacesIt(t *testing.T) {
+	ctrl, b, r := reconcilerFixture(t)
+	ctx := testCtx(t)
+	r.start()
+	_, err := ctrl.CreateTopic(ctx, "a", 1, 1, nil, false)
+	require.NoError(t, err)
+	tp := replica.TopicPartition{Topic: "a", Partition: 0}
+	old := filepath.Join(b.Dir(tp), "old-incarnation")
+	require.NoError(t, os.WriteFile(old, nil, 0o644))
+	require.NoError(t, r.wait(ctx, ctrl.AppliedIndex()))
+	r.close()
+
+	a, _ := ctrl.Topic("a")
+	a.ID = [16]byte{7}
+	r.apply(metadata.Delta{Index: 100, Snapshot: true, Changes: []metadata.Change{&metadata.TopicCreated{Topic: a}}})
+	require.True(t, hosted(b, "a", 0))
+	_, err = os.Stat(old)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.Equal(t, a.ID, r.topics["a"].ID)
+}

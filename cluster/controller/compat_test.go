@@ -97,3 +97,31 @@ func TestOpenV1Directory(t *testing.T) {
 	_, ok = c.Topic("orders")
 	require.False(t, ok)
 }
+
+// An entry this version cannot read (a newer release wrote it: an
+// unknown version or record type) is not skipped as a rejected change:
+// skipping it would leave the state without what it said (a topic whose
+// directory the node would then remove as an orphan). The state machine
+// stops, and the directory does not open again with this version.
+func TestEntryFromANewerReleaseStopsTheStateMachine(t *testing.T) {
+	for name, entry := range map[string][]byte{
+		"version": {3, '[', ']'},
+		"record":  append([]byte{commandV2}, `[{"type":"from_the_future","data":{}}]`...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			c := openAt(t, Options{Dir: dir, NodeID: 1})
+			ctx := testCtx(t)
+			before := c.AppliedIndex()
+			_, _, err := c.proposeEntry(ctx, "future", entry)
+			require.ErrorIs(t, err, ErrStateBroken)
+			require.Equal(t, before, c.AppliedIndex(), "not applied")
+			_, err = c.CreateTopic(ctx, "t", 1, 1, nil, false)
+			require.ErrorIs(t, err, ErrStateBroken)
+			require.NoError(t, c.Close())
+
+			_, err = Open(ctx, Options{Dir: dir, NodeID: 1, Logger: testLogger()})
+			require.ErrorIs(t, err, ErrStateBroken)
+		})
+	}
+}

@@ -18,7 +18,10 @@
 //     change at a time, so a rejected request never reaches the log, and
 //     one that races another is still rejected consistently by the FSM.
 //     Entries written by older releases (version 1 commands) are converted
-//     to records when they replay, to the same state.
+//     to records when they replay, to the same state. An entry of a version
+//     or record type this release does not know (a newer release wrote it)
+//     stops the state machine (ErrStateBroken) rather than being skipped
+//     as a rejected change, which would lose what it said.
 //   - The FSM persists its state and the applied index in one pebble batch.
 //     A restart loads that state directly and Raft replays only the entries
 //     after the applied index: restart cost does not grow with history.

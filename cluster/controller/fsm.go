@@ -558,6 +558,12 @@ func (f *fsm) Apply(l *raft.Log) any {
 		x, err = applyRecords(&c.st, recs)
 	}
 	c.mu.RUnlock()
+	if errors.Is(err, errNewerEntry) {
+		// Not a rejected change: skipping it would apply the rest of the
+		// log without it. Stop here, without advancing the applied index.
+		c.setBroken(fmt.Errorf("%w: index %d: %v", ErrStateBroken, l.Index, err))
+		return &result{err: *c.broken.Load()}
+	}
 	rejected := err
 	b := c.db.NewStateBatch()
 	var werr error

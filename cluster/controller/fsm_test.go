@@ -230,9 +230,13 @@ func TestEntryRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, recs, got)
 
-	for _, bad := range [][]byte{nil, {9}, {commandV2}, []byte("\x02{}"), []byte(`` + "\x02" + `[{"type":"from_the_future","data":{}}]`)} {
+	for _, bad := range [][]byte{nil, {commandV2}, []byte("\x02{}")} {
 		_, err := decodeEntry(bad, &st)
 		require.ErrorIs(t, err, metadata.ErrInvalidRequest, "%q", bad)
+	}
+	for _, newer := range [][]byte{{9}, []byte(`` + "\x02" + `[{"type":"from_the_future","data":{}}]`)} {
+		_, err := decodeEntry(newer, &st)
+		require.ErrorIs(t, err, errNewerEntry, "%q", newer)
 	}
 }
 

@@ -173,8 +173,8 @@ func decodeRecords(b []byte) ([]record, error) {
 	for i, e := range env {
 		r := newRecord(e.Type)
 		if r == nil {
-			// From a newer version: reject it the same way everywhere.
-			return nil, fmt.Errorf("%w: unknown record type %q", metadata.ErrInvalidRequest, e.Type)
+			// From a newer version: the state machine stops (fsm.Apply).
+			return nil, fmt.Errorf("unknown record type %q: %w", e.Type, errNewerEntry)
 		}
 		if err := json.Unmarshal(e.Data, r); err != nil {
 			return nil, fmt.Errorf("%w: decode %s record: %v", metadata.ErrInvalidRequest, e.Type, err)
@@ -200,7 +200,7 @@ func decodeEntry(b []byte, st *state) ([]record, error) {
 	case commandV2:
 		return decodeRecords(b[1:])
 	}
-	return nil, fmt.Errorf("%w: unknown command version %d (written by a newer MoonMQ?)", metadata.ErrInvalidRequest, b[0])
+	return nil, fmt.Errorf("unknown entry version %d: %w", b[0], errNewerEntry)
 }
 
 // configRecords returns the records that turn cur into next, in key order.

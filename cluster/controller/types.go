@@ -14,8 +14,15 @@ var (
 	// ErrStateBroken is returned once a write to the metadata DB has failed
 	// in the FSM; the in-memory state can no longer be trusted to match the
 	// log, so the controller refuses further changes until restarted (which
-	// replays the log from the last persisted index).
-	ErrStateBroken = errors.New("controller state machine stopped after a storage failure")
+	// replays the log from the last persisted index). It is also returned
+	// for a log entry this version cannot read (errNewerEntry): applying
+	// the log past it would lose what it said, so the state machine stops
+	// there, and a restart with this version stops there again.
+	ErrStateBroken = errors.New("controller state machine stopped after a storage failure or an unreadable log entry")
+
+	// errNewerEntry marks a log entry of a version or record type this
+	// release does not know: a newer release wrote it (a downgrade).
+	errNewerEntry = errors.New("written by a newer MoonMQ; run that version (downgrades are not supported)")
 )
 
 // configError makes config failures match both metadata.ErrInvalidConfig

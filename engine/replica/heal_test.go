@@ -130,9 +130,9 @@ func TestHealedPartitionKeepsLeaderEpoch(t *testing.T) {
 	defer b.Close()
 	broken.Store(true)
 	sick := TopicPartition{Topic: "sick", Partition: 0}
-	_, err := b.EnsureLeader(sick, nil, 7)
+	_, err := b.EnsureLeader(sick, TopicID{1}, nil, 7)
 	require.ErrorIs(t, err, ErrPartitionOffline)
-	_, err = b.EnsureLeader(sick, nil, 9) // a leader change while it is offline
+	_, err = b.EnsureLeader(sick, TopicID{1}, nil, 9) // a leader change while it is offline
 	require.ErrorIs(t, err, ErrPartitionOffline)
 	_, err = b.EnsurePartition(sick, map[string]string{"retention.ms": "5"}) // configs only: the epoch stays
 	require.ErrorIs(t, err, ErrPartitionOffline)
@@ -152,7 +152,7 @@ func TestHealedPartitionKeepsLeaderEpoch(t *testing.T) {
 
 	// An open partition takes a new epoch from EnsureLeader, and keeps it
 	// through EnsurePartition.
-	_, err = b.EnsureLeader(sick, nil, 11)
+	_, err = b.EnsureLeader(sick, TopicID{1}, nil, 11)
 	require.NoError(t, err)
 	_, err = b.EnsurePartition(sick, nil)
 	require.NoError(t, err)

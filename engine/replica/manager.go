@@ -21,6 +21,12 @@
 // the node serves. Each open partition holds one file descriptor (its
 // active segment); Capacity says how many fit in the descriptor limit, and
 // creates beyond it are refused before they are applied (CheckCapacity).
+//
+// A partition directory is named after its topic's name, which a deleted
+// and re-created topic shares; it records the id of the topic it belongs
+// to (partition.metadata, as Kafka's), and opening it for another id
+// removes the old topic's data first (a delete this node never applied:
+// it was down, or stopped before it got to it).
 package replica
 
 import (
@@ -187,8 +193,10 @@ type offlinePartition struct {
 	// on the opened partition (MakeLeader), so appends after the heal
 	// carry the epoch the metadata gave.
 	epoch int32
-	err   error
-	heal  backoff
+	// id is the topic id the partition is opened for (zero: unchecked).
+	id   TopicID
+	err  error
+	heal backoff
 	// opening is set while the healer opens the partition without the
 	// broker lock; it is closed when that attempt is over, so a delete of
 	// the topic waits for it instead of racing it on the same files.
@@ -254,22 +262,35 @@ func (b *Manager) Dir(tp TopicPartition) string {
 // one). It is idempotent; an already open partition gets the configs
 // applied. A partition that cannot be opened (or would not fit in the
 // descriptor budget) is registered offline, reported, and retried by the
-// healer; the error wraps ErrPartitionOffline.
+// healer; the error wraps ErrPartitionOffline. It does not check which
+// topic id the directory belongs to (EnsureLeader and EnsureFollower do).
 func (b *Manager) EnsurePartition(tp TopicPartition, overrides map[string]string) (*Partition, error) {
-	return b.ensure(tp, overrides, keepEpoch)
+	return b.ensure(tp, TopicID{}, overrides, keepEpoch)
 }
 
-// EnsureLeader is EnsurePartition for a partition this node leads in
-// epoch: the partition stamps epoch on its appends (MakeLeader), and so
-// does it once healed if it has to wait offline.
-func (b *Manager) EnsureLeader(tp TopicPartition, overrides map[string]string, epoch int32) (*Partition, error) {
-	return b.ensure(tp, overrides, max(epoch, 0))
+// EnsureLeader is EnsurePartition for a partition of the topic with id
+// that this node leads in epoch: the partition stamps epoch on its appends
+// (MakeLeader), and so does it once healed if it has to wait offline. A
+// directory left by an earlier topic of the same name (another id) is
+// removed before the partition is created.
+func (b *Manager) EnsureLeader(tp TopicPartition, id TopicID, overrides map[string]string, epoch int32) (*Partition, error) {
+	return b.ensure(tp, id, overrides, max(epoch, 0))
 }
+
+// EnsureFollower is EnsureLeader for a replica this node does not lead: it
+// keeps the leader epoch the partition has.
+func (b *Manager) EnsureFollower(tp TopicPartition, id TopicID, overrides map[string]string) (*Partition, error) {
+	return b.ensure(tp, id, overrides, keepEpoch)
+}
+
+// TopicID is a topic's id (a UUID), which tells a topic from an earlier
+// one of the same name.
+type TopicID = [16]byte
 
 // keepEpoch asks ensure to leave the leader epoch as it is.
 const keepEpoch = -1
 
-func (b *Manager) ensure(tp TopicPartition, overrides map[string]string, epoch int32) (*Partition, error) {
+func (b *Manager) ensure(tp TopicPartition, id TopicID, overrides map[string]string, epoch int32) (*Partition, error) {
 	cfg, err := topicconfig.Resolve(overrides)
 	if err != nil {
 		return nil, err
@@ -290,24 +311,27 @@ func (b *Manager) ensure(tp TopicPartition, overrides map[string]string, epoch i
 		if epoch != keepEpoch {
 			o.epoch = epoch
 		}
+		if id != (TopicID{}) {
+			o.id = id
+		}
 		return nil, b.offlineErr(tp, o)
 	}
 	epoch = max(epoch, 0)
 	if n := len(b.parts); n >= b.capacity() {
 		err := fmt.Errorf("%w: %d partitions open, the budget is %d", ErrOverCapacity, n, b.capacity())
-		return nil, b.markOffline(tp, overrides, epoch, err)
+		return nil, b.markOffline(tp, id, overrides, epoch, err)
 	}
-	p, err := b.openLocked(tp, cfg)
+	p, err := b.openLocked(tp, id, cfg)
 	if err != nil {
-		return nil, b.markOffline(tp, overrides, epoch, err)
+		return nil, b.markOffline(tp, id, overrides, epoch, err)
 	}
 	p.MakeLeader(epoch)
 	return p, nil
 }
 
 // openLocked opens a partition and adds it. Caller holds b.mu.
-func (b *Manager) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
-	p, err := b.open(tp, cfg)
+func (b *Manager) openLocked(tp TopicPartition, id TopicID, cfg topicconfig.Config) (*Partition, error) {
+	p, err := b.open(tp, id, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -316,10 +340,16 @@ func (b *Manager) openLocked(tp TopicPartition, cfg topicconfig.Config) (*Partit
 }
 
 // open opens (creating if needed) a partition's log, making a new
-// directory durable. It takes no broker lock.
-func (b *Manager) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, error) {
+// directory durable; with an id, the directory is the topic's
+// (claimDir). It takes no broker lock.
+func (b *Manager) open(tp TopicPartition, id TopicID, cfg topicconfig.Config) (*Partition, error) {
 	dir := b.Dir(tp)
 	_, statErr := b.opts.FS.Stat(dir)
+	if id != (TopicID{}) {
+		if err := b.claimDir(tp, dir, id); err != nil {
+			return nil, err
+		}
+	}
 	p, err := openPartition(tp, dir, cfg, b.opts)
 	if err != nil {
 		return nil, err
@@ -336,8 +366,8 @@ func (b *Manager) open(tp TopicPartition, cfg topicconfig.Config) (*Partition, e
 }
 
 // markOffline records a partition that could not be opened. Caller holds b.mu.
-func (b *Manager) markOffline(tp TopicPartition, overrides map[string]string, epoch int32, cause error) error {
-	o := &offlinePartition{overrides: overrides, epoch: epoch, err: cause}
+func (b *Manager) markOffline(tp TopicPartition, id TopicID, overrides map[string]string, epoch int32, cause error) error {
+	o := &offlinePartition{overrides: overrides, epoch: epoch, id: id, err: cause}
 	o.heal.failed(b.opts.Clock.Now(), b.opts.HealInterval, b.opts.MaxHealBackoff)
 	b.offline[tp] = o
 	b.opts.Logger.Error("partition offline: cannot open it; retrying, the rest of the node serves",
@@ -629,7 +659,7 @@ func (b *Manager) heal(force bool) (stillDown int) {
 		b.mu.Unlock()
 		var p *Partition
 		if err == nil {
-			p, err = b.open(r.tp, cfg)
+			p, err = b.open(r.tp, r.o.id, cfg)
 		}
 		b.mu.Lock()
 		close(r.o.opening)
