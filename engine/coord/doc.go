@@ -36,8 +36,9 @@
 //
 // Invariants:
 //   - A Future's value is returned by Wait only after the records appended
-//     by its shard up to its completion are durable; a failed append or
-//     fsync turns it into ErrUnavailable.
+//     by its shard up to its completion are durable in the log the shard
+//     was replayed from; a failed append or fsync, or a rewrite of the log
+//     (a heal) before the fsync, turns it into ErrUnavailable.
 //   - A shard's State is touched only under the shard's lock; the
 //     runtime's own lock guards the shard map and is never held during I/O
 //     or an operation.

@@ -314,3 +314,28 @@ func TestBatchTooLarge(t *testing.T) {
 	}))
 	require.ErrorIs(t, err, coord.ErrBatchTooLarge)
 }
+
+// A reply whose records a heal dropped is never acknowledged, even when
+// the offsets it waits for are filled again by later appends and fsynced
+// before the driver's recheck reloads the shard (nor is a reply revealing
+// the dropped state).
+func TestHealBeforeRecheckFailsReplies(t *testing.T) {
+	e := newEnv(t, nil, 0)
+	wait(t, e.put(t, 0, "a", "1"))
+	e.log.SetAutoSync(false)
+	lost := e.put(t, 0, "a", "2")
+	e.log.Heal(0) // the unsynced "a=2" is dropped; no recheck ran yet
+	reveal := e.get(t, 0, "a")
+	later := e.put(t, 0, "b", "3") // refills the dropped offset
+	e.log.Sync()
+	_, err := later.Wait(t.Context())
+	require.ErrorIs(t, err, coord.ErrUnavailable, "the shard's state is not its log's any more")
+	for _, r := range []*coord.Future[string]{lost, reveal} {
+		_, ok := r.Ready()
+		require.False(t, ok)
+		_, err := r.Wait(t.Context())
+		require.ErrorIs(t, err, coord.ErrUnavailable)
+	}
+	e.rt.Recheck()
+	require.Equal(t, "1", wait(t, e.get(t, 0, "a")))
+}
