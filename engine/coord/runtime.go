@@ -165,11 +165,13 @@ func (r *Runtime[S]) Start(partitions []int32) {
 		}
 		r.running = !r.closed
 		r.mu.Unlock()
-		if !r.running {
+		if !r.running || len(partitions) == 0 {
+			// Nothing to load: loaded at once, not once the driver runs.
 			r.loadedOnce.Do(func() { close(r.loaded) })
-			return
 		}
-		go r.run(partitions)
+		if r.running {
+			go r.run(partitions)
+		}
 	})
 }
 

@@ -149,10 +149,21 @@ func (c *Coordinator) Ready() error {
 	switch {
 	case closed:
 		return fmt.Errorf("%w: shutting down", ErrCoordinatorNotAvailable)
-	case c.rt.Loading():
+	case !c.loaded() || c.rt.Loading():
 		return fmt.Errorf("%w: replaying %s", ErrCoordinatorLoadInProgress, OffsetsTopic)
 	}
 	return nil
+}
+
+// loaded reports whether the partitions Start found have been replayed
+// (or failed to and are retried).
+func (c *Coordinator) loaded() bool {
+	select {
+	case <-c.rt.Loaded():
+		return true
+	default:
+		return false
+	}
 }
 
 // EnsureTopic creates the offsets topic if it does not exist yet; group
@@ -230,6 +241,13 @@ func (c *Coordinator) route(group string) (int32, error) {
 	}
 	if p, ok := c.homes[group]; ok {
 		return p, nil
+	}
+	if !c.loaded() {
+		// After the topic grew, a group's records may be in another
+		// partition than its hash one, which is only known once that one
+		// is replayed (setHome): serving the group from its hash partition
+		// meanwhile would hide, once it is, what was acknowledged there.
+		return 0, fmt.Errorf("%w: replaying %s", ErrCoordinatorLoadInProgress, OffsetsTopic)
 	}
 	return PartitionFor(group, c.nparts), nil
 }
