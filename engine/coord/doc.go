@@ -15,7 +15,10 @@
 //     while it keeps failing. Until its replay is done a shard answers
 //     ErrLoading; a partition with no shard answers ErrNotCoordinator.
 //   - Recheck also reloads a served shard whose log was rewritten under it
-//     (Storage.Generation changed: a heal dropped what was never fsynced).
+//     (Storage.Generation changed: a heal dropped what was never fsynced),
+//     or whose append failed: its State may have applied what the log
+//     lacks, so until then the shard appends nothing and releases no
+//     reply. Replaying is how its state is rolled back.
 //   - Unload fails what the State has parked (State.Unload) and forgets it.
 //
 // Every call into a State is an operation, run under its shard's own lock

@@ -259,8 +259,11 @@ func TestRewrittenLogIsReloaded(t *testing.T) {
 	require.Equal(t, "1", wait(t, e.get(t, 0, "a")), "what the heal dropped is not served")
 }
 
-// A failed append fails its reply and every later one of the shard until
-// an append succeeds again.
+// A failed append fails its reply and every later one of the shard (a
+// later append included) until the shard was replayed: the state may
+// hold what the failed append was to write (a group coordinator applies a
+// rebalance, then appends the group's metadata), which no reply may
+// reveal, even once the log works again.
 func TestAppendFailure(t *testing.T) {
 	e := newEnv(t, nil, 0)
 	e.log.FailWith(errors.New("disk on fire"))
@@ -269,9 +272,20 @@ func TestAppendFailure(t *testing.T) {
 	require.Contains(t, v, "disk on fire", "the value is still given")
 	_, err = e.get(t, 0, "a").Wait(t.Context())
 	require.ErrorIs(t, err, coord.ErrUnavailable)
+	// Applied first, then appended: the state is ahead of the log.
+	require.NoError(t, e.rt.Do(0, func(s *kv) {
+		s.vals["x"] = "1"
+		_, _ = s.sh.Append(now0, []batch.Record{{Key: []byte("x"), Value: []byte("1")}})
+	}))
 	e.log.FailWith(nil)
-	wait(t, e.put(t, 0, "b", "2"))
+	_, err = e.put(t, 0, "b", "2").Wait(t.Context())
+	require.ErrorIs(t, err, coord.ErrUnavailable, "nothing is appended to the state the log lacks")
+	_, err = e.get(t, 0, "x").Wait(t.Context())
+	require.ErrorIs(t, err, coord.ErrUnavailable, "what the failed append held is never revealed")
+	e.rt.Recheck()
+	require.Empty(t, wait(t, e.get(t, 0, "x")), "replayed from the log")
 	require.Empty(t, wait(t, e.get(t, 0, "a")), "the failed put was not applied")
+	wait(t, e.put(t, 0, "b", "2"))
 }
 
 // An operation holding one shard does not hold up another's.
