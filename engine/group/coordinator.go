@@ -94,9 +94,10 @@ func (c *Coordinator) SetTopics(topics []TopicInfo) {
 }
 
 // Start replays the offsets topic, if it exists, in the background (a
-// shard per partition) and then runs the driver until Close. A group's
-// requests are answered COORDINATOR_LOAD_IN_PROGRESS until its partition
-// is replayed.
+// shard per partition) and then runs the driver until Close. Group
+// requests are answered COORDINATOR_LOAD_IN_PROGRESS until every
+// partition found here is replayed (or failed to be): a group's records
+// need not be in its hash partition after the topic grew (route).
 func (c *Coordinator) Start() {
 	c.startOnce.Do(func() {
 		n := c.store.Partitions()
