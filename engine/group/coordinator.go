@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -267,13 +266,6 @@ func (c *Coordinator) setHome(group string, p int32) bool {
 	return true
 }
 
-// dropHomes forgets the routes to partition p (its shard unloaded).
-func (c *Coordinator) dropHomes(p int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	maps.DeleteFunc(c.homes, func(_ string, q int32) bool { return q == p })
-}
-
 // do runs op on group's shard; the error says why it did not run.
 func (c *Coordinator) do(group string, op func(s *shard, now time.Time)) error {
 	p, err := c.route(group)
@@ -294,6 +286,7 @@ func (c *Coordinator) TopicDeleted(topic string) {
 	if topic == OffsetsTopic {
 		c.mu.Lock()
 		c.nparts = 0
+		clear(c.homes) // a topic created again starts with empty partitions
 		c.mu.Unlock()
 		c.rt.UnloadAll(fmt.Errorf("%w: %s was deleted", ErrCoordinatorNotAvailable, OffsetsTopic))
 		c.log.Warn("the offsets topic was deleted; all committed offsets and group metadata are gone", "topic", OffsetsTopic)
