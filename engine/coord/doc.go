@@ -15,7 +15,10 @@
 //     while it keeps failing. Until its replay is done a shard answers
 //     ErrLoading; a partition with no shard answers ErrNotCoordinator.
 //   - Recheck also reloads a served shard whose log was rewritten under it
-//     (Storage.Generation changed: a heal dropped what was never fsynced).
+//     (Storage.Generation changed: a heal dropped what was never fsynced),
+//     or whose append failed: its State may have applied what the log
+//     lacks, so until then the shard appends nothing and releases no
+//     reply. Replaying is how its state is rolled back.
 //   - Unload fails what the State has parked (State.Unload) and forgets it.
 //
 // Every call into a State is an operation, run under its shard's own lock
@@ -36,8 +39,9 @@
 //
 // Invariants:
 //   - A Future's value is returned by Wait only after the records appended
-//     by its shard up to its completion are durable; a failed append or
-//     fsync turns it into ErrUnavailable.
+//     by its shard up to its completion are durable in the log the shard
+//     was replayed from; a failed append or fsync, or a rewrite of the log
+//     (a heal) before the fsync, turns it into ErrUnavailable.
 //   - A shard's State is touched only under the shard's lock; the
 //     runtime's own lock guards the shard map and is never held during I/O
 //     or an operation.

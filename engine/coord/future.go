@@ -15,6 +15,10 @@ type Future[T any] struct {
 	sh     *Shard
 	offset int64 // -1: nothing to wait for
 	err    error // the shard's last append failed
+	// gen is the Storage generation the shard's state was replayed from:
+	// a log rewritten since (a heal) may have dropped what the reply
+	// reveals, and refilled the offsets it waits for with other records.
+	gen uint64
 }
 
 // NewFuture returns a future to complete with Complete (or Resolve).
@@ -45,7 +49,7 @@ func (f *Future[T]) Complete(sh *Shard, v T) {
 	}
 	f.v = v
 	sh.completions = append(sh.completions, func(offset int64, err error) {
-		f.sh, f.offset, f.err = sh, offset, err
+		f.sh, f.offset, f.err, f.gen = sh, offset, err, sh.gen
 		close(f.done)
 	})
 }
@@ -72,9 +76,9 @@ func (f *Future[T]) Ready() (T, bool) {
 
 // Wait returns the value once it is set and durable. The error is ctx's
 // if it ended first, or ErrUnavailable if the shard's append or fsync
-// failed; the value is returned then too (the caller decides what of it to
-// answer, e.g. the per-partition errors of a commit), but it is not
-// durable.
+// failed or its log was rewritten before the records were fsynced; the
+// value is returned then too (the caller decides what of it to answer,
+// e.g. the per-partition errors of a commit), but it is not durable.
 func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 	select {
 	case <-f.done:
@@ -95,6 +99,19 @@ func (f *Future[T]) Wait(ctx context.Context) (T, error) {
 			return f.v, ctx.Err()
 		}
 		return f.v, fmt.Errorf("%w: syncing %s-%d: %v", ErrUnavailable, f.sh.cfg.Topic, f.sh.p, err)
+	}
+	// Durable, but in which log? A heal between the operation and now
+	// dropped what was not fsynced, and later appends of the stale shard
+	// (the recheck reloads it only later) may have fsynced other records
+	// at these offsets. The generation read after the wait tells: a
+	// rewrite after it keeps the records, fsynced by then. The durable
+	// mark is advanced only past this check, so Ready and the fast path
+	// above need none.
+	if gen, err := f.sh.store.Generation(f.sh.p); err != nil || gen != f.gen {
+		if err == nil {
+			err = fmt.Errorf("its log was rewritten (generation %d, replayed %d)", gen, f.gen)
+		}
+		return f.v, fmt.Errorf("%w: %s-%d: %v", ErrUnavailable, f.sh.cfg.Topic, f.sh.p, err)
 	}
 	for {
 		d := f.sh.durable.Load()

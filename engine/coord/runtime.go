@@ -165,11 +165,13 @@ func (r *Runtime[S]) Start(partitions []int32) {
 		}
 		r.running = !r.closed
 		r.mu.Unlock()
-		if !r.running {
+		if !r.running || len(partitions) == 0 {
+			// Nothing to load: loaded at once, not once the driver runs.
 			r.loadedOnce.Do(func() { close(r.loaded) })
-			return
 		}
-		go r.run(partitions)
+		if r.running {
+			go r.run(partitions)
+		}
 	})
 }
 
@@ -440,11 +442,12 @@ func (r *Runtime[S]) slots() []*slot[S] {
 // often: each try replays it from its start), and reloads those whose log
 // was rewritten under the shard (its generation changed: a heal dropped
 // records that were never fsynced, so nobody was told about them, but the
-// state in memory still shows them).
+// state in memory still shows them) or whose append failed (the state may
+// hold what the log lacks).
 func (r *Runtime[S]) Recheck() {
 	for _, s := range r.slots() {
 		s.mu.Lock()
-		status, gen := s.status, s.gen
+		status, gen, failed := s.status, s.gen, s.lastErr
 		if status == statusDown && s.skip > 0 {
 			s.skip--
 			s.mu.Unlock()
@@ -454,11 +457,14 @@ func (r *Runtime[S]) Recheck() {
 		switch status {
 		case statusActive:
 			now, err := r.store.Generation(s.p)
-			if err == nil && now == gen {
+			if err == nil && now == gen && failed == nil {
 				continue
 			}
-			if err == nil {
+			switch {
+			case err == nil && now != gen:
 				err = fmt.Errorf("its log was rewritten under the coordinator (generation %d, replayed %d)", now, gen)
+			case err == nil:
+				err = fmt.Errorf("an append failed, so its state may hold what the log lacks: %w", failed)
 			}
 			s = r.reopen(s, err)
 			if s == nil {

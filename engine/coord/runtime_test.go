@@ -259,8 +259,11 @@ func TestRewrittenLogIsReloaded(t *testing.T) {
 	require.Equal(t, "1", wait(t, e.get(t, 0, "a")), "what the heal dropped is not served")
 }
 
-// A failed append fails its reply and every later one of the shard until
-// an append succeeds again.
+// A failed append fails its reply and every later one of the shard (a
+// later append included) until the shard was replayed: the state may
+// hold what the failed append was to write (a group coordinator applies a
+// rebalance, then appends the group's metadata), which no reply may
+// reveal, even once the log works again.
 func TestAppendFailure(t *testing.T) {
 	e := newEnv(t, nil, 0)
 	e.log.FailWith(errors.New("disk on fire"))
@@ -269,9 +272,20 @@ func TestAppendFailure(t *testing.T) {
 	require.Contains(t, v, "disk on fire", "the value is still given")
 	_, err = e.get(t, 0, "a").Wait(t.Context())
 	require.ErrorIs(t, err, coord.ErrUnavailable)
+	// Applied first, then appended: the state is ahead of the log.
+	require.NoError(t, e.rt.Do(0, func(s *kv) {
+		s.vals["x"] = "1"
+		_, _ = s.sh.Append(now0, []batch.Record{{Key: []byte("x"), Value: []byte("1")}})
+	}))
 	e.log.FailWith(nil)
-	wait(t, e.put(t, 0, "b", "2"))
+	_, err = e.put(t, 0, "b", "2").Wait(t.Context())
+	require.ErrorIs(t, err, coord.ErrUnavailable, "nothing is appended to the state the log lacks")
+	_, err = e.get(t, 0, "x").Wait(t.Context())
+	require.ErrorIs(t, err, coord.ErrUnavailable, "what the failed append held is never revealed")
+	e.rt.Recheck()
+	require.Empty(t, wait(t, e.get(t, 0, "x")), "replayed from the log")
 	require.Empty(t, wait(t, e.get(t, 0, "a")), "the failed put was not applied")
+	wait(t, e.put(t, 0, "b", "2"))
 }
 
 // An operation holding one shard does not hold up another's.
@@ -313,4 +327,29 @@ func TestBatchTooLarge(t *testing.T) {
 		_, err = s.sh.Append(now0, []batch.Record{{Key: []byte("k"), Value: make([]byte, 200)}})
 	}))
 	require.ErrorIs(t, err, coord.ErrBatchTooLarge)
+}
+
+// A reply whose records a heal dropped is never acknowledged, even when
+// the offsets it waits for are filled again by later appends and fsynced
+// before the driver's recheck reloads the shard (nor is a reply revealing
+// the dropped state).
+func TestHealBeforeRecheckFailsReplies(t *testing.T) {
+	e := newEnv(t, nil, 0)
+	wait(t, e.put(t, 0, "a", "1"))
+	e.log.SetAutoSync(false)
+	lost := e.put(t, 0, "a", "2")
+	e.log.Heal(0) // the unsynced "a=2" is dropped; no recheck ran yet
+	reveal := e.get(t, 0, "a")
+	later := e.put(t, 0, "b", "3") // refills the dropped offset
+	e.log.Sync()
+	_, err := later.Wait(t.Context())
+	require.ErrorIs(t, err, coord.ErrUnavailable, "the shard's state is not its log's any more")
+	for _, r := range []*coord.Future[string]{lost, reveal} {
+		_, ok := r.Ready()
+		require.False(t, ok)
+		_, err := r.Wait(t.Context())
+		require.ErrorIs(t, err, coord.ErrUnavailable)
+	}
+	e.rt.Recheck()
+	require.Equal(t, "1", wait(t, e.get(t, 0, "a")))
 }

@@ -36,7 +36,11 @@ type Shard struct {
 	failures, skip int
 	gen            uint64 // Storage.Generation the state was replayed from
 	last           int64  // last offset appended or replayed; -1: none
-	lastErr        error  // failure of the last append, if it failed
+	// lastErr is the first append failure since the replay: the State
+	// may have applied what the append was to write, so from then on no
+	// reply is released and nothing is appended, until Recheck replays
+	// the partition (the log's state, not the memory's).
+	lastErr error
 
 	inOp bool
 	// completions are the Futures completed during the operation under
@@ -90,6 +94,9 @@ func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err erro
 	if s.status != statusActive {
 		return 0, fmt.Errorf("%w: %s-%d is not served", ErrUnavailable, s.cfg.Topic, s.p)
 	}
+	if s.lastErr != nil {
+		return 0, fmt.Errorf("%w: %s-%d is to be replayed after a failed append: %v", ErrUnavailable, s.cfg.Topic, s.p, s.lastErr)
+	}
 	b := buildBatch(now.UnixMilli(), recs)
 	if len(b) > s.cfg.MaxBatchBytes {
 		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
@@ -99,7 +106,7 @@ func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err erro
 		s.lastErr = err
 		return 0, fmt.Errorf("%w: appending to %s-%d: %v", ErrUnavailable, s.cfg.Topic, s.p, err)
 	}
-	s.last, s.lastErr = last, nil
+	s.last = last
 	return last, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -94,9 +93,10 @@ func (c *Coordinator) SetTopics(topics []TopicInfo) {
 }
 
 // Start replays the offsets topic, if it exists, in the background (a
-// shard per partition) and then runs the driver until Close. A group's
-// requests are answered COORDINATOR_LOAD_IN_PROGRESS until its partition
-// is replayed.
+// shard per partition) and then runs the driver until Close. Group
+// requests are answered COORDINATOR_LOAD_IN_PROGRESS until every
+// partition found here is replayed (or failed to be): a group's records
+// need not be in its hash partition after the topic grew (route).
 func (c *Coordinator) Start() {
 	c.startOnce.Do(func() {
 		n := c.store.Partitions()
@@ -149,10 +149,21 @@ func (c *Coordinator) Ready() error {
 	switch {
 	case closed:
 		return fmt.Errorf("%w: shutting down", ErrCoordinatorNotAvailable)
-	case c.rt.Loading():
+	case !c.loaded() || c.rt.Loading():
 		return fmt.Errorf("%w: replaying %s", ErrCoordinatorLoadInProgress, OffsetsTopic)
 	}
 	return nil
+}
+
+// loaded reports whether the partitions Start found have been replayed
+// (or failed to and are retried).
+func (c *Coordinator) loaded() bool {
+	select {
+	case <-c.rt.Loaded():
+		return true
+	default:
+		return false
+	}
 }
 
 // EnsureTopic creates the offsets topic if it does not exist yet; group
@@ -231,6 +242,13 @@ func (c *Coordinator) route(group string) (int32, error) {
 	if p, ok := c.homes[group]; ok {
 		return p, nil
 	}
+	if !c.loaded() {
+		// After the topic grew, a group's records may be in another
+		// partition than its hash one, which is only known once that one
+		// is replayed (setHome): serving the group from its hash partition
+		// meanwhile would hide, once it is, what was acknowledged there.
+		return 0, fmt.Errorf("%w: replaying %s", ErrCoordinatorLoadInProgress, OffsetsTopic)
+	}
 	return PartitionFor(group, c.nparts), nil
 }
 
@@ -246,13 +264,6 @@ func (c *Coordinator) setHome(group string, p int32) bool {
 		c.homes[group] = p
 	}
 	return true
-}
-
-// dropHomes forgets the routes to partition p (its shard unloaded).
-func (c *Coordinator) dropHomes(p int32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	maps.DeleteFunc(c.homes, func(_ string, q int32) bool { return q == p })
 }
 
 // do runs op on group's shard; the error says why it did not run.
@@ -275,6 +286,7 @@ func (c *Coordinator) TopicDeleted(topic string) {
 	if topic == OffsetsTopic {
 		c.mu.Lock()
 		c.nparts = 0
+		clear(c.homes) // a topic created again starts with empty partitions
 		c.mu.Unlock()
 		c.rt.UnloadAll(fmt.Errorf("%w: %s was deleted", ErrCoordinatorNotAvailable, OffsetsTopic))
 		c.log.Warn("the offsets topic was deleted; all committed offsets and group metadata are gone", "topic", OffsetsTopic)

@@ -647,6 +647,15 @@ func TestCoordinatorStorageFailure(t *testing.T) {
 	res, err := c.FetchOffsets(FetchRequest{Group: "g", MemberEpoch: -1}).Wait(t.Context())
 	require.ErrorIs(t, err, ErrCoordinatorNotAvailable)
 	require.Empty(t, res.Topics, "a failed commit is not applied")
+
+	// The log works again, but the shard's state may be ahead of it (a
+	// rebalance is applied before its metadata is appended): it serves
+	// again only once replayed.
+	store.FailWith(nil)
+	require.ErrorIs(t, commit(c, "g", -1, "", map[int32]int64{0: 2})[0][0], ErrCoordinatorNotAvailable)
+	c.rt.Recheck()
+	require.NoError(t, commit(c, "g", -1, "", map[int32]int64{0: 3})[0][0])
+	require.EqualValues(t, 3, fetched(t, c, "g")["t/0"].Offset)
 }
 
 func TestCoordinatorCloseAnswersParkedRequests(t *testing.T) {
@@ -712,4 +721,83 @@ func TestCoordinatorPartitionMovesAndComesBack(t *testing.T) {
 
 	require.NoError(t, c.LoadPartition(PartitionFor(a, 4)))
 	require.EqualValues(t, 7, fetched(t, c, a)["t/0"].Offset)
+}
+
+// gatedPartition holds the replay of one partition until released.
+type gatedPartition struct {
+	*coordtest.MemLog
+	part int32
+	gate chan struct{}
+}
+
+func (s *gatedPartition) Read(p int32, offset int64, maxBytes int) ([]byte, error) {
+	if p == s.part {
+		<-s.gate
+	}
+	return s.MemLog.Read(p, offset, maxBytes)
+}
+
+// grownTopic returns a coordinator whose offsets topic grew from 3 to 4
+// partitions, and a group g whose offset (t-0 at 7) is in partition 2, its
+// hash partition with 3, not with 4. The replay of partition 2 waits
+// for release.
+func grownTopic(t *testing.T) (c *Coordinator, g string, mem *coordtest.MemLog, release func()) {
+	g = "ga"
+	for i := 0; PartitionFor(g, 3) != 2 || PartitionFor(g, 4) >= 2; i++ {
+		g = fmt.Sprintf("g%d", i)
+	}
+	now := time.Unix(1_000_000, 0)
+	mem = coordtest.NewMemLog()
+	_, _ = mem.Create(t.Context(), 4)
+	e := &offsetEntry{offset: 7, leaderEpoch: -1, commitTime: now.UnixMilli(), expireTime: -1, topicID: tid("t")}
+	_, err := mem.Append(2, testBatch(now, batch.Record{Key: encodeOffsetKey(g, "t", 0), Value: encodeOffsetValue(e)}))
+	require.NoError(t, err)
+
+	store := &gatedPartition{MemLog: mem, part: 2, gate: make(chan struct{})}
+	cfg := testConfig()
+	cfg.Now, cfg.TickInterval = func() time.Time { return now }, time.Hour
+	c, err = New(cfg, store)
+	require.NoError(t, err)
+	c.SetTopics(testTopics)
+	c.Start()
+	t.Cleanup(func() { _ = c.Close() })
+	var once sync.Once
+	release = func() { once.Do(func() { close(store.gate) }) }
+	t.Cleanup(release) // before Close, which waits for the replay
+	return c, g, mem, release
+}
+
+// After the offsets topic grew, a group's records may live in a partition
+// other than its hash one. While that partition is still replaying, the
+// group must not be served from its (already replayed) hash partition: a
+// commit acknowledged there would be hidden once the old partition's copy
+// is routed to.
+func TestGroupOutsideItsHashPartitionWaitsForItsReplay(t *testing.T) {
+	c, g, mem, release := grownTopic(t)
+	// Partitions 0 and 1 are replayed (both empty) before 2, which holds.
+	require.Eventually(t, func() bool { return c.rt.Status(PartitionFor(g, 4)) == nil }, 10*time.Second, time.Millisecond)
+	require.ErrorIs(t, commit(c, g, -1, "", map[int32]int64{0: 9})[0][0], ErrCoordinatorLoadInProgress)
+	_, err := fetch(c, FetchRequest{Group: g, MemberEpoch: -1})
+	require.ErrorIs(t, err, ErrCoordinatorLoadInProgress)
+
+	release()
+	<-c.Loaded()
+	require.EqualValues(t, 7, fetched(t, c, g)["t/0"].Offset)
+	require.NoError(t, commit(c, g, -1, "", map[int32]int64{0: 9})[0][0])
+	require.EqualValues(t, 9, fetched(t, c, g)["t/0"].Offset)
+	_, n := mem.Batches(2, 0)
+	require.Equal(t, 2, n, "the commit went to the partition holding the group")
+}
+
+// The same while the partition holding the group is unloaded (it moved,
+// or the runtime reloads it after a heal or a failed append): the group
+// stays routed there, not to its hash partition.
+func TestGroupOutsideItsHashPartitionKeepsItsHomeWhileUnloaded(t *testing.T) {
+	c, g, _, release := grownTopic(t)
+	release()
+	<-c.Loaded()
+	c.UnloadPartition(2)
+	require.ErrorIs(t, commit(c, g, -1, "", map[int32]int64{0: 9})[0][0], ErrNotCoordinator)
+	require.NoError(t, c.LoadPartition(2))
+	require.EqualValues(t, 7, fetched(t, c, g)["t/0"].Offset)
 }

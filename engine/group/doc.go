@@ -45,11 +45,16 @@
 //   - A response that reveals coordinator state (a commit acknowledgement,
 //     fetched offsets, a join or sync result) is sent only after every
 //     record its shard appended before it is durable: the reply is a
-//     coord.Future, so no handler can skip the wait.
+//     coord.Future, so no handler can skip the wait. After a failed
+//     append the shard answers COORDINATOR_NOT_AVAILABLE until the runtime
+//     replays it: a rebalance is applied before its metadata is appended,
+//     so memory may hold what the log lacks.
 //   - In-memory state is applied in log order, the same order replay uses,
 //     so a restart rebuilds exactly the acknowledged state.
 //   - A group is served only from a shard replayed from the whole of its
-//     partition: while it loads its requests are answered
+//     partition: while it loads (and at start, until every partition is
+//     replayed, since a group may live outside its hash partition after
+//     the topic grew) its requests are answered
 //     COORDINATOR_LOAD_IN_PROGRESS, while its partition cannot be read
 //     COORDINATOR_NOT_AVAILABLE (and the replay is retried with backoff),
 //     and for a partition this node does not host NOT_COORDINATOR.

@@ -22,9 +22,10 @@ type shard struct {
 	sh     *coord.Shard
 	p      int32
 	// home records where groups found outside their hash partition live
-	// (the topic grew); unhome forgets them when the shard unloads.
-	home   func(group string, p int32) bool
-	unhome func(p int32)
+	// (the topic grew). The routes outlive the shard: while it is unloaded
+	// (moved, or being replayed again) its groups must not be served from
+	// their hash partitions.
+	home func(group string, p int32) bool
 
 	groups    map[string]*Group
 	deadlines map[string]time.Time // groups with timeouts pending
@@ -33,7 +34,7 @@ type shard struct {
 
 func (c *Coordinator) newShard(sh *coord.Shard) *shard {
 	return &shard{cfg: &c.cfg, log: c.log, topics: c.topics.Load, sh: sh, p: sh.Partition(),
-		home: c.setHome, unhome: c.dropHomes,
+		home:   c.setHome,
 		groups: map[string]*Group{}, deadlines: map[string]time.Time{}}
 }
 
@@ -115,7 +116,6 @@ func (s *shard) Unload(err error) {
 		g.kind.failAll(err)
 	}
 	s.groups, s.deadlines = map[string]*Group{}, map[string]time.Time{}
-	s.unhome(s.p)
 }
 
 // Tick implements coord.State: the timeouts due at now and, when due, the
