@@ -205,12 +205,8 @@ func (c *conn) handleOffsetDelete(r *request) (kmsg.Response, func() kmsg.Respon
 		topics = append(topics, ft)
 	}
 	return answer(c, groups.DeleteOffsets(req.Group, topics), func(res group.DeleteOffsetsResult, err error) kmsg.Response {
-		if res.Err != nil {
-			resp.ErrorCode = c.errCode(res.Err)
-			return resp
-		}
-		if res.Partitions == nil { // the connection is gone: never written
-			resp.ErrorCode = c.errCode(err)
+		if res.Err != nil || res.Partitions == nil { // refused, or the connection is gone
+			resp.ErrorCode = c.errCode(firstErr(res.Err, err))
 			return resp
 		}
 		for i, t := range topics {
