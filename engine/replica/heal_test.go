@@ -364,7 +364,7 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 
 // A heal opens offline partitions one by one, and a topic delete waits
 // only for an open of its own partitions: not for a queue of other
-// topics' opens (the delete runs in the metadata apply, so every metadata
+// topics' opens (the delete runs in the metadata reconciler, so every metadata
 // change would wait for them). A partition deleted while queued is
 // skipped.
 func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {

@@ -642,7 +642,7 @@ func (b *Manager) heal(force bool) (stillDown int) {
 	for _, r := range due {
 		// Marked opening only now, just before its own open: a topic
 		// delete waits for the opens of its own partitions, never for a
-		// queue of others' (it runs in the metadata apply).
+		// queue of others' (it runs in the metadata reconciler).
 		b.mu.Lock()
 		if b.closed || b.offline[r.tp] != r.o {
 			if b.closed {
