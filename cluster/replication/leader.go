@@ -178,12 +178,12 @@ func (l *Leader) Become(now time.Time, s LeaderState) error {
 
 func (l *Leader) validate(s LeaderState) error {
 	switch {
-	case l.leading && s.LeaderEpoch < l.state.LeaderEpoch:
+	case s.LeaderEpoch < l.state.LeaderEpoch: // kept across Resign: a delayed old state stays refused
 		return fmt.Errorf("become at leader epoch %d, have %d: %w", s.LeaderEpoch, l.state.LeaderEpoch, ErrFencedLeaderEpoch)
 	case !slices.Contains(s.Replicas, l.id) || !slices.Contains(s.ISR, l.id):
 		return fmt.Errorf("leader %d not in replicas %v or ISR %v: %w", l.id, s.Replicas, s.ISR, ErrInvalidState)
-	case s.MinISR < 1 || s.LogEnd < 0 || s.HighWatermark < 0 || s.HighWatermark > s.LogEnd:
-		return fmt.Errorf("min ISR %d, log end %d, HW %d: %w", s.MinISR, s.LogEnd, s.HighWatermark, ErrInvalidState)
+	case s.LeaderEpoch < 0 || s.PartitionEpoch < 0 || s.MinISR < 1 || s.LogEnd < 0 || s.HighWatermark < 0 || s.HighWatermark > s.LogEnd:
+		return fmt.Errorf("epochs %d/%d, min ISR %d, log end %d, HW %d: %w", s.LeaderEpoch, s.PartitionEpoch, s.MinISR, s.LogEnd, s.HighWatermark, ErrInvalidState)
 	}
 	for i, id := range s.Replicas {
 		if slices.Contains(s.Replicas[:i], id) {
@@ -199,7 +199,8 @@ func (l *Leader) validate(s LeaderState) error {
 }
 
 // Resign ends the leadership (this node became a follower or lost the
-// replica): every later input is refused with ErrNotLeader until Become.
+// replica): every later input is refused with ErrNotLeader until Become,
+// which must then carry at least the last leader epoch seen.
 func (l *Leader) Resign() { l.leading, l.pending, l.followers = false, nil, nil }
 
 // Appended records the leader's durable log end offset (after an fsync). It
