@@ -61,6 +61,7 @@ var (
 	ErrUnknownLeaderEpoch           = errors.New("replication: leader epoch is newer than the current one")
 	ErrOffsetOutOfRange             = errors.New("replication: offset outside the leader's log")
 	ErrInvalidState                 = errors.New("replication: invalid leader state")
+	ErrStaleState                   = errors.New("replication: controller state older than the one held")
 	ErrNotEnoughReplicas            = errors.New("replication: ISR smaller than min.insync.replicas")
 	ErrNotEnoughReplicasAfterAppend = errors.New("replication: ISR shrank below min.insync.replicas after the append")
 	ErrNoPendingChange              = errors.New("replication: no ISR change in flight")
@@ -124,20 +125,22 @@ func New(id int32, maxLag time.Duration) *Leader {
 }
 
 // Become installs the controller's state. A newer leader epoch starts a new
-// leadership: follower state is reset (ISR members count as caught up at
-// now, others as never) and any change in flight is dropped. The same
-// epoch with a newer or equal partition epoch updates the ISR and
+// leadership: the followers' ends are forgotten, ISR members count as
+// caught up at now, others as never, and any change in flight is dropped.
+// The same leader epoch with a newer partition epoch updates the ISR and
 // assignment (the controller's state wins over a pending change, which is
-// dropped) and keeps what is known of the followers; the same epochs again
+// dropped), keeps the followers' ends and restarts their lag clocks as a
+// new leadership does (Kafka does not forget the ends when it stays
+// leader across an epoch bump; this is more cautious). The same epochs again
 // only update min.insync.replicas. An older state is refused with
-// ErrFencedLeaderEpoch and changes nothing.
+// ErrStaleState and changes nothing.
 func (l *Leader) Become(now time.Time, s LeaderState) error {
 	if err := l.validate(s); err != nil {
 		return err
 	}
 	newEpoch := !l.leading || s.LeaderEpoch > l.state.LeaderEpoch
 	if !newEpoch && s.PartitionEpoch < l.state.PartitionEpoch {
-		return fmt.Errorf("become at partition epoch %d, have %d: %w", s.PartitionEpoch, l.state.PartitionEpoch, ErrFencedLeaderEpoch)
+		return fmt.Errorf("become at partition epoch %d, have %d: %w", s.PartitionEpoch, l.state.PartitionEpoch, ErrStaleState)
 	}
 	if !newEpoch && s.PartitionEpoch == l.state.PartitionEpoch {
 		// The same ISR state again (a config change, a replayed delta): only
@@ -151,26 +154,32 @@ func (l *Leader) Become(now time.Time, s LeaderState) error {
 		l.epochStart = s.LogEnd
 		l.logEnd = s.LogEnd
 		l.hw = s.HighWatermark
-	} else {
-		if s.LogEnd > l.logEnd {
-			l.logEnd = s.LogEnd
-		}
-		for id := range l.followers {
-			if !slices.Contains(s.Replicas, id) {
-				delete(l.followers, id)
-			}
-		}
+	} else if s.LogEnd > l.logEnd {
+		l.logEnd = s.LogEnd
 	}
+	// As Kafka's resetReplicaState: an ISR member gets a full lag period
+	// from now to fetch (the controller just said it is in sync), a
+	// non-member must fetch before it counts as caught up. A new leadership
+	// also forgets the followers' ends: they were measured against another
+	// epoch's log, whose tail a follower may still have to truncate.
+	followers := make(map[int32]*follower, len(s.Replicas))
 	for _, id := range s.Replicas {
-		if id == l.id || l.followers[id] != nil {
+		if id == l.id {
 			continue
 		}
-		f := &follower{logEnd: -1}
-		if slices.Contains(s.ISR, id) {
-			f.lastCaughtUp = now // as Kafka: an ISR member gets a full lag period to fetch
+		f := l.followers[id]
+		if f == nil {
+			f = &follower{logEnd: -1, lastFetchLeaderEnd: -1}
+		} else {
+			f.lastFetchLeaderEnd = l.logEnd
 		}
-		l.followers[id] = f
+		f.lastFetch, f.lastCaughtUp = time.Time{}, time.Time{}
+		if slices.Contains(s.ISR, id) {
+			f.lastFetch, f.lastCaughtUp = now, now
+		}
+		followers[id] = f
 	}
+	l.followers = followers
 	l.leading, l.state, l.pending = true, s, nil
 	l.advanceHW()
 	return nil
@@ -179,7 +188,7 @@ func (l *Leader) Become(now time.Time, s LeaderState) error {
 func (l *Leader) validate(s LeaderState) error {
 	switch {
 	case s.LeaderEpoch < l.state.LeaderEpoch: // kept across Resign: a delayed old state stays refused
-		return fmt.Errorf("become at leader epoch %d, have %d: %w", s.LeaderEpoch, l.state.LeaderEpoch, ErrFencedLeaderEpoch)
+		return fmt.Errorf("become at leader epoch %d, have %d: %w", s.LeaderEpoch, l.state.LeaderEpoch, ErrStaleState)
 	case !slices.Contains(s.Replicas, l.id) || !slices.Contains(s.ISR, l.id):
 		return fmt.Errorf("leader %d not in replicas %v or ISR %v: %w", l.id, s.Replicas, s.ISR, ErrInvalidState)
 	case s.LeaderEpoch < 0 || s.PartitionEpoch < 0 || s.MinISR < 1 || s.LogEnd < 0 || s.HighWatermark < 0 || s.HighWatermark > s.LogEnd:
@@ -244,7 +253,7 @@ func (l *Leader) FollowerFetched(now time.Time, replica int32, fetchOffset int64
 	switch {
 	case fetchOffset >= l.logEnd:
 		f.lastCaughtUp = later(f.lastCaughtUp, now)
-	case fetchOffset >= f.lastFetchLeaderEnd && !f.lastFetch.IsZero():
+	case fetchOffset >= f.lastFetchLeaderEnd: // a zero lastFetch changes nothing
 		f.lastCaughtUp = later(f.lastCaughtUp, f.lastFetch)
 	}
 	f.logEnd = fetchOffset
