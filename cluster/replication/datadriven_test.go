@@ -12,7 +12,7 @@ import (
 )
 
 // TestDataDriven runs the scenarios in testdata/: one Leader (node 1,
-// replica.lag.time.max.ms 30s unless new says otherwise) and a clock that
+// replica.lag.time.max.ms 30s) and a clock that
 // moves only by tick. Every command prints its error, if any, then the
 // state: HW, leader log end, committed ISR, maximal ISR, the change in
 // flight. Run with -rewrite to regenerate the expected output after a
@@ -20,11 +20,11 @@ import (
 //
 // Commands (arguments are key=value; lists are comma-separated):
 //
-//	new [id=1] [lag=30s]
 //	become replicas= isr= epoch= [pepoch=0] [min=1] [leo=0] [hw=0]
 //	append leo=                the leader's durable end
 //	fetch r= off= [epoch=]     a follower's fetch (epoch: the current one)
 //	tick [<duration>]          advance the clock, then run the lag check
+//	                           (lag: a follower's end below the leader's for over 30s)
 //	alter accepted|rejected [isr=] [epoch=] [pepoch=]
 //	                           the controller's answer; accepted defaults to the
 //	                           pending ISR at pepoch+1, rejected to no state
@@ -47,17 +47,6 @@ func (h *ddHarness) run(t *testing.T, d *datadriven.TestData) string {
 	var err error
 	var out strings.Builder
 	switch d.Cmd {
-	case "new":
-		id, lag := int32(1), 30*time.Second
-		if d.HasArg("id") {
-			id = int32(intArg(t, d, "id"))
-		}
-		if d.HasArg("lag") {
-			var s string
-			d.ScanArgs(t, "lag", &s)
-			lag = dur(t, s)
-		}
-		h.l = New(id, lag)
 	case "become":
 		s := LeaderState{Replicas: idsArg(t, d, "replicas"), ISR: idsArg(t, d, "isr"),
 			LeaderEpoch: int32(intArg(t, d, "epoch")), MinISR: 1}
