@@ -3,8 +3,8 @@
 // (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log),
 // the coordinator runtime (engine/coord, which coordinators such as
 // engine/group build on) and the shared leaves (net/protoext,
-// internal/when, cluster/metadata) import no other MoonMQ package but each
-// other as listed; net/client never imports engine; net/kafka never
+// internal/when, cluster/metadata, cluster/replication) import no other
+// MoonMQ package but each other as listed; net/client never imports engine; net/kafka never
 // imports cluster/controller (it sees cluster/metadata);
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster); the
@@ -55,7 +55,8 @@ func TestDependencyDirection(t *testing.T) {
 // TestStorageLeaves: the storage packages stay small and self-contained, so
 // they can be read, tested and fuzzed alone. The other leaves are shared
 // by parts that must not import each other: net/protoext by the broker and
-// the client, internal/when (the time forms people type) by mql and tui.
+// the client, internal/when (the time forms people type) by mql and tui;
+// cluster/replication is a pure protocol core, tested alone.
 func TestStorageLeaves(t *testing.T) {
 	leaves := map[string][]string{ // package: the MoonMQ packages it may import
 		"./engine/vfs":         nil,
@@ -70,6 +71,11 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/syncbuf":   nil,
 		"./internal/when":      nil,
 		"./cluster/metadata":   nil,
+
+		// The replication core decides (ISR, high watermark, acks=all)
+		// from inputs; engine/replica and node feed it and carry its
+		// decisions, so it imports neither.
+		"./cluster/replication": nil,
 
 		// The coordinator runtime knows records, not what they mean: a
 		// group or transaction coordinator builds on it, never the
