@@ -106,8 +106,14 @@ func TestSlowReconcilerDoesNotBlockApply(t *testing.T) {
 func TestReadyWaitsForReconciliation(t *testing.T) {
 	ctrl, b, r := reconcilerFixture(t)
 	ctx := testCtx(t)
-	_, err := ctrl.CreateTopic(short(t, ctx), "t", 1, 1, nil, false) // the reconciler is not running: the answer waits out the deadline
-	require.NoError(t, err)
+	// The reconciler is not running: the answer waits until it reconciled
+	// the create; the change is committed before that.
+	created := make(chan error, 1)
+	go func() {
+		_, err := ctrl.CreateTopic(ctx, "t", 1, 1, nil, false)
+		created <- err
+	}()
+	require.Eventually(t, func() bool { _, ok := ctrl.Topic("t"); return ok }, 30*time.Second, time.Millisecond)
 	g := newGate()
 	r.beforeApply = g.hold
 	r.start()
@@ -126,6 +132,7 @@ func TestReadyWaitsForReconciliation(t *testing.T) {
 	require.True(t, hosted(b, "t", 0))
 	ok, _ = readiness(false, n.reconcileErr(), nil, nil, nil)
 	require.True(t, ok)
+	require.NoError(t, <-created)
 }
 
 // Ready is closed once the group coordinator loaded, not before.
@@ -252,12 +259,6 @@ func TestOpenPreviousReleaseDataDir(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "new", Value: []byte("x")}).FirstErr(),
 		"a produce right after CreateTopics finds the partition")
-}
-
-func short(t *testing.T, ctx context.Context) context.Context {
-	ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // A topic deleted and created again under the same name while the node
