@@ -259,7 +259,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.ready = make(chan struct{})
 	readyCtx, stopReady := context.WithCancel(context.Background())
 	n.closers = append(n.closers, stopReady)
-	go closeWhenReady(readyCtx, n.ready, groups.Loaded(), rec, n.startIndex)
+	// The reconciler is past startIndex already (waited above): only the
+	// coordinator's replay is left.
+	go closeWhenLoaded(readyCtx, n.ready, groups.Loaded())
 
 	handedOver = true
 	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups), ctrl, b)
@@ -306,12 +308,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 // come and go.)
 func (n *Node) Ready() <-chan struct{} { return n.ready }
 
-// closeWhenReady closes ready once loaded is closed and rec reconciled
-// index, unless ctx ends first (the node closed).
-func closeWhenReady(ctx context.Context, ready chan<- struct{}, loaded <-chan struct{}, rec *reconciler, index uint64) {
-	if rec.wait(ctx, index) != nil {
-		return
-	}
+// closeWhenLoaded closes ready once loaded is closed, unless ctx ends
+// first (the node closed). Open calls it only after the reconciler hosted
+// what the metadata said at start.
+func closeWhenLoaded(ctx context.Context, ready chan<- struct{}, loaded <-chan struct{}) {
 	select {
 	case <-loaded:
 		close(ready)

@@ -135,6 +135,10 @@ func (r *reconciler) apply(d metadata.Delta) {
 			r.hostTopic(ch.Topic)
 		case *metadata.PartitionChanged:
 			t := r.topics[ch.Topic]
+			t.Name, t.ID = ch.Topic, ch.TopicID
+			// t's partitions may be an earlier delta's, which every
+			// subscription shares: copy before writing.
+			t.Partitions = slices.Clone(t.Partitions)
 			for len(t.Partitions) <= int(ch.Partition.ID) {
 				t.Partitions = append(t.Partitions, metadata.Partition{ID: int32(len(t.Partitions))})
 			}

@@ -100,13 +100,20 @@ func TestSlowReconcilerDoesNotBlockApply(t *testing.T) {
 	require.True(t, hosted(b, "t", 1))
 }
 
-// The node is ready only once it reconciled the index the metadata had
-// at start (and the coordinator loaded), and /readyz says why not.
+// /readyz says the node is not ready until it reconciled the index the
+// metadata had at start. (Open waits for that before it starts
+// closeWhenLoaded.)
 func TestReadyWaitsForReconciliation(t *testing.T) {
 	ctrl, b, r := reconcilerFixture(t)
 	ctx := testCtx(t)
-	_, err := ctrl.CreateTopic(short(t, ctx), "t", 1, 1, nil, false) // the reconciler is not running: the answer waits out the deadline
-	require.NoError(t, err)
+	// The reconciler is not running: the answer waits until it reconciled
+	// the create; the change is committed before that.
+	created := make(chan error, 1)
+	go func() {
+		_, err := ctrl.CreateTopic(ctx, "t", 1, 1, nil, false)
+		created <- err
+	}()
+	require.Eventually(t, func() bool { _, ok := ctrl.Topic("t"); return ok }, 30*time.Second, time.Millisecond)
 	g := newGate()
 	r.beforeApply = g.hold
 	r.start()
@@ -115,34 +122,41 @@ func TestReadyWaitsForReconciliation(t *testing.T) {
 	start := ctrl.AppliedIndex()
 	require.Less(t, image.Index, start, "subscribed before the create: the image, then its delta")
 
-	loaded := make(chan struct{})
-	close(loaded)
-	ready := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		closeWhenReady(ctx, ready, loaded, r, start)
-	}()
 	n := &Node{rec: r, startIndex: start}
 	ok, why := readiness(false, n.reconcileErr(), nil, nil, nil)
 	require.False(t, ok)
 	require.Contains(t, why, "metadata not applied yet")
-	select {
-	case <-ready:
-		t.Fatal("ready before the image was reconciled")
-	default:
-	}
 
 	close(g.release)
+	require.NoError(t, r.wait(ctx, start))
+	require.True(t, hosted(b, "t", 0))
+	ok, _ = readiness(false, n.reconcileErr(), nil, nil, nil)
+	require.True(t, ok)
+	require.NoError(t, <-created)
+}
+
+// Ready is closed once the group coordinator loaded, not before.
+func TestReadyWaitsForGroupsLoaded(t *testing.T) {
+	ctx := testCtx(t)
+	loaded := make(chan struct{})
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closeWhenLoaded(ctx, ready, loaded)
+	}()
+	select {
+	case <-ready:
+		t.Fatal("ready before the coordinator loaded")
+	default:
+	}
+	close(loaded)
 	select {
 	case <-ready:
 	case <-ctx.Done():
 		t.Fatal("never ready")
 	}
 	<-done
-	require.True(t, hosted(b, "t", 0))
-	ok, _ = readiness(false, n.reconcileErr(), nil, nil, nil)
-	require.True(t, ok)
 }
 
 // The reconciler applies each kind of change, and an image (after a Raft
@@ -245,12 +259,6 @@ func TestOpenPreviousReleaseDataDir(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Topic: "new", Value: []byte("x")}).FirstErr(),
 		"a produce right after CreateTopics finds the partition")
-}
-
-func short(t *testing.T, ctx context.Context) context.Context {
-	ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // A topic deleted and created again under the same name while the node
