@@ -59,8 +59,9 @@ type Storage interface {
 type State interface {
 	// Replay applies one record of the partition, in log order, while the
 	// shard loads; false if the record could not be decoded (it is
-	// skipped and counted).
-	Replay(r batch.Record) bool
+	// skipped and counted). now is the time the replay began, one for
+	// the whole replay.
+	Replay(now time.Time, r batch.Record) bool
 	// Activate runs once the replay is complete, as the shard's first
 	// operation (it may append, e.g. to purge what replay found stale).
 	Activate(now time.Time)
@@ -283,8 +284,9 @@ func recheckBackoff(n int) int { return min(1<<min(n, 5)-1, maxRecheckSkip) }
 // replay loads s's partition into a fresh state and, if the whole
 // partition could be read, serves it; otherwise s is marked down.
 func (r *Runtime[S]) replay(s *slot[S]) error {
-	state := r.newState(s.Shard)
-	gen, end, skipped, err := replayInto(r.store, s.p, r.cfg.Topic, r.log, state.Replay)
+	state, now := r.newState(s.Shard), r.cfg.Now()
+	gen, end, skipped, err := replayInto(r.store, s.p, r.cfg.Topic, r.log,
+		func(rec batch.Record) bool { return state.Replay(now, rec) })
 	if skipped > 0 {
 		r.log.Warn("skipped undecodable records", "topic", r.cfg.Topic, "partition", s.p, "records", skipped)
 	}

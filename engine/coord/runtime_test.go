@@ -29,7 +29,7 @@ func newKV(sh *coord.Shard) *kv {
 	return &kv{sh: sh, vals: map[string]string{}, waiters: map[string][]*coord.Future[string]{}}
 }
 
-func (s *kv) Replay(r batch.Record) bool {
+func (s *kv) Replay(_ time.Time, r batch.Record) bool {
 	if string(r.Key) == "bad" {
 		s.skipped++
 		return false

@@ -681,7 +681,7 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		cfg := testConfig()
 		s := &shard{cfg: &cfg, groups: map[string]*Group{}}
-		s.replayRecord(key, value)
+		s.replayRecord(time.Unix(0, 0), key, value)
 		_, _, _ = decodeRecord(key, value)
 	})
 }
