@@ -59,8 +59,9 @@ type Storage interface {
 type State interface {
 	// Replay applies one record of the partition, in log order, while the
 	// shard loads; false if the record could not be decoded (it is
-	// skipped and counted).
-	Replay(r batch.Record) bool
+	// skipped and counted). now is the time the replay began, one for
+	// the whole replay.
+	Replay(now time.Time, r batch.Record) bool
 	// Activate runs once the replay is complete, as the shard's first
 	// operation (it may append, e.g. to purge what replay found stale).
 	Activate(now time.Time)
@@ -276,11 +277,16 @@ func (r *Runtime[S]) Load(p int32) error {
 // tries (about 30 s at the default RecheckInterval).
 const maxRecheckSkip = 29
 
+// recheckBackoff is the rechecks to sit out after the n+1th failure in a
+// row: 0, 1, 3, 7, ... up to maxRecheckSkip.
+func recheckBackoff(n int) int { return min(1<<min(n, 5)-1, maxRecheckSkip) }
+
 // replay loads s's partition into a fresh state and, if the whole
 // partition could be read, serves it; otherwise s is marked down.
 func (r *Runtime[S]) replay(s *slot[S]) error {
-	state := r.newState(s.Shard)
-	gen, end, skipped, err := replayInto(r.store, s.p, r.cfg.Topic, r.log, state.Replay)
+	state, now := r.newState(s.Shard), r.cfg.Now()
+	gen, end, skipped, err := replayInto(r.store, s.p, r.cfg.Topic, r.log,
+		func(rec batch.Record) bool { return state.Replay(now, rec) })
 	if skipped > 0 {
 		r.log.Warn("skipped undecodable records", "topic", r.cfg.Topic, "partition", s.p, "records", skipped)
 	}
@@ -302,7 +308,7 @@ func (r *Runtime[S]) replay(s *slot[S]) error {
 		}
 		s.status, s.down = statusDown, err
 		s.failures++
-		s.skip = min(1<<min(s.failures-1, 5)-1, maxRecheckSkip)
+		s.skip = recheckBackoff(s.failures - 1)
 		return err
 	}
 	// Replayed bytes may not be fsynced yet (SIGKILL keeps the page
@@ -438,8 +444,9 @@ func (r *Runtime[S]) slots() []*slot[S] {
 }
 
 // Recheck replays the partitions that could not be replayed, once their
-// log can be read (a partition that keeps failing is tried less and less
-// often: each try replays it from its start), and reloads those whose log
+// log can be read (a partition that keeps failing, to replay or to
+// append, is tried less and less often: each try replays it from its
+// start), and reloads those whose log
 // was rewritten under the shard (its generation changed: a heal dropped
 // records that were never fsynced, so nobody was told about them, but the
 // state in memory still shows them) or whose append failed (the state may
@@ -447,8 +454,8 @@ func (r *Runtime[S]) slots() []*slot[S] {
 func (r *Runtime[S]) Recheck() {
 	for _, s := range r.slots() {
 		s.mu.Lock()
-		status, gen, failed := s.status, s.gen, s.lastErr
-		if status == statusDown && s.skip > 0 {
+		status, gen, failed, reloads := s.status, s.gen, s.lastErr, s.reloads
+		if (status == statusDown || failed != nil) && s.skip > 0 {
 			s.skip--
 			s.mu.Unlock()
 			continue
@@ -466,7 +473,10 @@ func (r *Runtime[S]) Recheck() {
 			case err == nil:
 				err = fmt.Errorf("an append failed, so its state may hold what the log lacks: %w", failed)
 			}
-			s = r.reopen(s, err)
+			if failed != nil {
+				reloads++
+			}
+			s = r.reopen(s, err, reloads)
 			if s == nil {
 				continue
 			}
@@ -481,8 +491,8 @@ func (r *Runtime[S]) Recheck() {
 }
 
 // reopen unloads a served shard to replay it again: it is replaced by a
-// loading one (nil if s was unloaded meanwhile).
-func (r *Runtime[S]) reopen(s *slot[S], why error) *slot[S] {
+// loading one (nil if s was unloaded meanwhile), which inherits reloads.
+func (r *Runtime[S]) reopen(s *slot[S], why error, reloads int) *slot[S] {
 	r.mu.Lock()
 	if r.shards[s.p] != s {
 		r.mu.Unlock()
@@ -494,7 +504,7 @@ func (r *Runtime[S]) reopen(s *slot[S], why error) *slot[S] {
 	r.log.Warn("coordinator partition unloaded to be replayed again", "topic", r.cfg.Topic, "partition", s.p, "reason", why)
 	r.unloadSlot(s, fmt.Errorf("%w: %s-%d is reloading: %v", ErrUnavailable, r.cfg.Topic, s.p, why))
 	fresh.mu.Lock()
-	fresh.status, fresh.down = statusDown, why
+	fresh.status, fresh.down, fresh.reloads = statusDown, why, reloads
 	fresh.mu.Unlock()
 	return fresh
 }

@@ -29,7 +29,7 @@ func newKV(sh *coord.Shard) *kv {
 	return &kv{sh: sh, vals: map[string]string{}, waiters: map[string][]*coord.Future[string]{}}
 }
 
-func (s *kv) Replay(r batch.Record) bool {
+func (s *kv) Replay(_ time.Time, r batch.Record) bool {
 	if string(r.Key) == "bad" {
 		s.skipped++
 		return false
@@ -286,6 +286,45 @@ func TestAppendFailure(t *testing.T) {
 	require.Empty(t, wait(t, e.get(t, 0, "x")), "replayed from the log")
 	require.Empty(t, wait(t, e.get(t, 0, "a")), "the failed put was not applied")
 	wait(t, e.put(t, 0, "b", "2"))
+}
+
+// A log that reads but cannot be written is not replayed whole at every
+// recheck: each failed append after a reload waits longer for the next
+// one, and an append that succeeds ends the backoff.
+func TestAppendFailureReloadBackoff(t *testing.T) {
+	mem := coordtest.NewMemLog()
+	_, _ = mem.Create(t.Context(), 1)
+	_, err := mem.Append(0, testBatch("a", "1"))
+	require.NoError(t, err)
+	store := &countingReads{MemLog: mem}
+	rt := coord.New(coord.Config{Topic: "__state", TickInterval: time.Hour, RecheckInterval: time.Hour}, store, newKV)
+	defer rt.Close()
+	rt.Start([]int32{0})
+	<-rt.Loaded()
+	e := &env{log: mem, rt: rt}
+	mem.FailWith(errors.New("disk on fire"))
+
+	var tries []int
+	for i := 1; i <= 40; i++ {
+		e.put(t, 0, "k", "v")
+		before := store.reads.Load()
+		rt.Recheck()
+		if store.reads.Load() > before {
+			tries = append(tries, i)
+		}
+	}
+	require.Equal(t, []int{1, 3, 7, 15, 31}, tries, "rechecks that replayed the partition")
+
+	mem.FailWith(nil)
+	for range 30 {
+		rt.Recheck()
+	}
+	wait(t, e.put(t, 0, "k", "v"))
+	mem.FailWith(errors.New("disk on fire again"))
+	e.put(t, 0, "k", "w")
+	before := store.reads.Load()
+	rt.Recheck()
+	require.Greater(t, store.reads.Load(), before, "a successful append reset the backoff")
 }
 
 // An operation holding one shard does not hold up another's.

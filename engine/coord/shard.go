@@ -41,6 +41,12 @@ type Shard struct {
 	// reply is released and nothing is appended, until Recheck replays
 	// the partition (the log's state, not the memory's).
 	lastErr error
+	// reloads counts the replays forced by failed appends in a row; a
+	// fresh shard inherits it, an append that succeeds resets it. It
+	// spaces the next reload (skip), as failures does for a down shard:
+	// a log that reads but cannot be written is otherwise replayed whole
+	// at every recheck.
+	reloads int
 
 	inOp bool
 	// completions are the Futures completed during the operation under
@@ -103,10 +109,10 @@ func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err erro
 	}
 	last, err = s.store.Append(s.p, b)
 	if err != nil {
-		s.lastErr = err
+		s.lastErr, s.skip = err, recheckBackoff(s.reloads)
 		return 0, fmt.Errorf("%w: appending to %s-%d: %v", ErrUnavailable, s.cfg.Topic, s.p, err)
 	}
-	s.last = last
+	s.last, s.reloads = last, 0
 	return last, nil
 }
 

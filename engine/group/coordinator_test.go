@@ -234,17 +234,26 @@ func groupsOnTwoPartitions(n int32) (string, string) {
 	}
 }
 
+// committedOnTwoPartitions starts a coordinator on a 4-partition offsets
+// topic and commits offset 7 for group a and 9 for group b, whose records
+// go to different partitions.
+func committedOnTwoPartitions(t *testing.T) (*coordtest.MemLog, *clock, *Coordinator, string, string) {
+	t.Helper()
+	store := coordtest.NewMemLog()
+	clk := &clock{now: time.Unix(1_000_000, 0)}
+	c := startCoordinator(t, store, clk, testTopics)
+	require.NoError(t, c.EnsureTopic(t.Context()))
+	a, b := groupsOnTwoPartitions(4)
+	require.NoError(t, commit(c, a, -1, "", map[int32]int64{0: 7})[0][0])
+	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
+	return store, clk, c, a, b
+}
+
 // A partition that cannot be replayed makes only its own groups
 // unavailable, and is replayed once it can be read (issue 10 finding 7: one
 // offline offsets partition used to disable every group until a restart).
 func TestCoordinatorFailedReplayIsRetried(t *testing.T) {
-	store := coordtest.NewMemLog()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(context.Background()))
-	a, b := groupsOnTwoPartitions(4)
-	require.NoError(t, commit(c, a, -1, "", map[int32]int64{0: 7})[0][0])
-	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
+	store, clk, c, a, b := committedOnTwoPartitions(t)
 	require.NoError(t, c.Close())
 
 	store.FailReads(PartitionFor(b, 4), errors.New("bad sector"))
@@ -681,7 +690,7 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		cfg := testConfig()
 		s := &shard{cfg: &cfg, groups: map[string]*Group{}}
-		s.replayRecord(key, value)
+		s.replayRecord(time.Unix(0, 0), key, value)
 		_, _, _ = decodeRecord(key, value)
 	})
 }
@@ -699,13 +708,7 @@ func testBatch(now time.Time, recs ...batch.Record) []byte {
 // answered NOT_COORDINATOR (a parked join too) while another node
 // coordinates them, and replayed from the log when it comes back.
 func TestCoordinatorPartitionMovesAndComesBack(t *testing.T) {
-	store := coordtest.NewMemLog()
-	clk := &clock{now: time.Unix(1_000_000, 0)}
-	c := startCoordinator(t, store, clk, testTopics)
-	require.NoError(t, c.EnsureTopic(t.Context()))
-	a, b := groupsOnTwoPartitions(4)
-	require.NoError(t, commit(c, a, -1, "", map[int32]int64{0: 7})[0][0])
-	require.NoError(t, commit(c, b, -1, "", map[int32]int64{0: 9})[0][0])
+	_, _, c, a, b := committedOnTwoPartitions(t)
 	req := joinReq("", "m")
 	req.Group, req.Version = a, 3
 	parked := c.JoinGroup(req)

@@ -39,10 +39,12 @@ func (c *Coordinator) newShard(sh *coord.Shard) *shard {
 }
 
 // Replay implements coord.State: one record of the partition.
-func (s *shard) Replay(r batch.Record) bool { return s.replayRecord(r.Key, r.Value) }
+func (s *shard) Replay(now time.Time, r batch.Record) bool {
+	return s.replayRecord(now, r.Key, r.Value)
+}
 
 // replayRecord applies one record; false if it could not be decoded.
-func (s *shard) replayRecord(key, value []byte) (ok bool) {
+func (s *shard) replayRecord(now time.Time, key, value []byte) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil { // kmsg decoding of hostile bytes
 			ok = false
@@ -55,7 +57,6 @@ func (s *shard) replayRecord(key, value []byte) (ok bool) {
 	if !known || r.group == "" {
 		return true
 	}
-	now := s.cfg.Now()
 	g := s.groups[r.group]
 	if r.isGroup {
 		if r.metadata == nil {
