@@ -71,6 +71,16 @@ func TestFakeTicker(t *testing.T) {
 	require.Empty(t, f.Timers())
 }
 
+// TestFakeTickerLongAdvance: an Advance across a huge number of periods
+// is one step (it used to walk every period) and still delivers one tick.
+func TestFakeTickerLongAdvance(t *testing.T) {
+	f := NewFake(t0)
+	tk := f.NewTicker(time.Nanosecond)
+	f.Advance(time.Hour)
+	require.Equal(t, t0.Add(time.Nanosecond), <-tk.C())
+	require.Equal(t, []time.Duration{time.Nanosecond}, f.Timers())
+}
+
 func TestRealClock(t *testing.T) {
 	tm := Real.NewTimer(time.Millisecond)
 	<-tm.C()
