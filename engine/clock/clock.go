@@ -230,5 +230,13 @@ var (
 	_ Ticker = fakeTicker{}
 )
 
-func (t fakeTicker) Stop()                 { t.fakeTimer.Stop() }
-func (t fakeTicker) Reset(d time.Duration) { t.fakeTimer.Reset(d) }
+func (t fakeTicker) Stop() { t.fakeTimer.Stop() }
+
+// Reset panics on a non-positive period as time.Ticker.Reset does (the
+// timer's Reset would turn the ticker into a one-shot timer instead).
+func (t fakeTicker) Reset(d time.Duration) {
+	if d <= 0 {
+		panic("clock: non-positive interval for Ticker.Reset")
+	}
+	t.fakeTimer.Reset(d)
+}

@@ -69,6 +69,7 @@ func TestFakeTicker(t *testing.T) {
 	require.Equal(t, []time.Duration{time.Minute}, f.Timers())
 	tk.Stop()
 	require.Empty(t, f.Timers())
+	require.Panics(t, func() { tk.Reset(0) }, "as time.Ticker.Reset panics")
 }
 
 // TestFakeTickerLongAdvance: an Advance across a huge number of periods
