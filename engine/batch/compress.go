@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/s2"
@@ -51,29 +52,37 @@ var (
 //
 // CompressionNone returns src itself.
 func Compress(codec int8, level int, src []byte) ([]byte, error) {
-	switch codec {
-	case CompressionNone:
+	if codec == CompressionNone {
 		return src, nil
+	}
+	return appendCompressed(nil, codec, level, src)
+}
+
+// appendCompressed appends src compressed with codec (not CompressionNone)
+// to dst, so Recompress writes the payload after the batch header it
+// keeps instead of copying it there.
+func appendCompressed(dst []byte, codec int8, level int, src []byte) ([]byte, error) {
+	switch codec {
 	case CompressionGzip:
 		if level != GzipDefaultLevel && (level < gzip.BestSpeed || level > gzip.BestCompression) {
 			return nil, fmt.Errorf("gzip level %d is not -1 or 1 to 9", level)
 		}
 		pool := &gzipWriters[level+1]
 		w, _ := pool.Get().(*gzip.Writer)
-		var buf bytes.Buffer
+		buf := bytes.NewBuffer(dst)
 		buf.Grow(len(src)/2 + 64)
 		if w == nil {
 			var err error
-			if w, err = gzip.NewWriterLevel(&buf, level); err != nil {
+			if w, err = gzip.NewWriterLevel(buf, level); err != nil {
 				return nil, err
 			}
 		} else {
-			w.Reset(&buf)
+			w.Reset(buf)
 		}
 		defer pool.Put(w)
-		return compressInto(w, &buf, src)
+		return compressInto(w, buf, src)
 	case CompressionSnappy:
-		out := make([]byte, 0, xerialPrefixLen+len(src)+len(src)/6+64)
+		out := slices.Grow(dst, xerialPrefixLen+len(src)+len(src)/6+64)
 		out = append(out, xerialHeader...)
 		out = binary.BigEndian.AppendUint32(out, 1) // version
 		out = binary.BigEndian.AppendUint32(out, 1) // compatible version
@@ -89,18 +98,18 @@ func Compress(codec int8, level int, src []byte) ([]byte, error) {
 		idx, cl := lz4Level(level)
 		pool := &lz4Writers[idx]
 		w, _ := pool.Get().(*lz4.Writer)
-		var buf bytes.Buffer
+		buf := bytes.NewBuffer(dst)
 		buf.Grow(len(src)/2 + 64)
 		if w == nil {
-			w = lz4.NewWriter(&buf)
+			w = lz4.NewWriter(buf)
 			if err := w.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false), lz4.CompressionLevelOption(cl)); err != nil {
 				return nil, fmt.Errorf("lz4 level %d: %w", level, err)
 			}
 		} else {
-			w.Reset(&buf) // keeps the options
+			w.Reset(buf) // keeps the options
 		}
 		defer pool.Put(w)
-		return compressInto(w, &buf, src)
+		return compressInto(w, buf, src)
 	case CompressionZstd:
 		l := zstd.EncoderLevelFromZstd(level)
 		pool := &zstdEncoders[l]
@@ -113,7 +122,7 @@ func Compress(codec int8, level int, src []byte) ([]byte, error) {
 			}
 		}
 		defer pool.Put(enc)
-		return enc.EncodeAll(src, make([]byte, 0, len(src)/2+64)), nil
+		return enc.EncodeAll(src, slices.Grow(dst, len(src)/2+64)), nil
 	default:
 		return nil, fmt.Errorf("unknown codec %d", codec)
 	}
@@ -155,13 +164,12 @@ func Recompress(b []byte, codec int8, level, maxDecoded int) ([]byte, error) {
 			return nil, fmt.Errorf("%w: recompressing: %v", ErrCorrupt, err)
 		}
 	}
-	payload, err := Compress(codec, level, records)
-	if err != nil {
+	var out []byte
+	if codec == CompressionNone {
+		out = append(append(make([]byte, 0, HeaderSize+len(records)), b[:HeaderSize]...), records...)
+	} else if out, err = appendCompressed(b[:HeaderSize:HeaderSize], codec, level, records); err != nil {
 		return nil, fmt.Errorf("recompress to codec %d: %w", codec, err)
 	}
-	out := make([]byte, HeaderSize, HeaderSize+len(payload))
-	copy(out, b[:HeaderSize])
-	out = append(out, payload...)
 	binary.BigEndian.PutUint32(out[offLength:], uint32(len(out)-LengthFieldEnd))
 	attrs := uint16(h.Attributes)&^CompressionMask | uint16(codec)
 	binary.BigEndian.PutUint16(out[offAttributes:], attrs)

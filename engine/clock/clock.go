@@ -101,7 +101,7 @@ func (f *Fake) Advance(d time.Duration) {
 		if t.at.After(f.now) {
 			f.now = t.at
 		}
-		t.fire(f)
+		t.fire(f, target)
 	}
 	f.now = target
 }
@@ -159,8 +159,11 @@ type fakeTimer struct {
 }
 
 // fire delivers t's tick and, for a ticker, schedules the next one after
-// f.now. Caller holds f.mu and has removed t from f.pending.
-func (t *fakeTimer) fire(f *Fake) {
+// target, the time Advance moves to: one Advance delivers one tick (see
+// NewTicker), even to a reader draining the channel meanwhile, and costs
+// one step, not one per period. Caller holds f.mu and has removed t from
+// f.pending.
+func (t *fakeTimer) fire(f *Fake, target time.Time) {
 	if t.fn != nil {
 		go t.fn()
 		return
@@ -170,7 +173,7 @@ func (t *fakeTimer) fire(f *Fake) {
 	default: // the reader missed the previous tick: drop this one
 	}
 	if t.period > 0 {
-		missed := f.now.Sub(t.at) / t.period
+		missed := target.Sub(t.at) / t.period
 		t.at = t.at.Add((missed + 1) * t.period)
 		f.pending = append(f.pending, t)
 	}
@@ -227,5 +230,13 @@ var (
 	_ Ticker = fakeTicker{}
 )
 
-func (t fakeTicker) Stop()                 { t.fakeTimer.Stop() }
-func (t fakeTicker) Reset(d time.Duration) { t.fakeTimer.Reset(d) }
+func (t fakeTicker) Stop() { t.fakeTimer.Stop() }
+
+// Reset panics on a non-positive period as time.Ticker.Reset does (the
+// timer's Reset would turn the ticker into a one-shot timer instead).
+func (t fakeTicker) Reset(d time.Duration) {
+	if d <= 0 {
+		panic("clock: non-positive interval for Ticker.Reset")
+	}
+	t.fakeTimer.Reset(d)
+}

@@ -69,6 +69,17 @@ func TestFakeTicker(t *testing.T) {
 	require.Equal(t, []time.Duration{time.Minute}, f.Timers())
 	tk.Stop()
 	require.Empty(t, f.Timers())
+	require.Panics(t, func() { tk.Reset(0) }, "as time.Ticker.Reset panics")
+}
+
+// TestFakeTickerLongAdvance: an Advance across a huge number of periods
+// is one step (it used to walk every period) and still delivers one tick.
+func TestFakeTickerLongAdvance(t *testing.T) {
+	f := NewFake(t0)
+	tk := f.NewTicker(time.Nanosecond)
+	f.Advance(time.Hour)
+	require.Equal(t, t0.Add(time.Nanosecond), <-tk.C())
+	require.Equal(t, []time.Duration{time.Nanosecond}, f.Timers())
 }
 
 func TestRealClock(t *testing.T) {
