@@ -205,16 +205,27 @@ func replLike(t *testing.T, addr, src string, flags []string) string {
 	return out.String()
 }
 
+// readDocExamples reads docs/mql.md: its absolute path (the file examples
+// run in their own directory), its lines and its examples, of which there
+// is at least one.
+func readDocExamples(t *testing.T) (doc string, lines []string, exs []docExample) {
+	t.Helper()
+	doc, err := filepath.Abs(mqlDoc)
+	require.NoError(t, err)
+	raw, err := os.ReadFile(doc)
+	require.NoError(t, err)
+	lines = strings.Split(string(raw), "\n")
+	exs, err = parseDocExamples(lines)
+	require.NoError(t, err)
+	require.NotEmpty(t, exs, "no examples in %s", mqlDoc)
+	return doc, lines, exs
+}
+
 // TestMQLDocCoversEveryStatement: every statement HELP knows (and the mql
 // tests check that every statement the parser accepts has a HELP entry)
 // has at least one example in docs/mql.md.
 func TestMQLDocCoversEveryStatement(t *testing.T) {
-	doc, err := filepath.Abs(mqlDoc) // the file examples run in their own directory
-	require.NoError(t, err)
-	raw, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	exs, err := parseDocExamples(strings.Split(string(raw), "\n"))
-	require.NoError(t, err)
+	_, _, exs := readDocExamples(t)
 	seen := map[string]bool{}
 	for _, ex := range exs {
 		for _, p := range mql.ParseScript("", ex.src) {
@@ -238,14 +249,7 @@ func TestMQLDocCoversEveryStatement(t *testing.T) {
 }
 
 func TestMQLDoc(t *testing.T) {
-	doc, err := filepath.Abs(mqlDoc) // the file examples run in their own directory
-	require.NoError(t, err)
-	raw, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	lines := strings.Split(string(raw), "\n")
-	exs, err := parseDocExamples(lines)
-	require.NoError(t, err)
-	require.NotEmpty(t, exs)
+	doc, lines, exs := readDocExamples(t)
 
 	moonAddr := startBroker(t)
 	const fakeID = "kfake-cluster"

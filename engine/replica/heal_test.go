@@ -234,6 +234,7 @@ func TestCapacity(t *testing.T) {
 // access to them fails (so they go offline). first is the topic whose open
 // blocked.
 type healGate struct {
+	topics  []string
 	failing atomic.Bool
 	once    atomic.Bool
 	first   atomic.Value // string
@@ -245,7 +246,7 @@ func newHealGate(faults *vfs.Faults, topics ...string) *healGate {
 	if len(topics) == 0 {
 		topics = []string{"t"}
 	}
-	g := &healGate{blocked: make(chan struct{}), release: make(chan struct{})}
+	g := &healGate{topics: topics, blocked: make(chan struct{}), release: make(chan struct{})}
 	g.failing.Store(true)
 	faults.SetInjector(func(op vfs.Op, path string) error {
 		i := slices.IndexFunc(topics, func(topic string) bool { return strings.Contains(path, "/"+topic+"-0") })
@@ -265,6 +266,22 @@ func newHealGate(faults *vfs.Faults, topics ...string) *healGate {
 	return g
 }
 
+// healUntilBlocked checks that b, opened in the failing phase, has every
+// gated partition offline, ends that phase and starts a heal, returning
+// once the heal blocks in its first open; the channel gives HealNow's count.
+func (g *healGate) healUntilBlocked(t *testing.T, b *Manager) <-chan int {
+	t.Helper()
+	for _, topic := range g.topics {
+		_, err := b.EnsurePartition(TopicPartition{Topic: topic, Partition: 0}, nil)
+		require.ErrorIs(t, err, ErrPartitionOffline)
+	}
+	g.failing.Store(false)
+	healed := make(chan int)
+	go func() { healed <- b.HealNow() }()
+	<-g.blocked
+	return healed
+}
+
 // A shutdown that lands while the healer opens an offline partition closes
 // that partition; it never removes its data.
 func TestCloseDuringHealKeepsTheData(t *testing.T) {
@@ -282,12 +299,7 @@ func TestCloseDuringHealKeepsTheData(t *testing.T) {
 
 	gate := newHealGate(faults)
 	b2 := memBroker(t, faults)
-	_, err = b2.EnsurePartition(tp, nil)
-	require.ErrorIs(t, err, ErrPartitionOffline)
-	gate.failing.Store(false)
-	healed := make(chan int)
-	go func() { healed <- b2.HealNow() }()
-	<-gate.blocked
+	healed := gate.healUntilBlocked(t, b2)
 	closed := make(chan error)
 	go func() { closed <- b2.Close() }()
 	require.Eventually(t, func() bool {
@@ -327,12 +339,7 @@ func TestDeleteDuringHealWaitsForTheOpen(t *testing.T) {
 		deleteWaits: func() { close(waiting) }})
 	require.NoError(t, err)
 	defer b.Close()
-	_, err = b.EnsurePartition(tp, nil)
-	require.ErrorIs(t, err, ErrPartitionOffline)
-	gate.failing.Store(false)
-	healed := make(chan int)
-	go func() { healed <- b.HealNow() }()
-	<-gate.blocked
+	healed := gate.healUntilBlocked(t, b)
 	_, err = b.EnsurePartition(tp, nil)
 	require.ErrorIs(t, err, ErrPartitionOffline, "a partition being opened is still offline")
 	deleted := make(chan error, 1)
@@ -382,14 +389,7 @@ func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {
 	gate := newHealGate(faults, "t", "u")
 	b2 := memBroker(t, faults)
 	defer b2.Close()
-	for _, topic := range []string{"t", "u"} {
-		_, err := b2.EnsurePartition(TopicPartition{Topic: topic, Partition: 0}, nil)
-		require.ErrorIs(t, err, ErrPartitionOffline)
-	}
-	gate.failing.Store(false)
-	healed := make(chan int)
-	go func() { healed <- b2.HealNow() }()
-	<-gate.blocked
+	healed := gate.healUntilBlocked(t, b2)
 	first := gate.first.Load().(string)
 	other := "u"
 	if first == "u" {

@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/internal/testbroker"
+	"github.com/moonmq/moonmq/internal/testnode"
+	"github.com/moonmq/moonmq/node"
 )
 
 // Issue 11: group lag was 6 in MQL and `moonmq top` (which counted a
@@ -21,17 +23,19 @@ import (
 // committed offset, as Kafka's tools show it) and adds nothing to the
 // total.
 func TestLagIsTheSameEverywhere(t *testing.T) {
-	b := testbroker.Start(t)
-	_, adm := newClient(t, b.Addr)
+	// The broker needs no process: only the console (-e) runs the binary.
+	n := testnode.Start(t, node.Config{HTTP: "127.0.0.1:0"})
+	addr, httpAddr := n.Addr().String(), n.HTTPAddr().String()
+	_, adm := newClient(t, addr)
 	createTopic(t, adm, "lagged", 2, nil)
-	producer, _ := newClient(t, b.Addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	producer, _ := newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	ctx := ctxT(t, 60*time.Second)
 	for i, p := range []int32{0, 0, 0, 0, 0, 1, 1, 1} {
 		require.NoError(t, producer.ProduceSync(ctx, &kgo.Record{Topic: "lagged", Partition: p, Value: []byte{byte('a' + i)}}).FirstErr())
 	}
 
 	// A live member owns both partitions and commits only on 0 (at 2).
-	member, _ := newClient(t, b.Addr, kgo.ConsumerGroup("lagging"), kgo.ConsumeTopics("lagged"),
+	member, _ := newClient(t, addr, kgo.ConsumerGroup("lagging"), kgo.ConsumeTopics("lagged"),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	testbroker.WaitFor(t, 30*time.Second, "the member to be assigned both partitions", func() bool {
 		member.PollRecords(ctxT(t, 500*time.Millisecond), 100)
@@ -59,7 +63,7 @@ func TestLagIsTheSameEverywhere(t *testing.T) {
 	const want = 3 // partition 0: 5 - 2; partition 1: no commit, no lag
 
 	// MQL, which `moonmq top` shares (net/client.DescribeGroup).
-	out, err := exec.Command(testbroker.Binary(t), "--addr", b.Addr, "--output", "json", "-e", "DESCRIBE GROUP lagging;").CombinedOutput()
+	out, err := exec.Command(testbroker.Binary(t), "--addr", addr, "--output", "json", "-e", "DESCRIBE GROUP lagging;").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	var committedRows, uncommittedRows int
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -81,12 +85,12 @@ func TestLagIsTheSameEverywhere(t *testing.T) {
 	}
 	require.Equal(t, 1, committedRows, "%s", out)
 	require.Equal(t, 1, uncommittedRows, "the uncommitted partition is shown: %s", out)
-	out, err = exec.Command(testbroker.Binary(t), "--addr", b.Addr, "--output", "json", "-e", "SHOW GROUPS;").CombinedOutput()
+	out, err = exec.Command(testbroker.Binary(t), "--addr", addr, "--output", "json", "-e", "SHOW GROUPS;").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), `"lag":3`, "SHOW GROUPS total")
 
 	// /stats and /metrics.
-	_, body := httpGet(t, "http://"+b.HTTPAddr+"/stats")
+	_, body := httpGet(t, "http://"+httpAddr+"/stats")
 	var stats struct {
 		Groups []struct {
 			Group string `json:"group"`
@@ -102,5 +106,5 @@ func TestLagIsTheSameEverywhere(t *testing.T) {
 		}
 	}
 	require.True(t, found, body)
-	require.Equal(t, float64(want), metricValue(scrape(t, b.HTTPAddr), "moonmq_group_lag_total", map[string]string{"group": "lagging"}), "/metrics")
+	require.Equal(t, float64(want), metricValue(scrape(t, httpAddr), "moonmq_group_lag_total", map[string]string{"group": "lagging"}), "/metrics")
 }
