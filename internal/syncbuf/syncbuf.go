@@ -5,6 +5,7 @@ package syncbuf
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -32,4 +33,14 @@ func (s *Buffer) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.b.Reset()
+}
+
+// Tail returns the last n lines written (all of them if there are fewer):
+// what a failing test shows of a long log.
+func (s *Buffer) Tail(n int) string {
+	lines := strings.Split(s.String(), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }

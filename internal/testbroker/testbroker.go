@@ -14,11 +14,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/moonmq/moonmq/internal/syncbuf"
 )
 
 var (
@@ -65,8 +66,7 @@ type Broker struct {
 
 	cmd    *exec.Cmd
 	exited chan struct{}
-	logMu  sync.Mutex
-	logBuf strings.Builder
+	log    syncbuf.Buffer
 }
 
 // Start runs a broker on a fresh temp data dir with extra flags.
@@ -86,7 +86,7 @@ func StartIn(t testing.TB, dir string, nofile int, extra ...string) *Broker {
 			t.Errorf("stopping moonmq: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("moonmq log:\n%s", tail(b.Log(), 100))
+			t.Logf("moonmq log:\n%s", b.log.Tail(100))
 		}
 	})
 	return b
@@ -118,9 +118,7 @@ func (b *Broker) Restart() {
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
-			b.logMu.Lock()
-			b.logBuf.WriteString(line + "\n")
-			b.logMu.Unlock()
+			_, _ = b.log.Write([]byte(line + "\n"))
 			var rec struct {
 				Msg   string `json:"msg"`
 				Kafka string `json:"kafka"`
@@ -150,11 +148,7 @@ func (b *Broker) Restart() {
 func (b *Broker) Pid() int { return b.cmd.Process.Pid }
 
 // Log returns everything the process wrote to stderr so far.
-func (b *Broker) Log() string {
-	b.logMu.Lock()
-	defer b.logMu.Unlock()
-	return b.logBuf.String()
-}
+func (b *Broker) Log() string { return b.log.String() }
 
 // Kill sends SIGKILL and waits for the process to die.
 func (b *Broker) Kill() {
@@ -204,12 +198,4 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		case <-tick.C:
 		}
 	}
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(s, "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
 }

@@ -13,7 +13,6 @@ package testnode
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +57,7 @@ func Start(t testing.TB, cfg node.Config) *node.Node {
 			t.Errorf("closing the node: %v", err)
 		}
 		if t.Failed() && logs != nil {
-			t.Logf("node log:\n%s", tail(logs.String(), 100))
+			t.Logf("node log:\n%s", logs.Tail(100))
 		}
 	})
 	select {
@@ -67,12 +66,4 @@ func Start(t testing.TB, cfg node.Config) *node.Node {
 		t.Fatalf("the node was not ready within 30s")
 	}
 	return n
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(s, "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
 }
