@@ -162,6 +162,9 @@ type storedBroker struct {
 	Host string `json:"host"`
 	Port int32  `json:"port"`
 	Rack string `json:"rack,omitempty"`
+	// Fenced is absent in state written before brokers could be fenced:
+	// they were all alive.
+	Fenced bool `json:"fenced,omitempty"`
 }
 
 func encodeBroker(b metadata.Broker) ([]byte, error) {

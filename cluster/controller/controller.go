@@ -379,6 +379,23 @@ func (c *Controller) IsLeader() bool {
 	return !c.closed.Load() && c.raft != nil && c.raft.State() == raft.Leader
 }
 
+// ControllerID is the node id of the active controller (the Raft leader),
+// or -1 while there is none.
+func (c *Controller) ControllerID() int32 {
+	if c.closed.Load() || c.raft == nil {
+		return -1
+	}
+	_, id := c.raft.LeaderWithID()
+	if id == "" {
+		return -1
+	}
+	n, err := strconv.ParseInt(string(id), 10, 32)
+	if err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
 // AppliedIndex is the last log index the state includes. A subscriber
 // that reconciled it has seen every change so far.
 func (c *Controller) AppliedIndex() uint64 {

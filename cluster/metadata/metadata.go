@@ -70,14 +70,28 @@ type Partition struct {
 	// stamps it on the batches it appends as leader.
 	LeaderEpoch int32
 	ISR         []int32
+	// PartitionEpoch grows by one on every change of the partition's
+	// leader, ISR or replicas (Kafka's partition epoch): an ISR change a
+	// leader proposes (AlterPartition) names the epoch it was based on, so
+	// a proposal made against an older state is refused.
+	PartitionEpoch int32
 }
 
-// Broker is a registered broker: where clients reach it.
+// NoLeader is the Leader of a partition none of whose ISR members is
+// alive: it is offline until one returns (unclean election is off).
+const NoLeader int32 = -1
+
+// Broker is a registered broker: where clients reach it, and whether the
+// controller considers it alive.
 type Broker struct {
 	ID   int32
 	Host string
 	Port int32
 	Rack string // empty: none
+	// Fenced is set by the controller when the broker has been unreachable
+	// for the session timeout (or shut down): it leads nothing, is not in
+	// any ISR it was removed from, and Metadata does not list it.
+	Fenced bool
 }
 
 // Clone returns a deep copy of t. Its Configs is never nil.

@@ -1,8 +1,10 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -50,10 +52,18 @@ func (c *conn) createsOffsetsTopic(req *kmsg.MetadataRequest) bool {
 func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := c.s
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.opts.NodeID, Host: s.advHost, Port: s.advPort}}
+	for _, b := range s.liveBrokers() {
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = b.ID, b.Host, b.Port
+		if b.Rack != "" {
+			rack := b.Rack
+			mb.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, mb)
+	}
 	clusterID := s.meta.ClusterID()
 	resp.ClusterID = &clusterID
-	resp.ControllerID = s.opts.NodeID
+	resp.ControllerID = s.meta.ControllerID()
 
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
@@ -168,7 +178,38 @@ func (c *conn) handleDescribeCluster(r *request) (kmsg.Response, func() kmsg.Res
 	}
 	resp.EndpointType = req.EndpointType
 	resp.ClusterID = c.s.meta.ClusterID()
-	resp.ControllerID = c.s.opts.NodeID
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: c.s.opts.NodeID, Host: c.s.advHost, Port: c.s.advPort}}
+	resp.ControllerID = c.s.meta.ControllerID()
+	for _, b := range c.s.liveBrokers() {
+		db := kmsg.NewDescribeClusterResponseBroker()
+		db.NodeID, db.Host, db.Port = b.ID, b.Host, b.Port
+		if b.Rack != "" {
+			rack := b.Rack
+			db.Rack = &rack
+		}
+		resp.Brokers = append(resp.Brokers, db)
+	}
 	return resp, nil
+}
+
+// liveBrokers are the registered brokers that are not fenced, which
+// clients may connect to. This node is always among them, at its own
+// advertised address, even before its registration is applied (a client
+// that reached it must be able to find it again).
+func (s *Server) liveBrokers() []metadata.Broker {
+	var out []metadata.Broker
+	self := false
+	for _, b := range s.meta.Brokers() {
+		if b.ID == s.opts.NodeID {
+			self = true
+			b.Host, b.Port, b.Fenced = s.advHost, s.advPort, false
+		}
+		if !b.Fenced {
+			out = append(out, b)
+		}
+	}
+	if !self {
+		out = append(out, metadata.Broker{ID: s.opts.NodeID, Host: s.advHost, Port: s.advPort})
+		slices.SortFunc(out, func(a, b metadata.Broker) int { return cmp.Compare(a.ID, b.ID) })
+	}
+	return out
 }

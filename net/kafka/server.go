@@ -171,6 +171,12 @@ type Metadata interface {
 	ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (metadata.Topic, error)
 	AllocateProducerIDs(ctx context.Context, n int64) (int64, error)
 	ClusterID() string
+	// Brokers are the registered brokers, sorted by id; Metadata and
+	// DescribeCluster list the ones not fenced.
+	Brokers() []metadata.Broker
+	// ControllerID is the active controller's node id, -1 while there is
+	// none (an election, or no quorum).
+	ControllerID() int32
 }
 
 // Server accepts Kafka connections.
