@@ -328,8 +328,14 @@ type Log struct {
 	logStart atomic.Int64
 	leo      atomic.Int64
 	gen      atomic.Uint64 // see Generation
-	hw       atomic.Int64
+	hw       atomic.Int64 // the committed end: durable end (FlushAlways) or log end
 	durable  atomic.Int64 // every offset below is fsynced
+	// The owner's high watermark (SetHighWatermark): when hwOwned is set,
+	// HighWatermark is ownHW, kept within [log start, log end] under hwMu
+	// (truncation and restarts clamp it there too), instead of hw.
+	hwMu    sync.Mutex
+	hwOwned atomic.Bool
+	ownHW   atomic.Int64
 	isClosed atomic.Bool
 
 	failMu  sync.Mutex
@@ -426,10 +432,61 @@ func (l *Log) Generation() uint64 { return l.gen.Load() }
 
 func (l *Log) rewritten() { l.gen.Store(generations.Add(1)) }
 
-// HighWatermark is the end of what readers should see: with FlushAlways the
-// durable (fsynced) end, otherwise the log end. Replication (a lower ISR
-// watermark) is the caller's business; it passes its own bound to Read.
-func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+// HighWatermark is the end of what readers should see: the committed end
+// (CommittedEnd) until the owner sets its own with SetHighWatermark (a
+// replicated partition: the ISR's watermark on a leader, the leader's on a
+// follower). Retention never deletes past it.
+func (l *Log) HighWatermark() int64 {
+	if l.hwOwned.Load() {
+		return l.ownHW.Load()
+	}
+	return l.hw.Load()
+}
+
+// CommittedEnd is the end of what this log has made as durable as its
+// flush policy promises: the durable (fsynced) end with FlushAlways,
+// otherwise the log end. A replication leader reports it to its ISR and
+// serves followers up to it; a follower fetches from it.
+func (l *Log) CommittedEnd() int64 { return l.hw.Load() }
+
+// SetHighWatermark makes the high watermark the owner's: from now on it is
+// hw, clamped to [log start, log end], and no longer follows CommittedEnd.
+// Long polls (Changed) are woken when it moves. Truncation lowers it with
+// the log end; it never rises on its own.
+func (l *Log) SetHighWatermark(hw int64) {
+	l.hwMu.Lock()
+	hw = min(max(hw, l.logStart.Load()), l.leo.Load())
+	moved := !l.hwOwned.Load() || l.ownHW.Load() != hw
+	l.ownHW.Store(hw)
+	l.hwOwned.Store(true)
+	l.hwMu.Unlock()
+	if moved {
+		l.changed.fire()
+	}
+}
+
+// ReleaseHighWatermark hands the high watermark back to the log: it is
+// CommittedEnd again, as for a partition alone on its node.
+func (l *Log) ReleaseHighWatermark() {
+	l.hwMu.Lock()
+	was := l.hwOwned.Swap(false)
+	l.hwMu.Unlock()
+	if was {
+		l.changed.fire()
+	}
+}
+
+// clampOwnedHW keeps the owner's high watermark within [start, end] after
+// the log end moved back or the log restarted. Caller holds appendMu.
+func (l *Log) clampOwnedHW(start, end int64) {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	l.ownHW.Store(min(max(l.ownHW.Load(), start), end))
+}
+
+// Wake wakes every long poll waiting on Changed, for an owner whose own
+// state (a role, an ISR) changed what a waiter should see.
+func (l *Log) Wake() { l.changed.fire() }
 
 // DurableOffset is the end of the fsynced prefix: every offset below it
 // survives a crash.
@@ -489,7 +546,7 @@ func (l *Log) Stats() Stats {
 		Size:            size,
 		LogStartOffset:  l.logStart.Load(),
 		LogEndOffset:    l.leo.Load(),
-		HighWatermark:   l.hw.Load(),
+		HighWatermark:   l.HighWatermark(),
 		CorruptRanges:   len(l.CorruptRanges()),
 		UncleanOpen:     l.uncleanOpen,
 		IndexFailures:   l.st.health.indexFailures.Load(),
