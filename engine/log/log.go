@@ -328,14 +328,14 @@ type Log struct {
 	logStart atomic.Int64
 	leo      atomic.Int64
 	gen      atomic.Uint64 // see Generation
-	hw       atomic.Int64 // the committed end: durable end (FlushAlways) or log end
-	durable  atomic.Int64 // every offset below is fsynced
+	hw       atomic.Int64  // the committed end: durable end (FlushAlways) or log end
+	durable  atomic.Int64  // every offset below is fsynced
 	// The owner's high watermark (SetHighWatermark): when hwOwned is set,
 	// HighWatermark is ownHW, kept within [log start, log end] under hwMu
 	// (truncation and restarts clamp it there too), instead of hw.
-	hwMu    sync.Mutex
-	hwOwned atomic.Bool
-	ownHW   atomic.Int64
+	hwMu     sync.Mutex
+	hwOwned  atomic.Bool
+	ownHW    atomic.Int64
 	isClosed atomic.Bool
 
 	failMu  sync.Mutex
