@@ -484,6 +484,10 @@ func (l *Log) clampOwnedHW(start, end int64) {
 	l.ownHW.Store(min(max(l.ownHW.Load(), start), end))
 }
 
+// Closed reports whether the log was closed (or deleted): a waiter on
+// Changed stops then, since the channel stays closed for good.
+func (l *Log) Closed() bool { return l.isClosed.Load() }
+
 // Wake wakes every long poll waiting on Changed, for an owner whose own
 // state (a role, an ISR) changed what a waiter should see.
 func (l *Log) Wake() { l.changed.fire() }

@@ -8,6 +8,16 @@
 // never its log, and the leader epoch it stamps on appends and checks
 // requests against is its own state (MakeLeader).
 //
+// A partition has a replication role (replication.go): alone on its node
+// (the default: single node, replication factor 1, exactly the behaviour
+// before replication), a replicated leader whose high watermark, acks=all
+// and follower fetches are decided by an ISR state machine it is handed
+// (BecomeLeader; the ISR interface is what *cluster/replication.Leader
+// implements, so this package never imports the cluster), or a follower
+// that refuses clients and takes the leader's batches (BecomeFollower,
+// AppendAsFollower, TruncateTo). The node decides roles from the
+// controller's metadata; net/peer fetches for followers.
+//
 // Invariants: a partition's appends are serialised by its mutex, which also
 // guards its producer state, so sequence checks see the log in write order;
 // a Partition value stays valid after its topic is deleted (operations then

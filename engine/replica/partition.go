@@ -29,10 +29,18 @@ type Partition struct {
 	cfg        topicconfig.Config
 	deleted    bool
 
-	// leaderEpoch is the epoch this replica leads in, stamped on every
-	// batch it appends: partition state, set from the metadata by
-	// MakeLeader (a replicated node will also step it on failover).
+	// leaderEpoch is the epoch this replica leads (or follows) in, stamped
+	// on every batch it appends: partition state, set from the metadata by
+	// MakeLeader, BecomeLeader and BecomeFollower.
 	leaderEpoch atomic.Int32
+
+	// Replication (replication.go): role is read without a lock on the
+	// produce and fetch paths; repMu guards changes to it and isr and
+	// leaderID, and serialises the calls into isr.
+	role     atomic.Int32 // a role; roleLocal until BecomeLeader with an ISR or BecomeFollower
+	repMu    sync.Mutex
+	isr      ISR   // the ISR while a replicated leader
+	leaderID int32 // the leader while a follower
 
 	heal backoff // retries of Heal while the log is failed; owned by the healer
 }
@@ -140,9 +148,9 @@ func (p *Partition) delete() error {
 	return p.log.Delete()
 }
 
-// MakeLeader makes this replica the partition's leader in epoch: appends
-// are stamped with it from now on. Today every hosted partition leads; a
-// replicated node will also make followers.
+// MakeLeader sets the epoch this replica leads in: appends are stamped
+// with it from now on. It does not change the replication role (see
+// BecomeLeader and BecomeFollower).
 func (p *Partition) MakeLeader(epoch int32) { p.leaderEpoch.Store(max(epoch, 0)) }
 
 // LeaderEpoch is the epoch this replica leads in.
@@ -192,6 +200,13 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 	defer p.mu.Unlock()
 	if p.deleted {
 		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
+	}
+	replicated := false
+	switch p.currentRole() { // under p.mu: no role change during the append
+	case roleFollower:
+		return ProduceResult{}, p.notLeader()
+	case roleLeader:
+		replicated = true
 	}
 	for _, h := range headers {
 		switch {
@@ -248,6 +263,10 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 			FirstSeq: first.BaseSequence, LastSeq: txn.LastSeq(first.BaseSequence, first.NumRecords),
 			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: ts,
 		})
+	}
+	if replicated {
+		// The ISR learns the leader's new committed end once it is durable.
+		p.log.NotifyDurable(res.LastOffset, p.committed)
 	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
 		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}
