@@ -130,6 +130,10 @@ func (p *Partition) BecomeFollower(epoch, leader int32) error {
 
 func (p *Partition) currentRole() role { return role(p.role.Load()) }
 
+// Replicated reports whether the partition is a replicated leader: its
+// acks=all produces wait for the ISR (WaitReplicated), not only the fsync.
+func (p *Partition) Replicated() bool { return p.currentRole() == roleLeader }
+
 // IsFollower reports whether the partition follows another replica.
 func (p *Partition) IsFollower() bool { return p.currentRole() == roleFollower }
 
@@ -413,4 +417,27 @@ func (p *Partition) AdvanceLogStart(leaderStart int64) error {
 	}
 	_, err := p.log.DeleteRecordsBefore(to)
 	return err
+}
+
+// DebugReplicaID is the ReplicaID of a debugging client, which may ask a
+// follower what a leader would be asked (Kafka's DebuggingConsumerId).
+const DebugReplicaID int32 = -2
+
+// OffsetForLeaderEpoch answers one partition of OffsetForLeaderEpoch (API
+// 23) as Kafka's Partition.lastOffsetForLeaderEpoch does, for a follower
+// truncating its log (KIP-101/279) and a consumer detecting truncation
+// (KIP-320): the largest epoch at or below epoch and where it ends (see
+// EndOffsetForEpoch; (-1, -1) with no error when none is known). A
+// follower answers only a debugging client (replicaID DebugReplicaID),
+// others get ErrNotLeader; current, the epoch the asker believes the
+// leader is in, is checked as Fetch checks it.
+func (p *Partition) OffsetForLeaderEpoch(replicaID, current, epoch int32) (int32, int64, error) {
+	if replicaID != DebugReplicaID && p.IsFollower() {
+		return -1, -1, p.notLeader()
+	}
+	if err := p.checkLeaderEpoch(current); err != nil {
+		return -1, -1, err
+	}
+	e, end := p.EndOffsetForEpoch(epoch)
+	return e, end, nil
 }
