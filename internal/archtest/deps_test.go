@@ -5,7 +5,8 @@
 // engine/group build on) and the shared leaves (net/protoext,
 // internal/when, cluster/metadata, cluster/replication) import no other
 // MoonMQ package but each other as listed; net/client never imports engine; net/kafka never
-// imports cluster/controller (it sees cluster/metadata);
+// imports cluster/controller (it sees cluster/metadata); net/peer (the
+// follower fetcher) sees only engine/replica, never cluster/ or net/kafka;
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster); the
 // test harnesses stay in tests, and the tests of net/kafka, mql and tui
@@ -39,6 +40,10 @@ func TestDependencyDirection(t *testing.T) {
 		// types, not the controller that replicates it (a multi-node
 		// broker answers from metadata it does not replicate itself).
 		{"./net/kafka/...", []string{"cluster/controller"}},
+		// The follower fetcher drives replicas (engine/replica) over the
+		// Kafka wire with kmsg alone: no controller state (the node tells
+		// it whom to follow), not the server it talks to.
+		{"./net/peer/...", []string{"cluster/", "net/kafka", "net/httpapi", "net/client", "internal/"}},
 	}
 	for _, r := range rules {
 		checkDeps(t, r.pkgs, func(rel string) bool {
