@@ -36,6 +36,7 @@ type cluster struct {
 	mu      sync.Mutex
 	brokers []metadata.Broker
 	topic   metadata.Topic
+	pids    int64
 }
 
 func (c *cluster) Topic(name string) (metadata.Topic, bool) {
@@ -85,9 +86,18 @@ func (c *cluster) AlterConfigs(context.Context, string, []metadata.ConfigOp, boo
 func (c *cluster) ReplaceConfigs(context.Context, string, map[string]string, bool) (metadata.Topic, error) {
 	return metadata.Topic{}, errNotHere
 }
-func (c *cluster) AllocateProducerIDs(_ context.Context, n int64) (int64, error) { return 1000, nil }
-func (c *cluster) ClusterID() string                                             { return "peer-test" }
-func (c *cluster) ControllerID() int32                                           { return 1 }
+
+// AllocateProducerIDs hands out blocks, so the producers of both brokers
+// get distinct ids.
+func (c *cluster) AllocateProducerIDs(_ context.Context, n int64) (int64, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	start := 1000 + c.pids
+	c.pids += n
+	return start, nil
+}
+func (c *cluster) ClusterID() string   { return "peer-test" }
+func (c *cluster) ControllerID() int32 { return 1 }
 
 // broker is one hand-wired broker: a replica manager and its Kafka
 // listener.
@@ -174,20 +184,10 @@ func produce(t *testing.T, cl *kgo.Client, values ...string) []*kgo.Record {
 // leader's divergent tail is truncated through OffsetForLeaderEpoch and it
 // catches up byte for byte.
 func TestReplication(t *testing.T) {
-	lnA, lnB := listen(t), listen(t)
-	hA, pA := hostPort(t, lnA.Addr().String())
-	hB, pB := hostPort(t, lnB.Addr().String())
-	meta := &cluster{
-		brokers: []metadata.Broker{{ID: 1, Host: hA, Port: pA}, {ID: 2, Host: hB, Port: pB}},
-		topic: metadata.Topic{Name: "t", ID: [16]byte{1}, Partitions: []metadata.Partition{
-			{ID: 0, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}, PartitionEpoch: 1}}},
-	}
-	a, b := startBroker(t, 1, meta, lnA), startBroker(t, 2, meta, lnB)
+	meta, a, b := pair(t)
 	tp := replica.TopicPartition{Topic: "t", Partition: 0}
-	partA, err := a.parts.EnsurePartition(tp, nil)
-	require.NoError(t, err)
-	partB, err := b.parts.EnsurePartition(tp, nil)
-	require.NoError(t, err)
+	partA, partB := hosted(t, a, tp), hosted(t, b, tp)
+	_, pA := hostPort(t, a.addr)
 
 	// Epoch 1: A leads with ISR {1, 2}, min.insync.replicas 2; B follows.
 	leaderA := replication.New(1, 30*time.Second)
@@ -207,6 +207,13 @@ func TestReplication(t *testing.T) {
 			"record %d acknowledged before the follower had it on disk", recs[0].Offset)
 	}
 	eventually(t, "the follower to learn the HW", func() bool { return partB.HighWatermark() == 20 })
+
+	// An idempotent batch, replicated: after the failover below, its
+	// retry to the new leader is recognised.
+	idem := produceBatch(t, a.addr, 11, -1, recordBatch(77, 0, "idem")).Topics[0].Partitions[0]
+	require.NoError(t, kerr.ErrorForCode(idem.ErrorCode))
+	require.Equal(t, int64(20), idem.BaseOffset)
+	eventually(t, "the follower to learn the HW", func() bool { return partB.HighWatermark() == 21 })
 
 	// A follower refuses consumers and names the leader (Fetch v12).
 	fr := fetchRaw(t, b.addr, 12, -1, 0, -1)
@@ -234,11 +241,14 @@ func TestReplication(t *testing.T) {
 			LeaderEpoch: 1, PartitionEpoch: 2}))
 	})
 	meta.setLeader(1, 1, 1)
-	require.Equal(t, kerr.NotEnoughReplicas.Code, produceRaw(t, a.addr, 11, -1).ErrorCode)
+	require.Equal(t, kerr.NotEnoughReplicas.Code, produceRaw(t, a.addr, 11, -1).Topics[0].Partitions[0].ErrorCode)
 	// A follower refuses produces and names the leader (Produce v10+).
-	pr := produceRaw(t, b.addr, 11, -1)
+	presp := produceRaw(t, b.addr, 11, -1)
+	pr := presp.Topics[0].Partitions[0]
 	require.Equal(t, kerr.NotLeaderForPartition.Code, pr.ErrorCode)
 	require.Equal(t, int32(1), pr.CurrentLeader.LeaderID)
+	require.Len(t, presp.Brokers, 1, "NodeEndpoints names the leader")
+	require.Equal(t, pA, presp.Brokers[0].Port)
 
 	// A takes writes alone (min.insync.replicas 1): a tail B never gets.
 	partA.UpdateISR(func() {
@@ -246,9 +256,9 @@ func TestReplication(t *testing.T) {
 	})
 	produce(t, cl, "lost-1", "lost-2", "lost-3")
 	_, endA := partA.Bounds()
-	require.Equal(t, int64(24), endA)
+	require.Equal(t, int64(25), endA)
 	_, endB := partB.Bounds()
-	require.Equal(t, int64(20), endB)
+	require.Equal(t, int64(21), endB)
 
 	// Epoch 2: B leads (its ISR {2}), A follows and must cut its tail.
 	leaderB := replication.New(2, 30*time.Second)
@@ -259,7 +269,10 @@ func TestReplication(t *testing.T) {
 	meta.setLeader(2, 2, 2)
 	epoch, end := offsetForEpoch(t, b.addr, 1, 2)
 	require.Equal(t, int32(1), epoch)
-	require.Equal(t, int64(20), end, "the new leader's epoch 1 ends where its log did")
+	require.Equal(t, int64(21), end, "the new leader's epoch 1 ends where its log did")
+	retry := produceBatch(t, b.addr, 11, -1, recordBatch(77, 0, "idem")).Topics[0].Partitions[0]
+	require.NoError(t, kerr.ErrorForCode(retry.ErrorCode))
+	require.Equal(t, int64(20), retry.BaseOffset, "a producer retrying against the new leader is deduplicated")
 
 	fA := fetcher(t, 1)
 	require.NoError(t, fA.Follow(tp, 2, b.addr, 2, partA))
@@ -269,7 +282,7 @@ func TestReplication(t *testing.T) {
 	produce(t, clB, "after-1", "after-2")
 	eventually(t, "the old leader to truncate and catch up", func() bool {
 		_, e := partA.Bounds()
-		return partA.CommittedEnd() == 22 && e == 22
+		return partA.CommittedEnd() == 23 && e == 23
 	})
 	logA, err := partA.ReadToEnd(0, 1<<20)
 	require.NoError(t, err)
@@ -292,26 +305,57 @@ func TestReplication(t *testing.T) {
 	})
 }
 
-// produceRaw sends one record with acks and returns the partition's answer.
-func produceRaw(t *testing.T, addr string, version int16, acks int16) kmsg.ProduceResponseTopicPartition {
+// pair starts brokers 1 (A) and 2 (B) sharing the metadata of topic t,
+// one partition with replicas {1, 2}, led by 1 in epoch 1.
+func pair(t *testing.T) (*cluster, *broker, *broker) {
+	t.Helper()
+	lnA, lnB := listen(t), listen(t)
+	hA, pA := hostPort(t, lnA.Addr().String())
+	hB, pB := hostPort(t, lnB.Addr().String())
+	meta := &cluster{
+		brokers: []metadata.Broker{{ID: 1, Host: hA, Port: pA}, {ID: 2, Host: hB, Port: pB}},
+		topic: metadata.Topic{Name: "t", ID: [16]byte{1}, Partitions: []metadata.Partition{
+			{ID: 0, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, ISR: []int32{1, 2}, PartitionEpoch: 1}}},
+	}
+	return meta, startBroker(t, 1, meta, lnA), startBroker(t, 2, meta, lnB)
+}
+
+func hosted(t *testing.T, b *broker, tp replica.TopicPartition) *replica.Partition {
+	t.Helper()
+	p, err := b.parts.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	return p
+}
+
+// produceRaw sends one record with acks and returns the answer.
+func produceRaw(t *testing.T, addr string, version int16, acks int16) *kmsg.ProduceResponse {
+	t.Helper()
+	return produceBatch(t, addr, version, acks, recordBatch(-1, -1, "raw"))
+}
+
+func produceBatch(t *testing.T, addr string, version int16, acks int16, records []byte) *kmsg.ProduceResponse {
 	t.Helper()
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = version, acks, 5000
 	rt := kmsg.NewProduceRequestTopic()
 	rt.Topic = "t"
 	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Records = recordBatch(t, "raw")
+	rp.Records = records
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp := raw(t, addr, req).(*kmsg.ProduceResponse)
-	return resp.Topics[0].Partitions[0]
+	return raw(t, addr, req).(*kmsg.ProduceResponse)
 }
 
-// recordBatch encodes one record in a v2 batch, as a producer does.
-func recordBatch(t *testing.T, v string) []byte {
-	t.Helper()
-	return batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: time.Now().UnixMilli(),
-		MaxTimestamp: time.Now().UnixMilli()}, []batch.Record{{Value: []byte(v)}})
+// recordBatch encodes one record in a v2 batch, as a producer does
+// (idempotent with pid >= 0).
+func recordBatch(pid int64, seq int32, v string) []byte {
+	epoch := int16(-1)
+	if pid >= 0 {
+		epoch = 0
+	}
+	now := time.Now().UnixMilli()
+	return batch.Build(batch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, FirstTimestamp: now,
+		MaxTimestamp: now}, []batch.Record{{Value: []byte(v)}})
 }
 
 // raw sends one request to addr and returns the answer.
