@@ -220,6 +220,9 @@ func crashFollower(t *testing.T, seed uint64) {
 			require.Equal(t, h.PartitionLeaderEpoch, e, "image %d (before %s): epoch of the batch at %d in the checkpoint", n, img.before, got.base)
 			require.Greater(t, end, got.last, "image %d (before %s): the checkpoint ends epoch %d before its batch at %d", n, img.before, e, got.base)
 		}
+		for _, e := range rl.LeaderEpochs() {
+			require.LessOrEqual(t, e.StartOffset, rl.LogEndOffset(), "image %d (before %s): epoch %d starts past the log end", n, img.before, e.Epoch)
+		}
 		require.NoError(t, rl.Close())
 	}
 }
