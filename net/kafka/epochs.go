@@ -24,7 +24,10 @@ func (c *conn) handleOffsetForLeaderEpoch(r *request) (kmsg.Response, func() kms
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	replicaID := req.ReplicaID
 	if req.Version < 3 {
-		replicaID = -1 // a consumer: the field came with v3
+		// kmsg defaults the field to -2 (debugging) where it is absent;
+		// before v3 the asker is a consumer or an old follower, both
+		// answered by the leader only, as Kafka does.
+		replicaID = -1
 	}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
@@ -34,13 +37,9 @@ func (c *conn) handleOffsetForLeaderEpoch(r *request) (kmsg.Response, func() kms
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
-			current := p.CurrentLeaderEpoch
-			if req.Version < 2 {
-				current = replica.NoLeaderEpoch
-			}
 			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
-			if err == nil {
-				rp.LeaderEpoch, rp.EndOffset, err = part.OffsetForLeaderEpoch(replicaID, current, p.LeaderEpoch)
+			if err == nil { // CurrentLeaderEpoch decodes as -1 (not checked) before v2
+				rp.LeaderEpoch, rp.EndOffset, err = part.OffsetForLeaderEpoch(replicaID, p.CurrentLeaderEpoch, p.LeaderEpoch)
 			}
 			rp.ErrorCode = c.errCode(err)
 			rt.Partitions = append(rt.Partitions, rp)
