@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/moonmq/moonmq/cluster/replication"
+	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/net/peer"
 )
@@ -122,4 +123,60 @@ func TestFollowerReconnects(t *testing.T) {
 	require.Equal(t, map[replica.TopicPartition]int32{tp: 1}, f.Following())
 	f.Unfollow(tp)
 	require.Empty(t, f.Following())
+}
+
+// KIP-279's second round: the follower's latest epoch (3) is unknown to
+// the leader, whose largest epoch below it (2) the follower never had; the
+// follower cuts to where its own epoch 1 ends and asks about epoch 1,
+// which the leader ended earlier: it truncates there and replicates the
+// leader's epoch 2, ending byte for byte like the leader.
+func TestTruncationAsksAgainWithAnOlderEpoch(t *testing.T) {
+	_, a, b := pair(t)
+	tp := replica.TopicPartition{Topic: "t", Partition: 0}
+	partA, partB := hosted(t, a, tp), hosted(t, b, tp)
+	appendAs := func(epoch int32, n int) {
+		require.NoError(t, partA.BecomeLeader(epoch, nil))
+		for range n {
+			res, err := partA.Append(recordBatch(-1, -1, "leader"))
+			require.NoError(t, err)
+			require.NoError(t, partA.WaitDurable(t.Context(), res))
+		}
+	}
+	appendAs(1, 8)
+	common, err := partA.ReadToEnd(0, 1<<20)
+	require.NoError(t, err)
+	appendAs(2, 4)
+
+	require.NoError(t, partB.BecomeFollower(3, 1))
+	stale := func(base int64, epoch int32) []byte {
+		b := recordBatch(-1, -1, "stale")
+		batch.SetBaseOffset(b, base)
+		batch.SetPartitionLeaderEpoch(b, epoch)
+		return b
+	}
+	var tail []byte
+	for off := int64(8); off < 10; off++ {
+		tail = append(tail, stale(off, 1)...)
+	}
+	for off := int64(10); off < 14; off++ {
+		tail = append(tail, stale(off, 3)...)
+	}
+	res, err := partB.AppendAsFollower(append(append([]byte(nil), common...), tail...))
+	require.NoError(t, err)
+	require.NoError(t, partB.WaitDurable(t.Context(), res))
+
+	leaderA := replication.New(1, 30*time.Second)
+	require.NoError(t, leaderA.Become(time.Now(), leaderState(partA, []int32{1, 2}, []int32{1}, 4, 1, 1)))
+	require.NoError(t, partA.BecomeLeader(4, leaderA))
+	require.NoError(t, partB.BecomeFollower(4, 1))
+	require.NoError(t, fetcher(t, 2).Follow(tp, 1, a.addr, 4, partB))
+	want, err := partA.ReadToEnd(0, 1<<20)
+	require.NoError(t, err)
+	eventually(t, "the follower to match the leader", func() bool {
+		got, err := partB.ReadToEnd(0, 1<<20)
+		return err == nil && string(got) == string(want)
+	})
+	latest, ok := partB.LatestEpoch()
+	require.True(t, ok)
+	require.Equal(t, int32(2), latest, "the follower's epoch 3 is gone")
 }
