@@ -94,12 +94,8 @@ func TestCrashBeforeEveryFollowerDurabilityPoint(t *testing.T) {
 
 func crashFollower(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	mem := vfs.NewMem()
-	faults := vfs.NewFaults(mem)
-	const dir = "/data/t-0"
-	require.NoError(t, mem.MkdirAll(dir, 0o755))
-	require.NoError(t, mem.SyncDir("/"))
-	require.NoError(t, mem.SyncDir("/data"))
+	mem, faults := crashFS(t)
+	const dir = crashDir
 
 	// state is what an image must show: the acknowledged batches still in
 	// the log, and the batches finished truncations removed.

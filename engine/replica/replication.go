@@ -86,11 +86,9 @@ func (p *Partition) BecomeLeader(epoch int32, isr ISR) error {
 	defer p.mu.Unlock()
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
-	if cur := p.LeaderEpoch(); epoch < cur {
-		return fmt.Errorf("%w: %s-%d is in leader epoch %d, asked to lead in %d", ErrFencedLeaderEpoch,
-			p.tp.Topic, p.tp.Partition, cur, epoch)
+	if err := p.enterEpoch(epoch, "lead"); err != nil {
+		return err
 	}
-	p.leaderEpoch.Store(max(epoch, 0))
 	p.isr, p.leaderID = isr, -1
 	defer p.log.Wake() // waiters recheck the role
 	if isr == nil {
@@ -116,15 +114,24 @@ func (p *Partition) BecomeFollower(epoch, leader int32) error {
 	defer p.mu.Unlock()
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
-	if cur := p.LeaderEpoch(); epoch < cur {
-		return fmt.Errorf("%w: %s-%d is in leader epoch %d, asked to follow in %d", ErrFencedLeaderEpoch,
-			p.tp.Topic, p.tp.Partition, cur, epoch)
+	if err := p.enterEpoch(epoch, "follow"); err != nil {
+		return err
 	}
-	p.leaderEpoch.Store(max(epoch, 0))
 	p.isr, p.leaderID = nil, leader
 	p.role.Store(int32(roleFollower))
 	p.log.SetHighWatermark(p.log.HighWatermark())
 	p.log.Wake() // acks=all waiters and long polls learn it lost the leadership
+	return nil
+}
+
+// enterEpoch moves the partition to leader epoch epoch for a role change
+// (role names it), refusing an older one. Caller holds p.mu and repMu.
+func (p *Partition) enterEpoch(epoch int32, role string) error {
+	if cur := p.LeaderEpoch(); epoch < cur {
+		return fmt.Errorf("%w: %s-%d is in leader epoch %d, asked to %s in %d", ErrFencedLeaderEpoch,
+			p.tp.Topic, p.tp.Partition, cur, role, epoch)
+	}
+	p.leaderEpoch.Store(max(epoch, 0))
 	return nil
 }
 

@@ -53,3 +53,13 @@ func (c *conn) leaderEndpoints(ids map[int32]bool) []metadata.Broker {
 	}
 	return out
 }
+
+// rackOf is a broker's rack as the nullable field of the responses that
+// list brokers (null when unset).
+func rackOf(b metadata.Broker) *string {
+	if b.Rack == "" {
+		return nil
+	}
+	rack := b.Rack
+	return &rack
+}

@@ -110,10 +110,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	for _, b := range c.leaderEndpoints(leaders) {
 		rb := kmsg.NewProduceResponseBroker()
 		rb.NodeID, rb.Host, rb.Port = b.ID, b.Host, b.Port
-		if b.Rack != "" {
-			rack := b.Rack
-			rb.Rack = &rack
-		}
+		rb.Rack = rackOf(b)
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	if acks == 0 {

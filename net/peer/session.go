@@ -283,16 +283,13 @@ func (s *session) truncate(ctx context.Context, c *wireConn, ready []*follow, no
 		}
 		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 		req.Version, req.ReplicaID = epochsVersion, s.f.opts.NodeID
-		byTopic := map[string]int{}
+		byTopic := topicIndex{}
 		for _, fl := range ask {
-			i, ok := byTopic[fl.tp.Topic]
-			if !ok {
-				i = len(req.Topics)
-				byTopic[fl.tp.Topic] = i
+			i := byTopic.of(fl.tp.Topic, func(name string) {
 				rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
-				rt.Topic = fl.tp.Topic
+				rt.Topic = name
 				req.Topics = append(req.Topics, rt)
-			}
+			})
 			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
 			rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = fl.tp.Partition, fl.epoch, fl.askEpoch
 			req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
@@ -389,19 +386,16 @@ func (s *session) fetch(ctx context.Context, c *wireConn, ready []*follow, now t
 	req.SessionID, req.SessionEpoch = 0, -1
 	var asked []*follow
 	offsets := map[replica.TopicPartition]int64{}
-	byTopic := map[string]int{}
+	byTopic := topicIndex{}
 	for _, fl := range ready {
 		if !fl.truncated || fl.fenced || now.Before(fl.retryAt) {
 			continue
 		}
-		i, ok := byTopic[fl.tp.Topic]
-		if !ok {
-			i = len(req.Topics)
-			byTopic[fl.tp.Topic] = i
+		i := byTopic.of(fl.tp.Topic, func(name string) {
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = fl.tp.Topic
+			rt.Topic = name
 			req.Topics = append(req.Topics, rt)
-		}
+		})
 		start, _ := fl.p.Bounds()
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch = fl.tp.Partition, fl.epoch
@@ -494,4 +488,18 @@ func (s *session) fetchRefused(fl *follow, rp kmsg.FetchResponseTopicPartition, 
 	}
 	// Past the leader's end: the logs diverged; check the tail again.
 	fl.truncated, fl.askEpoch = false, -1
+}
+
+// topicIndex numbers the topics of a request being built: of returns a
+// topic's index, calling add to append it the first time.
+type topicIndex map[string]int
+
+func (ti topicIndex) of(topic string, add func(name string)) int {
+	i, ok := ti[topic]
+	if !ok {
+		i = len(ti)
+		ti[topic] = i
+		add(topic)
+	}
+	return i
 }

@@ -107,21 +107,25 @@ func FuzzResponse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		switch r := resp.(type) {
-		case *kmsg.FetchResponse:
-			n := 0
-			for _, t := range r.Topics {
-				n += len(t.Partitions)
-			}
-			require.LessOrEqual(t, len(r.Topics), 2)
-			require.LessOrEqual(t, n, 3)
-		case *kmsg.OffsetForLeaderEpochResponse:
-			n := 0
-			for _, t := range r.Topics {
-				n += len(t.Partitions)
-			}
-			require.LessOrEqual(t, len(r.Topics), 2)
-			require.LessOrEqual(t, n, 3)
-		}
+		topics, partitions := answerSize(resp)
+		require.LessOrEqual(t, topics, 2)
+		require.LessOrEqual(t, partitions, 3)
 	})
+}
+
+// answerSize counts the topics and partitions of a decoded answer.
+func answerSize(resp kmsg.Response) (topics, partitions int) {
+	switch r := resp.(type) {
+	case *kmsg.FetchResponse:
+		for _, t := range r.Topics {
+			partitions += len(t.Partitions)
+		}
+		return len(r.Topics), partitions
+	case *kmsg.OffsetForLeaderEpochResponse:
+		for _, t := range r.Topics {
+			partitions += len(t.Partitions)
+		}
+		return len(r.Topics), partitions
+	}
+	return 0, 0
 }
