@@ -155,43 +155,34 @@ func crashFollower(t *testing.T, seed uint64) {
 		mu.Unlock()
 	}
 	// While a truncation runs, the batches it removes may or may not be in
-	// an image: they leave the acknowledged set before it starts and join
-	// the removed set once it returned.
-	truncate := func(keep int) {
+	// an image: they leave the acknowledged set (from index keep on) before
+	// cut starts and join the removed set once it returned.
+	removing := func(keep int, cut func() error) {
 		mu.Lock()
-		to := cur.acked[keep].base
 		going := append([]stored(nil), cur.acked[keep:]...)
 		cur.acked = cur.acked[:keep]
 		mu.Unlock()
-		require.NoError(t, l.TruncateTo(to))
+		require.NoError(t, cut())
 		mu.Lock()
 		for _, s := range going {
 			cur.removed = append(cur.removed, s.bytes)
 		}
 		mu.Unlock()
-		next = to
 	}
 	for round := 0; round < 4; round++ {
 		for i := 0; i < 12; i++ {
 			replicate()
 		}
 		mu.Lock()
-		n := len(cur.acked)
+		keep := len(cur.acked) - 1 - rng.IntN(5) // a divergent tail of a few batches
+		to := cur.acked[keep].base
 		mu.Unlock()
-		truncate(n - 1 - rng.IntN(5)) // a divergent tail of a few batches
+		removing(keep, func() error { return l.TruncateTo(to) })
+		next = to
 		epoch += 1 + int32(rng.IntN(2))
 	}
 	start := next + 100
-	mu.Lock()
-	going := cur.acked
-	cur.acked = nil
-	mu.Unlock()
-	require.NoError(t, l.TruncateFullyAndStartAt(start))
-	mu.Lock()
-	for _, s := range going {
-		cur.removed = append(cur.removed, s.bytes)
-	}
-	mu.Unlock()
+	removing(0, func() error { return l.TruncateFullyAndStartAt(start) })
 	next = start
 	for i := 0; i < 5; i++ {
 		replicate()
