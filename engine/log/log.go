@@ -28,9 +28,15 @@
 //     past it and publishes the new size, then the new log end, so readers
 //     without locks never see a partial batch.
 //   - Every offset below the durable mark has been fsynced, together with the
-//     directory entries of its segment files. With FlushAlways the high
-//     watermark is the durable mark, so nothing readable can be lost by a
-//     crash; WaitDurable returns only once its offset is below it.
+//     directory entries of its segment files. With FlushAlways the committed
+//     end is the durable mark, so nothing readable can be lost by a crash;
+//     WaitDurable returns only once its offset is below it. The high
+//     watermark is the committed end until the owner sets its own
+//     (SetHighWatermark: a replicated partition's), which stays within the
+//     log and never rises by itself.
+//   - A truncation lowers the recovery point and the missing ranges before
+//     it removes or cuts a file, so a crash in the middle never reopens
+//     with the removed offsets taken for flushed data gone missing.
 //   - After Open, every batch past the recovery point has passed its CRC check
 //     and every batch before it was fsynced whole: recovery truncates the
 //     unflushed tail at its first torn or corrupt batch, so a torn batch is
