@@ -270,8 +270,9 @@ func (s *session) truncate(ctx context.Context, c *wireConn, ready []*follow, no
 					// No epoch to ask about: a log with nothing in it has
 					// nothing to truncate; otherwise (records written
 					// before epochs were kept) the HW is the safe point.
-					apply(fl, func() { s.truncateTo(fl, fl.p.HighWatermark(), "no leader epoch recorded") })
-					fl.truncated = true
+					ok := true
+					apply(fl, func() { ok = s.truncateTo(fl, fl.p.HighWatermark(), "no leader epoch recorded") })
+					fl.truncated = ok
 					continue
 				}
 				fl.askEpoch = latest
@@ -315,52 +316,72 @@ func (s *session) truncate(ctx context.Context, c *wireConn, ready []*follow, no
 	}
 }
 
-// truncated applies one OffsetForLeaderEpoch answer, as Kafka's
-// AbstractFetcherThread.getOffsetTruncationState.
+// truncated applies one OffsetForLeaderEpoch answer: the truncation
+// decideTruncation gives, then either done or another round.
 func (s *session) truncated(fl *follow, p kmsg.OffsetForLeaderEpochResponseTopicPartition, now time.Time) {
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		s.refused(fl, err, now)
 		return
 	}
 	_, leo := fl.p.Bounds()
-	switch fe, fend := fl.p.EndOffsetForEpoch(p.LeaderEpoch); {
-	case p.EndOffset < 0 || p.LeaderEpoch < 0:
-		// The leader knows no epoch at or below ours: its HW is what is
-		// known to be committed.
-		apply(fl, func() { s.truncateTo(fl, min(fl.p.HighWatermark(), leo), "the leader knows no such epoch") })
-		fl.truncated = true
-	case fe < 0:
-		// Nothing here at or below the leader's epoch: keep what the
-		// leader has.
-		apply(fl, func() { s.truncateTo(fl, min(p.EndOffset, leo), "diverged from the leader") })
-		fl.truncated = true
-	case fe == p.LeaderEpoch:
-		apply(fl, func() { s.truncateTo(fl, min(p.EndOffset, fend, leo), "diverged from the leader") })
-		fl.truncated = true
+	d := decideTruncation(p.LeaderEpoch, p.EndOffset, fl.p.EndOffsetForEpoch, leo, fl.p.HighWatermark())
+	ok := true
+	apply(fl, func() { ok = s.truncateTo(fl, d.to, "diverged from the leader") })
+	switch {
+	case !ok: // backed off; the same answer is asked for again
+	case d.askEpoch >= 0:
+		fl.askEpoch = d.askEpoch
 	default:
-		// The leader's largest epoch at or below ours is one this replica
-		// does not have: cut to where the replica's own epoch below it
-		// ends and ask about that one.
-		apply(fl, func() { s.truncateTo(fl, min(fend, leo), "diverged from the leader") })
-		fl.askEpoch = fe
-	}
-	if fl.truncated {
-		fl.askEpoch = -1
+		fl.truncated, fl.askEpoch = true, -1
 	}
 }
 
-// truncateTo cuts the partition's log at offset, logging why. Caller is
-// inside apply.
-func (s *session) truncateTo(fl *follow, offset int64, why string) {
+// truncation is what a follower does with one OffsetForLeaderEpoch answer.
+type truncation struct {
+	to       int64 // cut the log here (nothing to do at or past its end)
+	askEpoch int32 // >= 0: then ask about this epoch; -1: the tail is checked
+}
+
+// decideTruncation is Kafka's AbstractFetcherThread.getOffsetTruncationState
+// (KIP-279), a pure function of the leader's answer (its largest epoch at
+// or below the one asked, and where that epoch ends on its log), the
+// follower's own epochs (followerEnd: its EndOffsetForEpoch), log end and
+// high watermark:
+//   - the leader knows no such epoch: keep what is known committed, the HW;
+//   - the follower has nothing at or below the leader's epoch: keep what
+//     the leader has;
+//   - the follower has that epoch: cut where the first of the two logs
+//     ends it;
+//   - the follower lacks it: cut where its own largest epoch below ends,
+//     and ask again about that epoch.
+func decideTruncation(leaderEpoch int32, leaderEnd int64, followerEnd func(int32) (int32, int64), leo, hw int64) truncation {
+	if leaderEnd < 0 || leaderEpoch < 0 {
+		return truncation{to: min(hw, leo), askEpoch: -1}
+	}
+	switch fe, fend := followerEnd(leaderEpoch); {
+	case fe < 0:
+		return truncation{to: min(leaderEnd, leo), askEpoch: -1}
+	case fe == leaderEpoch:
+		return truncation{to: min(leaderEnd, fend, leo), askEpoch: -1}
+	default:
+		return truncation{to: min(fend, leo), askEpoch: fe}
+	}
+}
+
+// truncateTo cuts the partition's log at offset, logging why, and reports
+// whether it could (a failure backs the partition off). Caller is inside
+// apply.
+func (s *session) truncateTo(fl *follow, offset int64, why string) bool {
 	if _, leo := fl.p.Bounds(); offset >= leo {
-		return
+		return true
 	}
 	if err := fl.p.TruncateTo(offset); err != nil {
 		s.log.Warn("replica truncation failed", "topic", fl.tp.Topic, "partition", fl.tp.Partition, "offset", offset, "err", err)
 		fl.retryAt = s.f.opts.Clock.Now().Add(s.f.opts.Backoff)
-		return
+		return false
 	}
 	s.log.Info("replica truncated", "topic", fl.tp.Topic, "partition", fl.tp.Partition, "offset", offset, "why", why)
+	return true
 }
 
 // refused handles a partition error of the leader: a stale epoch waits for
