@@ -110,7 +110,7 @@ type broker struct {
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func startBroker(t *testing.T, id int32, meta *cluster, ln net.Listener) *broker {
+func startBroker(t testing.TB, id int32, meta *cluster, ln net.Listener) *broker {
 	t.Helper()
 	m, err := replica.Open(replica.Options{DataDir: t.TempDir(), Logger: quiet()})
 	require.NoError(t, err)
@@ -126,13 +126,13 @@ func startBroker(t *testing.T, id int32, meta *cluster, ln net.Listener) *broker
 	return &broker{id: id, parts: m, srv: srv, addr: ln.Addr().String()}
 }
 
-func listen(t *testing.T) net.Listener {
+func listen(t testing.TB) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	return ln
 }
 
-func hostPort(t *testing.T, addr string) (string, int32) {
+func hostPort(t testing.TB, addr string) (string, int32) {
 	h, p, err := net.SplitHostPort(addr)
 	require.NoError(t, err)
 	n, err := strconv.Atoi(p)
@@ -151,7 +151,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func fetcher(t *testing.T, node int32) *peer.Fetcher {
+func fetcher(t testing.TB, node int32) *peer.Fetcher {
 	t.Helper()
 	f, err := peer.NewFetcher(peer.FetcherOptions{NodeID: node, Logger: quiet(), MaxWait: 100 * time.Millisecond,
 		Backoff: 20 * time.Millisecond})
@@ -307,7 +307,7 @@ func TestReplication(t *testing.T) {
 
 // pair starts brokers 1 (A) and 2 (B) sharing the metadata of topic t,
 // one partition with replicas {1, 2}, led by 1 in epoch 1.
-func pair(t *testing.T) (*cluster, *broker, *broker) {
+func pair(t testing.TB) (*cluster, *broker, *broker) {
 	t.Helper()
 	lnA, lnB := listen(t), listen(t)
 	hA, pA := hostPort(t, lnA.Addr().String())
@@ -320,7 +320,7 @@ func pair(t *testing.T) (*cluster, *broker, *broker) {
 	return meta, startBroker(t, 1, meta, lnA), startBroker(t, 2, meta, lnB)
 }
 
-func hosted(t *testing.T, b *broker, tp replica.TopicPartition) *replica.Partition {
+func hosted(t testing.TB, b *broker, tp replica.TopicPartition) *replica.Partition {
 	t.Helper()
 	p, err := b.parts.EnsurePartition(tp, nil)
 	require.NoError(t, err)
