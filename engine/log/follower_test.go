@@ -213,3 +213,35 @@ func crashFollower(t *testing.T, seed uint64) {
 		require.NoError(t, rl.Close())
 	}
 }
+
+// The owner's high watermark survives a restart through its checkpoint
+// (written on request and at Close), clamped to what the log recovered;
+// released, it is gone and the log reopens with its committed end.
+func TestHighWatermarkCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, testOptions(nil))
+	for i := 0; i < 5; i++ {
+		s := appendBatch(t, l, makeBatch(2, 10, 0, i), 1)
+		require.NoError(t, l.WaitDurable(context.Background(), s.last))
+	}
+	require.NoError(t, l.CheckpointHighWatermark(), "not owned: nothing to write")
+	l.SetHighWatermark(4)
+	require.NoError(t, l.CheckpointHighWatermark())
+	l.SetHighWatermark(6) // written by Close
+	require.NoError(t, l.Close())
+
+	l = openLog(t, dir, testOptions(nil))
+	require.Equal(t, int64(6), l.HighWatermark(), "reopened below its end of 10")
+	require.Equal(t, int64(10), l.CommittedEnd())
+	l.SetHighWatermark(8)
+	require.NoError(t, l.CheckpointHighWatermark())
+	l.crash()
+	l = openLog(t, dir, testOptions(nil))
+	require.Equal(t, int64(8), l.HighWatermark(), "a crash keeps the last checkpoint")
+
+	require.NoError(t, l.ReleaseHighWatermark())
+	require.Equal(t, int64(10), l.HighWatermark())
+	require.NoError(t, l.Close())
+	l = openLog(t, dir, testOptions(nil))
+	require.Equal(t, int64(10), l.HighWatermark(), "released: the committed end after a reopen")
+}

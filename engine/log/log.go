@@ -10,6 +10,7 @@
 //	<base>.timeindex           running max timestamp -> relative offset
 //	leader-epoch-checkpoint    epoch -> start offset
 //	log-start-offset-checkpoint  log start moved by DeleteRecordsBefore
+//	high-watermark-checkpoint  the owner's high watermark (a replicated partition), when it has one
 //	recovery-point-checkpoint  every batch below this offset is fsynced (and every sealed
 //	                           segment below it with its indexes); written after rolls,
 //	                           every RecoveryPointInterval and at Close
@@ -60,8 +61,10 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -342,6 +345,7 @@ type Log struct {
 	hwMu     sync.Mutex
 	hwOwned  atomic.Bool
 	ownHW    atomic.Int64
+	hwSaved  int64 // the owner's HW last checkpointed; -1 none. Guarded by hwMu
 	isClosed atomic.Bool
 
 	failMu  sync.Mutex
@@ -472,14 +476,65 @@ func (l *Log) SetHighWatermark(hw int64) {
 }
 
 // ReleaseHighWatermark hands the high watermark back to the log: it is
-// CommittedEnd again, as for a partition alone on its node.
-func (l *Log) ReleaseHighWatermark() {
+// CommittedEnd again, as for a partition alone on its node, and the
+// checkpoint of the owner's is removed so the next Open starts that way.
+func (l *Log) ReleaseHighWatermark() error {
 	l.hwMu.Lock()
 	was := l.hwOwned.Swap(false)
+	var err error
+	if was || l.hwSaved >= 0 {
+		if err = l.st.fs.Remove(filepath.Join(l.dir, highWatermarkFile)); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err == nil {
+			l.hwSaved = -1
+		}
+	}
 	l.hwMu.Unlock()
 	if was {
 		l.changed.fire()
 	}
+	if err != nil {
+		return fmt.Errorf("log %s: remove the high watermark checkpoint: %w", l.dir, err)
+	}
+	return nil
+}
+
+// CheckpointHighWatermark persists the owner's high watermark when it
+// moved since the last checkpoint (Kafka's replication-offset-checkpoint):
+// a replica that restarts starts from it rather than from its own end,
+// which may hold records not yet replicated, so it never shows consumers a
+// record the cluster could still lose. The owner calls it when it takes
+// the high watermark and then periodically; Close calls it too. A stale
+// checkpoint is only lower, which delays reads, never exposes one.
+func (l *Log) CheckpointHighWatermark() error {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	if !l.hwOwned.Load() || l.ownHW.Load() == l.hwSaved {
+		return nil
+	}
+	hw := l.ownHW.Load()
+	if err := writeOffsetCheckpoint(l.st.fs, l.dir, highWatermarkFile, hw); err != nil {
+		return fmt.Errorf("log %s: checkpoint the high watermark: %w", l.dir, err)
+	}
+	l.hwSaved = hw
+	return nil
+}
+
+// loadHighWatermark restores the owner's high watermark from its
+// checkpoint at Open (clamped to the recovered log): a log that was
+// replicated reopens with it owned, so reads stay below what was known to
+// be committed until the owner says more.
+func (l *Log) loadHighWatermark() error {
+	l.hwSaved = -1
+	hw, ok, err := readOffsetCheckpoint(l.st.fs, l.dir, highWatermarkFile)
+	if err != nil || !ok {
+		return err
+	}
+	l.hwSaved = hw
+	l.ownHW.Store(min(max(hw, l.logStart.Load()), l.leo.Load()))
+	l.hwOwned.Store(true)
+	return nil
 }
 
 // clampOwnedHW keeps the owner's high watermark within [start, end] after
@@ -717,6 +772,9 @@ func (l *Log) Close() error {
 	<-l.done
 
 	err := l.flushOnce()
+	if err == nil {
+		err = l.CheckpointHighWatermark()
+	}
 	l.syncMu.Lock()
 	l.appendMu.Lock()
 	if err == nil {

@@ -115,6 +115,10 @@ type Options struct {
 	// partitions: client connections, the metadata store, listeners
 	// (default 256; the node adds its connection limit).
 	FDReserve int
+	// HighWatermarkCheckpointInterval is how often replicated partitions
+	// persist their high watermark (Kafka's
+	// replica.high.watermark.checkpoint.interval.ms; default 5s).
+	HighWatermarkCheckpointInterval time.Duration
 	// HealInterval is how often the healer looks for partitions to retry
 	// (default 1s); MaxHealBackoff caps the wait between retries of one
 	// partition (default 30s).
@@ -156,6 +160,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.FDReserve <= 0 {
 		o.FDReserve = 256
+	}
+	if o.HighWatermarkCheckpointInterval <= 0 {
+		o.HighWatermarkCheckpointInterval = 5 * time.Second
 	}
 	if o.HealInterval <= 0 {
 		o.HealInterval = time.Second
@@ -251,8 +258,9 @@ func Open(opts Options) (*Manager, error) {
 	}
 	b := &Manager{opts: opts, parts: make(map[TopicPartition]*Partition), offline: map[TopicPartition]*offlinePartition{},
 		lock: lock, stop: make(chan struct{})}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.every(opts.RetentionCheckInterval, b.housekeeping)
+	go b.every(opts.HighWatermarkCheckpointInterval, b.checkpointHighWatermarks)
 	// The healer retries offline partitions and failed logs, each on its
 	// own backoff.
 	go b.every(opts.HealInterval, func() { b.heal(false) })
@@ -728,6 +736,17 @@ func (b *Manager) EnforceRetention() {
 			b.opts.Logger.Debug("retention deleted segments", "topic", p.tp.Topic, "partition", p.tp.Partition, "segments", n)
 		}
 		p.snapshotIfRolled()
+	}
+}
+
+// checkpointHighWatermarks persists the high watermark of every replicated
+// partition that moved (see log.CheckpointHighWatermark); a failure costs
+// only a lower high watermark after a restart, so it is logged.
+func (b *Manager) checkpointHighWatermarks() {
+	for _, p := range b.Partitions() {
+		if err := p.log.CheckpointHighWatermark(); err != nil {
+			b.opts.Logger.Warn("high watermark not checkpointed", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
+		}
 	}
 }
 

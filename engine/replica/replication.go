@@ -81,6 +81,12 @@ const (
 // CommittedEnd and HighWatermark as its log end and HW); with a nil ISR it
 // leads alone, as a partition of a single node does. An epoch older than
 // the one the partition is in is refused with ErrFencedLeaderEpoch.
+//
+// A replicated partition's high watermark is checkpointed (when it takes a
+// role, every HighWatermarkCheckpointInterval and at close), and a
+// partition that reopens with a checkpoint starts from it, not from its
+// log end: records it holds past the cluster's HW stay unread until the
+// ISR says they are committed.
 func (p *Partition) BecomeLeader(epoch int32, isr ISR) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -93,15 +99,14 @@ func (p *Partition) BecomeLeader(epoch int32, isr ISR) error {
 	defer p.log.Wake() // waiters recheck the role
 	if isr == nil {
 		p.role.Store(int32(roleLocal))
-		p.log.ReleaseHighWatermark()
-		return nil
+		return p.log.ReleaseHighWatermark()
 	}
 	p.role.Store(int32(roleLeader))
 	if err := isr.Appended(p.log.CommittedEnd()); err != nil {
 		return fmt.Errorf("%s-%d becomes leader in epoch %d: %w", p.tp.Topic, p.tp.Partition, epoch, err)
 	}
 	p.log.SetHighWatermark(isr.HighWatermark())
-	return nil
+	return p.log.CheckpointHighWatermark() // from now on a restart starts from the replicated HW
 }
 
 // BecomeFollower makes this replica a follower of broker leader in epoch:
@@ -121,7 +126,7 @@ func (p *Partition) BecomeFollower(epoch, leader int32) error {
 	p.role.Store(int32(roleFollower))
 	p.log.SetHighWatermark(p.log.HighWatermark())
 	p.log.Wake() // acks=all waiters and long polls learn it lost the leadership
-	return nil
+	return p.log.CheckpointHighWatermark()
 }
 
 // enterEpoch moves the partition to leader epoch epoch for a role change

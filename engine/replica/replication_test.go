@@ -292,3 +292,37 @@ func TestFollowerRestartsAtTheLeadersStart(t *testing.T) {
 	require.Equal(t, int64(50), start)
 	require.Equal(t, int64(50), end)
 }
+
+// A replica that restarts keeps the replicated high watermark, not its own
+// end: what it holds past the cluster's HW stays unread until a role and
+// its ISR say otherwise.
+func TestReplicatedHighWatermarkSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(epoch0)
+	tp := TopicPartition{Topic: "h", Partition: 0}
+	b, err := Open(Options{DataDir: dir, Clock: clk})
+	require.NoError(t, err)
+	p, err := b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	require.NoError(t, p.BecomeFollower(1, 2))
+	rec := producerBatch(-1, -1, -1, "a", "b", "c", "d")
+	batch.SetPartitionLeaderEpoch(rec, 1)
+	res, err := p.AppendAsFollower(rec)
+	require.NoError(t, err)
+	require.NoError(t, p.WaitDurable(context.Background(), res))
+	p.SetFollowerHighWatermark(2)
+	require.NoError(t, b.Close())
+
+	b, err = Open(Options{DataDir: dir, Clock: clk})
+	require.NoError(t, err)
+	defer b.Close()
+	p, err = b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), p.HighWatermark())
+	require.Equal(t, int64(4), p.CommittedEnd())
+	got := consumerFetch(t, p, 2)
+	require.Empty(t, got.Batches, "nothing past the replicated HW is served")
+
+	require.NoError(t, p.BecomeLeader(2, nil))
+	require.Equal(t, int64(4), p.HighWatermark(), "alone again: its own committed end")
+}
