@@ -453,6 +453,10 @@ func (l *Log) HighWatermark() int64 {
 	return l.hw.Load()
 }
 
+// HighWatermarkOwned reports whether the owner holds the high watermark
+// (SetHighWatermark, or a checkpoint of it found at Open).
+func (l *Log) HighWatermarkOwned() bool { return l.hwOwned.Load() }
+
 // CommittedEnd is the end of what this log has made as durable as its
 // flush policy promises: the durable (fsynced) end with FlushAlways,
 // otherwise the log end. A replication leader reports it to its ISR and

@@ -50,7 +50,15 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg}
+	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg, leaderID: -1}
+	if l.HighWatermarkOwned() {
+		// The partition was replicated when it closed (or crashed): until
+		// the node says whether it leads, it must not take writes a leader
+		// elected meanwhile would truncate, so it starts as a follower of
+		// nobody, refusing clients (NOT_LEADER_OR_FOLLOWER: they refresh
+		// their metadata).
+		p.role.Store(int32(roleFollower))
+	}
 	if err := p.loadProducers(); err != nil {
 		_ = l.Close()
 		return nil, err

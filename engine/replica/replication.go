@@ -31,6 +31,11 @@ import (
 // committed end, never past it: the ISR counts durable offsets only, so a
 // follower can never report one the leader could still lose.
 //
+// A partition that reopens with a replicated high watermark checkpoint (it
+// was replicated when it stopped, or when its log was healed) starts as a
+// follower of nobody, until BecomeLeader or BecomeFollower: writes it took
+// before knowing its role could be truncated by a leader elected meanwhile.
+//
 // BecomeFollower makes it a follower: produce, consumer and replica fetches
 // and ListOffsets are refused with ErrNotLeader (NOT_LEADER_OR_FOLLOWER),
 // and the partition takes the leader's batches instead (AppendAsFollower,

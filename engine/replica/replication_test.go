@@ -320,8 +320,14 @@ func TestReplicatedHighWatermarkSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), p.HighWatermark())
 	require.Equal(t, int64(4), p.CommittedEnd())
-	got := consumerFetch(t, p, 2)
-	require.Empty(t, got.Batches, "nothing past the replicated HW is served")
+	require.True(t, p.IsFollower(), "reopened replicated: a follower of nobody until told")
+	require.Equal(t, int32(-1), p.Leader())
+	_, err = p.Append(producerBatch(-1, -1, -1, "x"))
+	require.ErrorIs(t, err, ErrNotLeader, "no writes before the node says it leads")
+
+	require.NoError(t, p.BecomeLeader(2, &fakeISR{leaderEnd: 2, hw: 2, isr: map[int32]int64{3: 2}, minISR: 1, epoch: 2}))
+	require.Equal(t, int64(2), p.HighWatermark(), "the ISR starts from the checkpointed HW")
+	require.Empty(t, consumerFetch(t, p, 2).Batches, "nothing past the replicated HW is served")
 
 	require.NoError(t, p.BecomeLeader(2, nil))
 	require.Equal(t, int64(4), p.HighWatermark(), "alone again: its own committed end")
