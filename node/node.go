@@ -76,6 +76,10 @@ type Config struct {
 	// time passes.
 	Clock clock.Clock
 
+	// Cluster makes the node one of a cluster; the zero value is a
+	// one-node cluster.
+	Cluster ClusterConfig
+
 	Groups group.Config
 	// ResetOffsetsTopic deletes __consumer_offsets at start (every
 	// committed offset and group is lost).
@@ -87,6 +91,9 @@ type Config struct {
 
 // Validate checks what Open would refuse before touching anything.
 func (c Config) Validate() error {
+	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
+		return err
+	}
 	ko := c.kafkaOptions(nil, nil, nil)
 	if err := ko.Validate(); err != nil {
 		return err
