@@ -94,6 +94,9 @@ func (c Config) Validate() error {
 	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
 		return err
 	}
+	if c.Cluster.Clustered() {
+		return errClusterNotWired
+	}
 	ko := c.kafkaOptions(nil, nil, nil)
 	if err := ko.Validate(); err != nil {
 		return err
