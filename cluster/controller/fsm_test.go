@@ -50,9 +50,11 @@ func TestPlanIsPure(t *testing.T) {
 		"replace": func(st *state) ([]record, error) {
 			return planReplaceConfigs(st, "t", map[string]string{"retention.ms": "7"})
 		},
-		"delete":   func(st *state) ([]record, error) { return planDeleteTopic(st, "t") },
-		"pids":     func(st *state) ([]record, error) { return planProducerIDs(st, 1, 3) },
-		"register": func(st *state) ([]record, error) { return planRegisterBroker(st, metadata.Broker{ID: 2, Port: 1}, eligibleIn(st, nil)) },
+		"delete": func(st *state) ([]record, error) { return planDeleteTopic(st, "t") },
+		"pids":   func(st *state) ([]record, error) { return planProducerIDs(st, 1, 3) },
+		"register": func(st *state) ([]record, error) {
+			return planRegisterBroker(st, metadata.Broker{ID: 2, Port: 1}, eligibleIn(st, nil))
+		},
 	} {
 		recs, err := planFn(&st)
 		require.NoError(t, err, name)
