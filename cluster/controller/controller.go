@@ -2,10 +2,16 @@
 // assignments and config overrides, the registered brokers, the producer id
 // counter and the cluster id. It is a hashicorp/raft state machine whose
 // log, stable store, snapshots and materialised state live in one pebble DB
-// (engine/meta). A single node is a one-voter Raft cluster, so the same
-// code path serves 1 to N nodes; this version runs single-node only (see
-// Options.Transport). Readers see the metadata through cluster/metadata's
-// types.
+// (engine/meta). Without Options.Peers a node is a one-voter Raft cluster
+// on an in-memory transport; with them the static voters talk Raft over
+// TCP on the cluster listener, which also serves the controller RPC
+// (transport.go, rpc.go). The Raft leader is the active controller: it
+// alone plans changes; every write method on any node is routed to it
+// (cluster.go) and answers once the caller's own state has the change.
+// The active controller also fences brokers its Liveness reports gone for
+// the session timeout, moving their leaderships (liveness.go,
+// partitions.go), and moves leaderships back to preferred replicas.
+// Readers see the metadata through cluster/metadata's types.
 //
 // Invariants:
 //   - Every change goes through the Raft log as an ordered list of typed
@@ -29,7 +35,17 @@
 //     are not restored at start (NoSnapshotRestoreOnStart), because the
 //     pebble state is at least as new as any snapshot.
 //   - Reads (Topic, Topics, Brokers, ClusterID) serve an in-memory copy
-//     under a read lock and return deep copies.
+//     under a read lock and return deep copies. On a follower they may lag
+//     the active controller; a write returns only after the caller's node
+//     applied it, so a node reads its own writes.
+//   - Leadership and ISR changes follow Kafka's rules: every change of a
+//     partition's leader, ISR or replicas bumps its PartitionEpoch, every
+//     leader change its LeaderEpoch; an ISR is never empty; only ISR
+//     members are elected (unclean election is off), so a partition whose
+//     last ISR member is fenced is offline (Leader -1) until it returns.
+//   - A new active controller plans nothing until it has applied the whole
+//     log of its term (a Barrier), and gives every broker a full session
+//     timeout before fencing it.
 //   - The apply path does no work for the rest of the node: it queues one
 //     delta per applied entry (its index and typed changes) on every
 //     Subscription, never blocking and never dropping (a subscriber that
