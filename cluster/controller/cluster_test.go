@@ -233,8 +233,13 @@ func TestMultiNodeForwardingFailoverAndFencing(t *testing.T) {
 
 	// Writes still work, from the remaining follower too.
 	f = tc.follower()
-	_, err = f.CreateTopic(ctx, "after", 2, 2, nil, false)
+	after, err := f.CreateTopic(ctx, "after", 4, 2, nil, false)
 	require.NoError(t, err)
+	for _, p := range after.Partitions {
+		require.NotContains(t, p.Replicas, dead, "new replicas go to live brokers only")
+	}
+	_, err = f.CreateTopic(ctx, "too-wide", 1, 3, nil, false)
+	require.ErrorIs(t, err, metadata.ErrInvalidReplicationFactor, "two live brokers")
 
 	// The dead node returns: it registers and is unfenced.
 	tc.live.set(dead, true)

@@ -836,14 +836,23 @@ func (c *Controller) ControlledShutdown(ctx context.Context, id int32) error {
 }
 
 func (c *Controller) controlledShutdownLocal(ctx context.Context, a brokerArgs) (none, uint64, error) {
+	// Noted before the fence commits: the liveness loop, seeing the broker
+	// fenced and still reachable, must not unfence it in between.
 	c.tmu.Lock()
-	if c.tracker != nil {
-		c.tracker.shutDown(a.ID)
+	tr := c.tracker
+	noted := tr != nil && !tr.shutdown[a.ID]
+	if noted {
+		tr.shutDown(a.ID)
 	}
 	c.tmu.Unlock()
 	_, index, err := c.commit(ctx, "controlled shutdown", func(st *state) ([]record, error) {
 		return planFenceBroker(st, a.ID, eligibleIn(st, c.live))
 	})
+	if err != nil && noted {
+		c.tmu.Lock()
+		delete(tr.shutdown, a.ID)
+		c.tmu.Unlock()
+	}
 	return none{}, index, err
 }
 
