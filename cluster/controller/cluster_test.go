@@ -398,3 +398,17 @@ func TestPeersMismatchRefused(t *testing.T) {
 	_, err = Open(testCtx(t), Options{Dir: t.TempDir(), NodeID: 1, Peers: peers})
 	require.ErrorContains(t, err, "ClusterListener")
 }
+
+func TestParsePeers(t *testing.T) {
+	ps, err := ParsePeers(" 2@127.0.0.1:9193, 1@[::1]:9093 ")
+	require.NoError(t, err)
+	require.Equal(t, []Peer{{ID: 2, Addr: "127.0.0.1:9193"}, {ID: 1, Addr: "[::1]:9093"}}, ps)
+	require.Equal(t, "1@[::1]:9093,2@127.0.0.1:9193", peersString(ps), "canonical: by id")
+	ps, err = ParsePeers("")
+	require.NoError(t, err)
+	require.Empty(t, ps)
+	for _, bad := range []string{"1", "x@h:1", "-1@h:1", "1@h", "1@h:1,", "1@h:1,,2@h:2"} {
+		_, err := ParsePeers(bad)
+		require.Error(t, err, bad)
+	}
+}

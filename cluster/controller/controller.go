@@ -259,6 +259,7 @@ type Controller struct {
 	// (writes are planned here only then); tracker decides fencing on the
 	// active controller (tmu guards it).
 	mux       *mux
+	netTrans  *raft.NetworkTransport
 	readyTerm atomic.Uint64
 	tmu       sync.Mutex
 	tracker   *livenessTracker
@@ -353,10 +354,11 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	if c.multi() {
 		c.mux = newMux(opts.ClusterListener, logger)
 		self := c.peerAddr(opts.NodeID)
-		trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		c.netTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream: &streamLayer{m: c.mux, addr: peerAddr(self)}, MaxPool: 3, Timeout: 10 * time.Second,
 			Logger: newHCLogger(opts.Logger.With("component", "raft-transport"), opts.RaftLogLevel),
 		})
+		trans = c.netTrans
 	} else {
 		_, trans = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("moonmq-node-%d", opts.NodeID)))
 	}
@@ -471,6 +473,11 @@ func (c *Controller) Close() error {
 			if err := c.raft.Shutdown().Error(); err != nil {
 				errs = append(errs, fmt.Errorf("controller: stop raft: %w", err))
 			}
+		}
+		if c.raft == nil && c.netTrans != nil {
+			// Open failed before Raft took the transport over: its accept
+			// goroutine runs until the transport is closed.
+			_ = c.netTrans.Close()
 		}
 		if c.mux != nil {
 			if err := c.mux.Close(); err != nil {

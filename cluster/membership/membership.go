@@ -77,8 +77,10 @@ type Membership struct {
 	closeErr  error
 }
 
-// Open starts the member and tries the seeds once.
-func Open(opts Options) (*Membership, error) {
+// Open starts the member and tries the seeds once, for as long as ctx
+// allows (nodes start in any order: no seed answering is not an error; the
+// rejoin loop keeps trying).
+func Open(ctx context.Context, opts Options) (*Membership, error) {
 	if opts.NodeID < 0 {
 		return nil, fmt.Errorf("membership: node id %d must be >= 0", opts.NodeID)
 	}
@@ -126,7 +128,17 @@ func Open(opts Options) (*Membership, error) {
 		return nil, fmt.Errorf("membership: start memberlist on %s: %w", opts.BindAddr, err)
 	}
 	m.ml = ml
-	m.join()
+	joined := make(chan struct{})
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(joined)
+		m.join()
+	}()
+	select {
+	case <-joined:
+	case <-ctx.Done():
+	}
 	m.wg.Add(1)
 	go m.rejoinLoop()
 	return m, nil

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"testing"
@@ -21,7 +22,7 @@ func start(t *testing.T, n int) []*Membership {
 		if i > 0 {
 			opts.Join = []string{ms[0].Addr()}
 		}
-		m, err := Open(opts)
+		m, err := Open(context.Background(), opts)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = m.Close() })
 		ms = append(ms, m)
@@ -74,26 +75,26 @@ func TestDeadMemberDetected(t *testing.T) {
 
 // A member started before its seeds joins them once they are up.
 func TestRejoinSeedsStartedLater(t *testing.T) {
-	first, err := Open(Options{NodeID: 1, BindAddr: "127.0.0.1:0", Logger: testLogger()})
+	first, err := Open(context.Background(), Options{NodeID: 1, BindAddr: "127.0.0.1:0", Logger: testLogger()})
 	require.NoError(t, err)
 	addr := first.Addr()
 	require.NoError(t, first.Close())
 
-	early, err := Open(Options{NodeID: 2, BindAddr: "127.0.0.1:0", Join: []string{addr}, Logger: testLogger(),
+	early, err := Open(context.Background(), Options{NodeID: 2, BindAddr: "127.0.0.1:0", Join: []string{addr}, Logger: testLogger(),
 		RejoinInterval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = early.Close() })
 	require.Equal(t, []int32{2}, ids(early))
 
-	late, err := Open(Options{NodeID: 1, BindAddr: addr, Logger: testLogger()})
+	late, err := Open(context.Background(), Options{NodeID: 1, BindAddr: addr, Logger: testLogger()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = late.Close() })
 	require.Eventually(t, func() bool { return late.Alive(2) && early.Alive(1) }, 10*time.Second, 10*time.Millisecond)
 }
 
 func TestOpenRejectsBadOptions(t *testing.T) {
-	_, err := Open(Options{NodeID: -1, BindAddr: "127.0.0.1:0"})
+	_, err := Open(context.Background(), Options{NodeID: -1, BindAddr: "127.0.0.1:0"})
 	require.Error(t, err)
-	_, err = Open(Options{NodeID: 1, BindAddr: "nonsense"})
+	_, err = Open(context.Background(), Options{NodeID: 1, BindAddr: "nonsense"})
 	require.Error(t, err)
 }
