@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"net"
 	"path/filepath"
 	"sync"
@@ -411,4 +412,42 @@ func TestParsePeers(t *testing.T) {
 		_, err := ParsePeers(bad)
 		require.Error(t, err, bad)
 	}
+}
+
+// Open does not wait for a quorum: a node started alone returns at once
+// and is not ready; it becomes ready when a majority is up, and its
+// writes, refused meanwhile only by their deadline, then go through.
+func TestNodesStartInAnyOrder(t *testing.T) {
+	tc := &testCluster{t: t, live: &fakeLiveness{}, nodes: make([]*Controller, 3)}
+	lns := make([]net.Listener, 3)
+	for i := range lns {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		lns[i] = ln
+		tc.peers = append(tc.peers, Peer{ID: int32(i + 1), Addr: ln.Addr().String()})
+		tc.dirs = append(tc.dirs, filepath.Join(t.TempDir(), "meta"))
+	}
+	start := time.Now()
+	t.Cleanup(func() { t.Logf("took %v", time.Since(start)) })
+	t.Cleanup(func() { _ = lns[2].Close() }) // node 3 never starts
+	tc.start(2, lns[1])
+	alone := tc.nodes[1]
+	select {
+	case <-alone.Ready():
+		t.Fatal("ready without a quorum")
+	default:
+	}
+	require.EqualValues(t, -1, alone.ControllerID())
+	short, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	_, err := alone.CreateTopic(short, "t", 1, 1, nil, false)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, metadata.ErrNotController, "the last attempt said why")
+
+	tc.start(1, lns[0])
+	tc.awaitReady()
+	t.Logf("ready after %v", time.Since(start))
+	_, err = alone.CreateTopic(testCtx(t), "t", 1, 2, nil, false)
+	require.NoError(t, err)
+	t.Logf("created after %v", time.Since(start))
 }

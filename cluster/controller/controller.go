@@ -468,6 +468,9 @@ func (c *Controller) Close() error {
 		close(c.stop)
 		c.cancel()
 		var errs []error
+		if c.mux != nil {
+			c.mux.abortRaft() // a silent peer must not hold the shutdown
+		}
 		if c.raft != nil {
 			// Shutdown closes the transport, and with it the mux.
 			if err := c.raft.Shutdown().Error(); err != nil {

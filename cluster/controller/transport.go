@@ -41,11 +41,60 @@ type mux struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]bool // controller RPC connections being served
+	// rconns are Raft's connections, both ways; once aborted no new ones
+	// are made (abortRaft).
+	rconns  map[*raftConn]bool
+	aborted bool
+}
+
+// raftConn is a Raft connection the mux can close under Raft: a peer that
+// is stopped (SIGSTOP) or cut off answers nothing, and Raft's shutdown
+// would wait for its RPC to time out.
+type raftConn struct {
+	net.Conn
+	m *mux
+}
+
+func (c *raftConn) Close() error {
+	c.m.mu.Lock()
+	delete(c.m.rconns, c)
+	c.m.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// trackRaft wraps conn as a raftConn, or closes it if Raft's connections
+// are being torn down.
+func (m *mux) trackRaft(conn net.Conn) (*raftConn, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.aborted {
+		_ = conn.Close()
+		return nil, net.ErrClosed
+	}
+	rc := &raftConn{Conn: conn, m: m}
+	m.rconns[rc] = true
+	return rc, nil
+}
+
+// abortRaft closes every Raft connection and refuses new ones, so RPCs
+// in flight (to a peer that answers nothing) fail now and Raft can shut
+// down without waiting for their timeouts.
+func (m *mux) abortRaft() {
+	m.mu.Lock()
+	m.aborted = true
+	conns := make([]*raftConn, 0, len(m.rconns))
+	for c := range m.rconns {
+		conns = append(conns, c)
+	}
+	m.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
 }
 
 func newMux(ln net.Listener, logger *slog.Logger) *mux {
 	return &mux{ln: ln, logger: logger, raftConns: make(chan net.Conn),
-		closed: make(chan struct{}), conns: map[net.Conn]bool{}}
+		closed: make(chan struct{}), conns: map[net.Conn]bool{}, rconns: map[*raftConn]bool{}}
 }
 
 // start accepts connections until Close; serveRPC serves one controller
@@ -98,10 +147,14 @@ func (m *mux) route(conn net.Conn) {
 	_ = conn.SetReadDeadline(time.Time{})
 	switch b[0] {
 	case muxRaft:
+		rc, err := m.trackRaft(conn)
+		if err != nil {
+			return
+		}
 		select {
-		case m.raftConns <- conn:
+		case m.raftConns <- rc:
 		case <-m.closed:
-			_ = conn.Close()
+			_ = rc.Close()
 		}
 	case muxRPC:
 		if !m.track(conn) {
@@ -135,11 +188,12 @@ func (m *mux) untrack(conn net.Conn) {
 	_ = conn.Close()
 }
 
-// Close closes the listener and every controller RPC connection and waits
-// for their goroutines. Raft's connections are Raft's to close.
+// Close closes the listener and every connection and waits for the
+// mux's goroutines.
 func (m *mux) Close() error {
 	var err error
 	m.closeOnce.Do(func() {
+		m.abortRaft()
 		m.mu.Lock()
 		close(m.closed)
 		for c := range m.conns {
@@ -179,7 +233,11 @@ func (s *streamLayer) Addr() net.Addr { return s.addr }
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return dialCluster(ctx, string(addr), muxRaft)
+	conn, err := dialCluster(ctx, string(addr), muxRaft)
+	if err != nil {
+		return nil, err
+	}
+	return s.m.trackRaft(conn)
 }
 
 // dialCluster connects to a cluster port and says which protocol follows.
