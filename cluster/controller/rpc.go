@@ -22,15 +22,21 @@ import (
 //
 // On the wire, after the mux byte, each request and each response is a
 // frame: a 4-byte big-endian length and that many bytes of JSON, at most
-// maxRPCFrame. A connection carries requests one at a time; the client
+// maxRPCRequest or maxRPCFrame (a response). A connection carries requests one at a time; the client
 // dials one per request (forwarded writes are rare: admin requests,
 // registrations, ISR changes), so there is no pool to go stale when the
 // controller moves. The cluster port is trusted (as Raft's is): it is not
 // authenticated.
 
-// maxRPCFrame bounds a frame: a topic at the partition limit with every
-// replica listed, and then some. A peer announcing more is cut off.
-const maxRPCFrame = 16 << 20
+// maxRPCFrame bounds a response frame: a topic at the partition limit
+// with every replica listed, and then some. maxRPCRequest bounds a
+// request (a topic's name and config overrides, an ISR), which is what an
+// unauthenticated peer can make the server allocate. A frame announcing
+// more is refused and its connection cut off.
+const (
+	maxRPCFrame   = 16 << 20
+	maxRPCRequest = 1 << 20
+)
 
 // rpcIdleTimeout closes a server connection that sends nothing.
 const rpcIdleTimeout = time.Minute
@@ -129,27 +135,27 @@ func (e *rpcError) toError() error {
 	return out
 }
 
-func writeFrame(w io.Writer, v any) error {
+func writeFrame(w io.Writer, v any, limit int) error {
 	js, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode frame: %w", err)
 	}
-	if len(js) > maxRPCFrame {
-		return fmt.Errorf("%w: frame of %d bytes; the limit is %d", metadata.ErrInvalidRequest, len(js), maxRPCFrame)
+	if len(js) > limit {
+		return fmt.Errorf("%w: frame of %d bytes; the limit is %d", metadata.ErrInvalidRequest, len(js), limit)
 	}
 	buf := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(js)), uint32(len(js)))
 	_, err = w.Write(append(buf, js...))
 	return err
 }
 
-func readFrame(r io.Reader, v any) error {
+func readFrame(r io.Reader, v any, limit int) error {
 	var hdr [4]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n > maxRPCFrame {
-		return fmt.Errorf("%w: frame of %d bytes; the limit is %d", metadata.ErrInvalidRequest, n, maxRPCFrame)
+	if int64(n) > int64(limit) {
+		return fmt.Errorf("%w: frame of %d bytes; the limit is %d", metadata.ErrInvalidRequest, n, limit)
 	}
 	buf := make([]byte, n)
 	if _, err := io.ReadFull(r, buf); err != nil {
@@ -185,11 +191,11 @@ func call(ctx context.Context, addr, op string, args any, out any) (uint64, erro
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) }) // cancellation
 	defer stop()
 	req := rpcRequest{Op: op, TimeoutMs: max(time.Until(dl).Milliseconds(), 1), Args: rawArgs}
-	if err := writeFrame(conn, &req); err != nil {
+	if err := writeFrame(conn, &req, maxRPCRequest); err != nil {
 		return 0, fmt.Errorf("controller rpc %s to %s: %w: %w", op, addr, errNotSent, err)
 	}
 	var resp rpcResponse
-	if err := readFrame(conn, &resp); err != nil {
+	if err := readFrame(conn, &resp, maxRPCFrame); err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
@@ -211,7 +217,7 @@ func (c *Controller) serveRPC(conn net.Conn) {
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(rpcIdleTimeout))
 		var req rpcRequest
-		if err := readFrame(conn, &req); err != nil {
+		if err := readFrame(conn, &req, maxRPCRequest); err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				c.logger.Debug("controller rpc connection ended", "remote", conn.RemoteAddr(), "err", err)
 			}
@@ -230,7 +236,11 @@ func (c *Controller) serveRPC(conn net.Conn) {
 			resp = rpcResponse{Err: toRPCError(err)}
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if err := writeFrame(conn, &resp); err != nil {
+		err = writeFrame(conn, &resp, maxRPCFrame)
+		if errors.Is(err, metadata.ErrInvalidRequest) { // too large: say so
+			err = writeFrame(conn, &rpcResponse{Err: toRPCError(err)}, maxRPCFrame)
+		}
+		if err != nil {
 			c.logger.Debug("controller rpc: answer not delivered", "op", req.Op, "remote", conn.RemoteAddr(), "err", err)
 			return
 		}

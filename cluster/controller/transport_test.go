@@ -42,7 +42,7 @@ func TestClusterPortRefusesBadInput(t *testing.T) {
 	}
 	t.Run("unknown protocol", func(t *testing.T) { closedAfter(t, []byte("GET / HTTP/1.1\r\n\r\n")) })
 	t.Run("oversized frame", func(t *testing.T) {
-		closedAfter(t, binary.BigEndian.AppendUint32([]byte{muxRPC}, maxRPCFrame+1))
+		closedAfter(t, binary.BigEndian.AppendUint32([]byte{muxRPC}, maxRPCRequest+1))
 	})
 	t.Run("not json", func(t *testing.T) {
 		closedAfter(t, append(binary.BigEndian.AppendUint32([]byte{muxRPC}, 3), "{{{"...))
