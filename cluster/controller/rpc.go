@@ -22,11 +22,11 @@ import (
 //
 // On the wire, after the mux byte, each request and each response is a
 // frame: a 4-byte big-endian length and that many bytes of JSON, at most
-// maxRPCRequest or maxRPCFrame (a response). A connection carries requests one at a time; the client
-// dials one per request (forwarded writes are rare: admin requests,
-// registrations, ISR changes), so there is no pool to go stale when the
-// controller moves. The cluster port is trusted (as Raft's is): it is not
-// authenticated.
+// maxRPCRequest (a request) or maxRPCFrame (a response). A connection
+// carries requests one at a time; the client dials one per request
+// (forwarded writes are rare: admin requests, registrations, ISR changes),
+// so there is no pool to go stale when the controller moves. The cluster
+// port is trusted (as Raft's is): it is not authenticated.
 
 // maxRPCFrame bounds a response frame: a topic at the partition limit
 // with every replica listed, and then some. maxRPCRequest bounds a
