@@ -41,7 +41,8 @@ type Options struct {
 	// picks a free port (tests); Addr reports it.
 	BindAddr string
 	// AdvertiseAddr is the host:port other members reach this one at.
-	// Default: BindAddr (with the chosen port).
+	// Default: BindAddr (with the chosen port; for a wildcard host, an
+	// address of this host's that memberlist picks).
 	AdvertiseAddr string
 	// Join lists seed members (host:port). Open tries them once and returns
 	// even if none answered (nodes start in any order); a background loop
@@ -90,7 +91,7 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 	if opts.RejoinInterval <= 0 {
 		opts.RejoinInterval = 2 * time.Second
 	}
-	host, port, err := splitHostPort(opts.BindAddr)
+	host, port, err := splitHostPort(ctx, opts.BindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("membership: bind address: %w", err)
 	}
@@ -100,9 +101,14 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 	conf := memberlist.DefaultLANConfig()
 	conf.Name = strconv.FormatInt(int64(opts.NodeID), 10)
 	conf.BindAddr, conf.BindPort = host, port
-	conf.AdvertiseAddr, conf.AdvertisePort = host, port
+	if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+		// A wildcard bind address is no address to advertise: memberlist
+		// then picks one of the host's.
+		conf.AdvertiseAddr = host
+	}
+	conf.AdvertisePort = port
 	if opts.AdvertiseAddr != "" {
-		ah, ap, err := splitHostPort(opts.AdvertiseAddr)
+		ah, ap, err := splitHostPort(ctx, opts.AdvertiseAddr)
 		if err != nil {
 			return nil, fmt.Errorf("membership: advertise address: %w", err)
 		}
@@ -144,7 +150,9 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 	return m, nil
 }
 
-func splitHostPort(addr string) (string, int, error) {
+// splitHostPort splits addr, resolving a host name to an IP address:
+// memberlist binds and advertises IP addresses only.
+func splitHostPort(ctx context.Context, addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, err
@@ -152,6 +160,22 @@ func splitHostPort(addr string) (string, int, error) {
 	port, err := strconv.ParseUint(p, 10, 16)
 	if err != nil {
 		return "", 0, fmt.Errorf("port of %q: %w", addr, err)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	if net.ParseIP(host) == nil {
+		ips, err := net.DefaultResolver.LookupIP(ctx, "ip", host)
+		if err != nil || len(ips) == 0 {
+			return "", 0, fmt.Errorf("resolve %q: %v", host, err)
+		}
+		host = ips[0].String()
+		for _, ip := range ips { // IPv4 if there is one, as most configs mean
+			if ip.To4() != nil {
+				host = ip.String()
+				break
+			}
+		}
 	}
 	return host, int(port), nil
 }

@@ -97,4 +97,8 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	require.Error(t, err)
 	_, err = Open(context.Background(), Options{NodeID: 1, BindAddr: "nonsense"})
 	require.Error(t, err)
+	// Host names are resolved: memberlist takes IP addresses only.
+	m, err := Open(context.Background(), Options{NodeID: 1, BindAddr: "localhost:0", Logger: testLogger()})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
 }
