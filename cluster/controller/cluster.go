@@ -339,8 +339,12 @@ func (c *Controller) leaderLoop() {
 // checkLiveness fences brokers gone for the session timeout, unfences
 // returning ones and elects leaders where an ISR member became eligible.
 func (c *Controller) checkLiveness(now time.Time) {
+	var contact func(int32) (time.Time, bool)
+	if cl, ok := c.opts.Liveness.(ContactLiveness); ok {
+		contact = cl.LastContact
+	}
 	c.tmu.Lock()
-	fence, unfence := c.tracker.observe(now, c.Brokers(), c.live)
+	fence, unfence := c.tracker.observe(now, c.Brokers(), c.live, contact)
 	c.tmu.Unlock()
 	for _, id := range fence {
 		c.logger.Warn("fencing broker: unreachable for the session timeout", "broker", id, "session_timeout", c.opts.SessionTimeout)

@@ -212,10 +212,13 @@ func TestMultiNodeForwardingFailoverAndFencing(t *testing.T) {
 	before, _ := f.Topic("t")
 	dead := l.NodeID()
 	tc.live.set(dead, false)
+	killed := time.Now()
 	tc.stop(dead)
 	nl := tc.leader()
 	require.NotEqual(t, dead, nl.NodeID())
+	t.Logf("new active controller %d after %v", nl.NodeID(), time.Since(killed))
 	require.Eventually(t, func() bool { return brokerOf(nl, dead).Fenced }, 20*time.Second, 10*time.Millisecond)
+	t.Logf("broker %d fenced after %v (session timeout %v)", dead, time.Since(killed), nl.opts.SessionTimeout)
 	for _, c := range tc.nodes {
 		if c == nil {
 			continue

@@ -15,6 +15,16 @@ type Liveness interface {
 	Alive(id int32) bool
 }
 
+// ContactLiveness is a Liveness that also knows when it last heard from a
+// broker (cluster/membership does). With it, a session is counted from the
+// last contact rather than from the last poll that found the broker alive:
+// gossip takes a few seconds to declare a dead member dead, and those
+// seconds count toward the session timeout.
+type ContactLiveness interface {
+	Liveness
+	LastContact(id int32) (time.Time, bool)
+}
+
 // livenessTracker decides, on the active controller, which brokers to
 // fence and unfence. It is a pure state machine: time and what Liveness
 // said are inputs, so tests drive it without a clock.
@@ -23,7 +33,9 @@ type Liveness interface {
 //     fenced. A tracker that has not seen a broker yet (a new active
 //     controller, a new registration) starts its clock at the first
 //     observation, so every broker gets a full session after a controller
-//     change.
+//     change. Where liveness knows the last contact, and it is earlier
+//     than the last observation that found the broker alive (gossip still
+//     called a dead member alive then), the clock starts there.
 //   - A fenced broker seen alive is unfenced, except one fenced by a
 //     controlled shutdown: it is still alive while it stops, and stays
 //     fenced until it has been seen gone (or registers again, which
@@ -44,8 +56,11 @@ func newLivenessTracker(timeout time.Duration) *livenessTracker {
 func (t *livenessTracker) shutDown(id int32) { t.shutdown[id] = true }
 
 // observe takes the registered brokers and what liveness says of each at
-// now, and returns the ids to fence and to unfence, in id order.
-func (t *livenessTracker) observe(now time.Time, brokers []metadata.Broker, alive func(int32) bool) (fence, unfence []int32) {
+// now (contact, if not nil: when each was last heard from), and returns
+// the ids to fence and to unfence, in id order.
+func (t *livenessTracker) observe(now time.Time, brokers []metadata.Broker, alive func(int32) bool,
+	contact func(int32) (time.Time, bool),
+) (fence, unfence []int32) {
 	seen := make(map[int32]bool, len(brokers))
 	for _, b := range brokers {
 		seen[b.ID] = true
@@ -58,6 +73,12 @@ func (t *livenessTracker) observe(now time.Time, brokers []metadata.Broker, aliv
 		}
 		delete(t.shutdown, b.ID)
 		last, ok := t.lastAlive[b.ID]
+		if contact != nil {
+			if c, known := contact(b.ID); known && (!ok || c.Before(last)) {
+				last, ok = c, true
+				t.lastAlive[b.ID] = c
+			}
+		}
 		if !ok {
 			t.lastAlive[b.ID] = now
 			continue

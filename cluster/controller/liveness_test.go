@@ -53,7 +53,7 @@ func TestLivenessTracker(t *testing.T) {
 				}
 			}
 			return true
-		})
+		}, nil)
 		require.Equal(t, step.fence, fence, step.name)
 		require.Equal(t, step.unfenc, unfence, step.name)
 	}
@@ -66,14 +66,14 @@ func TestLivenessTrackerGraceOnNewController(t *testing.T) {
 	tr := newLivenessTracker(time.Second)
 	brokers := []metadata.Broker{{ID: 1}, {ID: 2}}
 	down := func(id int32) bool { return id != 2 }
-	f, _ := tr.observe(t0, brokers, down)
+	f, _ := tr.observe(t0, brokers, down, nil)
 	require.Empty(t, f)
-	f, _ = tr.observe(t0.Add(999*time.Millisecond), brokers, down)
+	f, _ = tr.observe(t0.Add(999*time.Millisecond), brokers, down, nil)
 	require.Empty(t, f)
-	f, _ = tr.observe(t0.Add(time.Second), brokers, down)
+	f, _ = tr.observe(t0.Add(time.Second), brokers, down, nil)
 	require.Equal(t, []int32{2}, f)
 	// A broker that disappears from the registrations is forgotten.
-	tr.observe(t0.Add(2*time.Second), brokers[:1], down)
+	tr.observe(t0.Add(2*time.Second), brokers[:1], down, nil)
 	require.NotContains(t, tr.lastAlive, int32(2))
 }
 
@@ -86,10 +86,34 @@ func TestLivenessTrackerControlledShutdown(t *testing.T) {
 	brokers := []metadata.Broker{{ID: 1}, {ID: 2, Fenced: true}}
 	tr.shutDown(2)
 	alive := func(int32) bool { return true }
-	_, u := tr.observe(t0, brokers, alive)
+	_, u := tr.observe(t0, brokers, alive, nil)
 	require.Empty(t, u)
-	_, u = tr.observe(t0.Add(time.Second), brokers, func(id int32) bool { return id != 2 })
+	_, u = tr.observe(t0.Add(time.Second), brokers, func(id int32) bool { return id != 2 }, nil)
 	require.Empty(t, u)
-	_, u = tr.observe(t0.Add(5*time.Second), brokers, alive)
+	_, u = tr.observe(t0.Add(5*time.Second), brokers, alive, nil)
 	require.Equal(t, []int32{2}, u, "back after it was gone")
+}
+
+// With the last contact known, the session counts from it: gossip called
+// the broker alive for a while after it died, and a new active controller
+// knows when it was last heard from. A broker reported alive is never
+// fenced, however old its last contact (gossip reached it indirectly).
+func TestLivenessTrackerCountsFromLastContact(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tr := newLivenessTracker(6 * time.Second)
+	brokers := []metadata.Broker{{ID: 1}, {ID: 2}, {ID: 3}}
+	contacts := map[int32]time.Time{2: t0, 3: t0}
+	contact := func(id int32) (time.Time, bool) { c, ok := contacts[id]; return c, ok }
+	down := func(id int32) bool { return id != 2 }
+
+	// t0+2s: gossip declares 2 dead; it was last heard from at t0.
+	f, _ := tr.observe(t0.Add(2*time.Second), brokers, down, contact)
+	require.Empty(t, f)
+	f, _ = tr.observe(t0.Add(5900*time.Millisecond), brokers, down, contact)
+	require.Empty(t, f)
+	f, _ = tr.observe(t0.Add(6*time.Second), brokers, down, contact)
+	require.Equal(t, []int32{2}, f, "six seconds after the last contact, not after the first observation")
+	// 3's last contact is as old, but gossip says it is alive.
+	f, _ = tr.observe(t0.Add(20*time.Second), []metadata.Broker{{ID: 3}}, down, contact)
+	require.Empty(t, f)
 }

@@ -3,8 +3,8 @@
 // address): every node runs a member named after its broker id, joins the
 // seeds it is given and keeps re-joining them, so a node that started
 // before the others, or was cut off and came back, finds the cluster
-// again. The controller polls Alive to fence brokers that stay unreachable
-// for the session timeout.
+// again. The controller polls Alive (and LastContact) to fence brokers
+// that stay unreachable for the session timeout.
 //
 // Invariants:
 //   - A member is alive from the moment gossip reports it alive or suspect
@@ -70,6 +70,9 @@ type Membership struct {
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every membership event
+	// contact is when each member (by name) last answered a probe of
+	// this one, or joined.
+	contact map[string]time.Time
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -96,7 +99,7 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 		return nil, fmt.Errorf("membership: bind address: %w", err)
 	}
 	m := &Membership{opts: opts, logger: opts.Logger.With("component", "membership", "node", opts.NodeID),
-		changed: make(chan struct{}), stop: make(chan struct{})}
+		changed: make(chan struct{}), contact: map[string]time.Time{}, stop: make(chan struct{})}
 
 	conf := memberlist.DefaultLANConfig()
 	conf.Name = strconv.FormatInt(int64(opts.NodeID), 10)
@@ -127,6 +130,7 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 	// Names are broker ids: a restarted node reuses its name at once.
 	conf.DeadNodeReclaimTime = time.Second
 	conf.Events = &events{m: m}
+	conf.Ping = &pings{m: m}
 	conf.Logger = log.New(&logWriter{logger: m.logger}, "", 0)
 
 	ml, err := memberlist.Create(conf)
@@ -240,6 +244,26 @@ func (m *Membership) Alive(id int32) bool {
 	return false
 }
 
+// LastContact is when broker id last answered one of this member's
+// probes (or joined); false if never. Probes go round-robin, so for an
+// alive member it is at most about (members-1) probe intervals (500ms
+// each) old. This node is always in contact with itself.
+func (m *Membership) LastContact(id int32) (time.Time, bool) {
+	if id == m.opts.NodeID {
+		return time.Now(), true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.contact[strconv.FormatInt(int64(id), 10)]
+	return t, ok
+}
+
+func (m *Membership) touch(name string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.contact[name] = time.Now()
+}
+
 // Changed returns a channel closed at the next membership event (a member
 // joined, left, died or was updated). Call it again for the one after.
 func (m *Membership) Changed() <-chan struct{} {
@@ -279,6 +303,7 @@ type events struct{ m *Membership }
 
 func (e *events) NotifyJoin(n *memberlist.Node) {
 	e.m.logger.Debug("member alive", "member", n.Name, "addr", n.Address())
+	e.m.touch(n.Name)
 	e.m.notify()
 }
 
@@ -288,6 +313,13 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 }
 
 func (e *events) NotifyUpdate(n *memberlist.Node) { e.m.notify() }
+
+// pings records the members that answered a probe.
+type pings struct{ m *Membership }
+
+func (p *pings) AckPayload() []byte { return nil }
+
+func (p *pings) NotifyPingComplete(n *memberlist.Node, _ time.Duration, _ []byte) { p.m.touch(n.Name) }
 
 // logWriter maps memberlist's "[LEVEL] memberlist: ..." lines to slog.
 type logWriter struct{ logger *slog.Logger }

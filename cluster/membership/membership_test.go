@@ -45,6 +45,16 @@ func TestMembersJoinAndLeave(t *testing.T) {
 		require.Equal(t, []int32{1, 2, 3}, ids(m))
 		require.True(t, m.Alive(2))
 		require.False(t, m.Alive(7))
+		_, ok := m.LastContact(7)
+		require.False(t, ok)
+		other := int32(1)
+		if m.opts.NodeID == 1 {
+			other = 2
+		}
+		// Probes go round-robin: each member answers one within a round.
+		since := time.Now()
+		require.Eventually(t, func() bool { last, ok := m.LastContact(other); return ok && last.After(since) },
+			10*time.Second, 10*time.Millisecond)
 	}
 	changed := ms[0].Changed()
 	require.NoError(t, ms[2].Close())
@@ -71,6 +81,11 @@ func TestDeadMemberDetected(t *testing.T) {
 	start := time.Now()
 	require.Eventually(t, func() bool { return !ms[0].Alive(3) && !ms[1].Alive(3) }, 20*time.Second, 10*time.Millisecond)
 	t.Logf("dead member detected after %v", time.Since(start))
+	for _, m := range ms[:2] {
+		last, ok := m.LastContact(3)
+		require.True(t, ok)
+		require.False(t, last.After(start), "no contact with a dead member")
+	}
 }
 
 // A member started before its seeds joins them once they are up.
