@@ -180,7 +180,9 @@ func route[A, R any](c *Controller, ctx context.Context, op string, a A,
 			var remote *remoteError
 			switch {
 			case errors.As(cerr, &remote):
-				if !errors.Is(cerr, metadata.ErrNotController) {
+				// Not (or no longer) the controller, or shutting down:
+				// the next one answers.
+				if !errors.Is(cerr, metadata.ErrNotController) && !errors.Is(cerr, metadata.ErrClosed) {
 					return zero, 0, cerr
 				}
 			case !errors.Is(cerr, errNotSent) && !rpcIdempotent[op]:
@@ -307,7 +309,6 @@ func (c *Controller) leaderLoop() {
 		if c.raft.State() != raft.Leader {
 			continue
 		}
-		now := time.Now()
 		if term := c.raft.CurrentTerm(); c.readyTerm.Load() != term {
 			if err := c.raft.Barrier(c.opts.ApplyTimeout).Error(); err != nil {
 				c.logger.Debug("new leader: catching up with the log failed", "err", err)
@@ -320,12 +321,13 @@ func (c *Controller) leaderLoop() {
 			c.tracker = newLivenessTracker(c.opts.SessionTimeout)
 			c.tmu.Unlock()
 			c.readyTerm.Store(term)
-			lastRebalance = now
+			lastRebalance = time.Now()
 			c.logger.Info("active controller", "term", term, "applied_index", c.AppliedIndex())
 			c.leaderCommit("choose cluster id", func(st *state) ([]record, error) {
 				return planInitCluster(st, newClusterID())
 			})
 		}
+		now := time.Now()
 		c.checkLiveness(now)
 		if c.opts.LeaderRebalanceInterval > 0 && now.Sub(lastRebalance) >= c.opts.LeaderRebalanceInterval {
 			lastRebalance = now
@@ -368,7 +370,12 @@ func (c *Controller) checkLiveness(now time.Time) {
 func (c *Controller) leaderCommit(op string, planFn planFunc) {
 	ctx, cancel := context.WithTimeout(c.stopCtx, c.opts.ApplyTimeout)
 	defer cancel()
-	if _, _, err := c.commit(ctx, op, planFn); err != nil && c.stopCtx.Err() == nil {
+	_, _, err := c.commit(ctx, op, planFn)
+	switch {
+	case err == nil, c.stopCtx.Err() != nil:
+	case errors.Is(err, metadata.ErrNotController):
+		c.logger.Debug("no longer the active controller", "op", op, "err", err)
+	default:
 		c.logger.Warn("active controller change failed; retrying next round", "op", op, "err", err)
 	}
 }

@@ -94,6 +94,15 @@ func (tc *testCluster) stop(id int32) {
 	tc.nodes[id-1] = nil
 }
 
+// crash stops node id the way a crash does: Raft stops without handing
+// the leadership over, its connections drop.
+func (tc *testCluster) crash(id int32) {
+	c := tc.nodes[id-1]
+	c.mux.abortRaft()
+	require.NoError(tc.t, c.raft.Shutdown().Error())
+	tc.stop(id)
+}
+
 func (tc *testCluster) awaitReady() {
 	for _, c := range tc.nodes {
 		if c == nil {
@@ -206,14 +215,14 @@ func TestMultiNodeForwardingFailoverAndFencing(t *testing.T) {
 	require.NoError(t, err)
 	require.ElementsMatch(t, p0.Replicas, np.ISR)
 
-	// The active controller dies: another takes over, and once the session
+	// The active controller crashes: another takes over, and once the session
 	// timeout passes without it the dead broker is fenced and its
 	// leaderships move with a new leader epoch.
 	before, _ := f.Topic("t")
 	dead := l.NodeID()
 	tc.live.set(dead, false)
 	killed := time.Now()
-	tc.stop(dead)
+	tc.crash(dead)
 	nl := tc.leader()
 	require.NotEqual(t, dead, nl.NodeID())
 	t.Logf("new active controller %d after %v", nl.NodeID(), time.Since(killed))
@@ -289,6 +298,14 @@ func TestControlledShutdown(t *testing.T) {
 	require.True(t, brokerOf(l, victim).Fenced)
 	// Gone, then back: unfenced.
 	unfenceAfterBlip(t, tc, l, victim)
+
+	// Closing the active controller hands the role over.
+	closed := time.Now()
+	tc.stop(l.NodeID())
+	nl := tc.leader()
+	t.Logf("active controller moved from %d to %d in %v", l.NodeID(), nl.NodeID(), time.Since(closed))
+	_, err = nl.CreateTopic(ctx, "after", 1, 1, nil, false)
+	require.NoError(t, err)
 }
 
 // unfenceAfterBlip makes a broker fenced by a controlled shutdown look

@@ -469,6 +469,15 @@ func (c *Controller) Close() error {
 		c.cancel()
 		var errs []error
 		if c.mux != nil {
+			if c.raft != nil && c.raft.State() == raft.Leader {
+				// Hand the active controller over rather than leave the
+				// others an election timeout without one (a stop, as
+				// after a controlled shutdown). Bounded by Raft (an
+				// election timeout); a failure only costs that wait.
+				if err := c.raft.LeadershipTransfer().Error(); err != nil {
+					c.logger.Debug("leadership transfer on close failed", "err", err)
+				}
+			}
 			c.mux.abortRaft() // a silent peer must not hold the shutdown
 		}
 		if c.raft != nil {
