@@ -47,6 +47,15 @@ type testCluster struct {
 }
 
 func newTestCluster(t *testing.T, n int, mod func(*Options)) *testCluster {
+	tc, lns := listenCluster(t, n, mod)
+	for i := range n {
+		tc.start(int32(i+1), lns[i])
+	}
+	return tc
+}
+
+// listenCluster binds the listeners of n nodes and starts none.
+func listenCluster(t *testing.T, n int, mod func(*Options)) (*testCluster, []net.Listener) {
 	tc := &testCluster{t: t, live: &fakeLiveness{}, nodes: make([]*Controller, n), mod: mod}
 	lns := make([]net.Listener, n)
 	for i := range n {
@@ -56,10 +65,7 @@ func newTestCluster(t *testing.T, n int, mod func(*Options)) *testCluster {
 		tc.peers = append(tc.peers, Peer{ID: int32(i + 1), Addr: ln.Addr().String()})
 		tc.dirs = append(tc.dirs, filepath.Join(t.TempDir(), "meta"))
 	}
-	for i := range n {
-		tc.start(int32(i+1), lns[i])
-	}
-	return tc
+	return tc, lns
 }
 
 func (tc *testCluster) options(id int32, ln net.Listener) Options {
@@ -438,15 +444,7 @@ func TestParsePeers(t *testing.T) {
 // and is not ready; it becomes ready when a majority is up, and its
 // writes, refused meanwhile only by their deadline, then go through.
 func TestNodesStartInAnyOrder(t *testing.T) {
-	tc := &testCluster{t: t, live: &fakeLiveness{}, nodes: make([]*Controller, 3)}
-	lns := make([]net.Listener, 3)
-	for i := range lns {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns[i] = ln
-		tc.peers = append(tc.peers, Peer{ID: int32(i + 1), Addr: ln.Addr().String()})
-		tc.dirs = append(tc.dirs, filepath.Join(t.TempDir(), "meta"))
-	}
+	tc, lns := listenCluster(t, 3, nil)
 	start := time.Now()
 	t.Cleanup(func() { t.Logf("took %v", time.Since(start)) })
 	t.Cleanup(func() { _ = lns[2].Close() }) // node 3 never starts
