@@ -159,6 +159,9 @@ func (tc *testCluster) follower() *Controller {
 func TestMultiNodeForwardingFailoverAndFencing(t *testing.T) {
 	tc := newTestCluster(t, 3, nil)
 	tc.awaitReady()
+	for _, c := range tc.nodes {
+		require.NotEmpty(t, c.ClusterID(), "a ready node knows the cluster id")
+	}
 	ctx := testCtx(t)
 	l, f := tc.leader(), tc.follower()
 	for _, c := range tc.nodes {

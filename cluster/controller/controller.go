@@ -804,8 +804,16 @@ func (c *Controller) allocateProducerIDsLocal(ctx context.Context, a producerIDA
 // index answered is at least the active controller's applied index, so
 // the registering node, once it applied it, has caught up.
 func (c *Controller) registerBrokerLocal(ctx context.Context, b metadata.Broker) (none, uint64, error) {
+	clusterID := newClusterID()
 	_, index, err := c.commit(ctx, "register broker", func(st *state) ([]record, error) {
-		return planRegisterBroker(st, b, eligibleIn(st, c.live))
+		// With the cluster id if the active controller has not chosen it
+		// yet, so a ready node always knows it.
+		recs, err := planInitCluster(st, clusterID)
+		if err != nil {
+			return nil, err
+		}
+		reg, err := planRegisterBroker(st, b, eligibleIn(st, c.live))
+		return append(recs, reg...), err
 	})
 	if err != nil {
 		return none{}, 0, err
