@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/membership"
 )
 
 // errClusterNotWired refuses --peers until the node replicates: a node
@@ -164,3 +167,7 @@ func peersString(peers []Peer) string {
 	}
 	return strings.Join(s, ",")
 }
+
+// The gossip membership is the controller's liveness input, with the time
+// each broker was last heard from.
+var _ controller.ContactLiveness = (*membership.Membership)(nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,32 +24,6 @@ type Peer struct {
 }
 
 const localKeyPeers = "peers"
-
-// ParsePeers parses a --peers value: ID@HOST:PORT entries separated by
-// commas ("1@127.0.0.1:9093,2@127.0.0.1:9193"). Spaces around entries are
-// ignored; an empty value is no peers (a single-node cluster).
-func ParsePeers(s string) ([]Peer, error) {
-	var out []Peer
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	for _, e := range strings.Split(s, ",") {
-		e = strings.TrimSpace(e)
-		idStr, addr, ok := strings.Cut(e, "@")
-		if !ok {
-			return nil, fmt.Errorf("peer %q: want ID@HOST:PORT", e)
-		}
-		id, err := strconv.ParseInt(idStr, 10, 32)
-		if err != nil || id < 0 {
-			return nil, fmt.Errorf("peer %q: the id must be a node id >= 0", e)
-		}
-		if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
-			return nil, fmt.Errorf("peer %q: want ID@HOST:PORT: %v", e, err)
-		}
-		out = append(out, Peer{ID: int32(id), Addr: addr})
-	}
-	return out, nil
-}
 
 // peersString is the canonical form of a voter set, as recorded in the
 // metadata directory and shown in errors: "1@h:p,2@h:p" by id.
