@@ -136,9 +136,9 @@ type Node struct {
 	ctrl   *controller.Controller
 	// members is the gossip membership of a clustered node (nil alone).
 	members *membership.Membership
-	groups *group.Coordinator
-	kafka  *kafka.Server
-	rec    *reconciler
+	groups  *group.Coordinator
+	kafka   *kafka.Server
+	rec     *reconciler
 	// startIndex is the metadata's applied index when the node opened: it
 	// is ready once it reconciled that far (and the coordinator loaded).
 	startIndex uint64
