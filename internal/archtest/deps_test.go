@@ -6,7 +6,8 @@
 // internal/when, cluster/metadata, cluster/replication, cluster/membership) import no other
 // MoonMQ package but each other as listed; net/client never imports engine; net/kafka never
 // imports cluster/controller (it sees cluster/metadata); cluster/controller
-// never imports cluster/membership (it takes a Liveness);
+// never imports cluster/membership (it takes a Liveness); net/peer (the
+// follower fetcher) sees only engine/replica, never cluster/ or net/kafka;
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster); the
 // test harnesses stay in tests, and the tests of net/kafka, mql and tui
@@ -44,6 +45,10 @@ func TestDependencyDirection(t *testing.T) {
 		// (the node passes a *membership.Membership), so its tests run
 		// with a fake and no gossip.
 		{"./cluster/controller/...", []string{"cluster/membership"}},
+		// The follower fetcher drives replicas (engine/replica) over the
+		// Kafka wire with kmsg alone: no controller state (the node tells
+		// it whom to follow), not the server it talks to.
+		{"./net/peer/...", []string{"cluster/", "net/kafka", "net/httpapi", "net/client", "internal/"}},
 	}
 	for _, r := range rules {
 		checkDeps(t, r.pkgs, func(rel string) bool {
