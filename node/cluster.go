@@ -1,7 +1,6 @@
 package node
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -12,11 +11,6 @@ import (
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/cluster/membership"
 )
-
-// errClusterNotWired refuses --peers until the node replicates: a node
-// that took the flag and ran alone would look like a cluster and lose
-// data like a single node.
-var errClusterNotWired = errors.New("peers: this build does not run a cluster yet (issue 13 is in progress); start without --peers")
 
 // Peer is one voter of the controller quorum: its node id and the address
 // its cluster (raft) listener is reached at. The address may be a proxy in

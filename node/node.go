@@ -38,6 +38,7 @@ import (
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
+	"github.com/moonmq/moonmq/net/peer"
 )
 
 // Config is everything a node is built from. Zero durations and sizes take
@@ -95,9 +96,6 @@ type Config struct {
 func (c Config) Validate() error {
 	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
 		return err
-	}
-	if c.Cluster.Clustered() {
-		return errClusterNotWired
 	}
 	ko := c.kafkaOptions(nil, nil, nil)
 	if err := ko.Validate(); err != nil {
@@ -256,7 +254,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cluster.Clustered() {
 		ms, err := membership.Open(ctx, membership.Options{NodeID: cfg.NodeID, BindAddr: cluster.GossipListen,
-			Join: cluster.Join, Logger: n.log.With("component", "membership")})
+			Join: cluster.Join, Logger: n.log})
 		if err != nil {
 			return nil, fmt.Errorf("gossip-listen: %w", err)
 		}
@@ -280,6 +278,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// partitions, and clients connecting meanwhile wait in the backlog.
 	rec := newReconciler(ctrl, b, kmetrics, n.log)
 	n.rec = rec
+	if cluster.Clustered() {
+		fetcher, err := peer.NewFetcher(peer.FetcherOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "fetcher"),
+			Clock: cfg.Clock, Backoff: followerBackoff})
+		if err != nil {
+			return nil, err
+		}
+		rec.repl = newReplicator(cfg.NodeID, ctrl, fetcher, cfg.Clock, n.log)
+		rec.repl.start()
+		// Closed before the partitions (closers run backwards): no fetch
+		// appends to a closed log.
+		n.closers = append(n.closers, rec.repl.close)
+	}
 	rec.start()
 	n.closers = append(n.closers, rec.close)
 	n.startIndex = ctrl.AppliedIndex()

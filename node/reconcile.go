@@ -32,6 +32,9 @@ type reconciler struct {
 	metrics *kafka.Metrics
 	log     *slog.Logger
 	nodeID  int32
+	// repl gives replicas their leader or follower role on a clustered
+	// node; nil alone, where every partition leads by itself.
+	repl *replicator
 
 	// mu is held while a delta is applied and while the coordinator is
 	// attached, so the coordinator sees every topic change exactly once.
@@ -155,7 +158,10 @@ func (r *reconciler) apply(d metadata.Delta) {
 			r.removeTopic(ch.Topic.Name)
 			deleted = append(deleted, ch.Topic.Name)
 		case *metadata.BrokerRegistered:
-			changed = false // nothing hosted depends on it yet
+			changed = false // the groups do not depend on it
+			if r.repl != nil {
+				r.repl.brokerChanged(ch.Broker)
+			}
 		}
 	}
 	if changed && r.groups != nil {
@@ -182,6 +188,12 @@ func (r *reconciler) applyImage(d metadata.Delta) []string {
 		if t, ok := image[name]; !ok || t.ID != r.topics[name].ID {
 			r.removeTopic(name)
 			deleted = append(deleted, name)
+		}
+	}
+	// Brokers first: followers need their leaders' addresses.
+	for _, ch := range d.Changes {
+		if br, ok := ch.(*metadata.BrokerRegistered); ok && r.repl != nil {
+			r.repl.brokerChanged(br.Broker)
 		}
 	}
 	for _, name := range sortedKeys(image) {
@@ -213,23 +225,37 @@ func (r *reconciler) hostTopic(t metadata.Topic) {
 // was never applied here). (Followers keep their
 // epoch: replication between nodes is not there yet.)
 func (r *reconciler) hostPartition(topic string, id [16]byte, configs map[string]string, p metadata.Partition) {
+	tp := replica.TopicPartition{Topic: topic, Partition: p.ID}
 	if !slices.Contains(p.Replicas, r.nodeID) {
+		if r.repl != nil {
+			r.repl.forget(tp)
+		}
 		return
 	}
-	tp := replica.TopicPartition{Topic: topic, Partition: p.ID}
-	var err error
+	var (
+		part *replica.Partition
+		err  error
+	)
 	if p.Leader == r.nodeID {
-		_, err = r.b.EnsureLeader(tp, id, configs, p.LeaderEpoch)
+		part, err = r.b.EnsureLeader(tp, id, configs, p.LeaderEpoch)
 	} else {
-		_, err = r.b.EnsureFollower(tp, id, configs)
+		part, err = r.b.EnsureFollower(tp, id, configs)
 	}
 	if errors.Is(err, replica.ErrPartitionOffline) {
 		return // the replica manager reports and retries it
+	}
+	if err == nil && r.repl != nil {
+		err = r.repl.setRole(tp, id, configs, p, part)
 	}
 	r.report(topic, "host partition", err)
 }
 
 func (r *reconciler) removeTopic(name string) {
+	if r.repl != nil {
+		for _, p := range r.topics[name].Partitions {
+			r.repl.forget(replica.TopicPartition{Topic: name, Partition: p.ID})
+		}
+	}
 	delete(r.topics, name)
 	r.report(name, "delete topic", r.b.DeleteTopic(name))
 	r.metrics.DeleteTopic(name)

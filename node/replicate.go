@@ -1,0 +1,278 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/cluster/replication"
+	"github.com/moonmq/moonmq/engine/clock"
+	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/topicconfig"
+	"github.com/moonmq/moonmq/net/peer"
+)
+
+// replicator gives this node's replicas the roles the metadata names, on
+// a clustered node: a partition it leads gets a replication.Leader (the
+// ISR/HW state machine) installed with the controller's state, a
+// partition it follows is handed to the follower fetcher (net/peer) with
+// its leader's address. It owns the leaders' inputs the partitions do not
+// see themselves — time (Tick, for the ISR's lag check) and the
+// controller's answers to the ISR changes they propose (AlterPartition) —
+// in one goroutine that stops on close.
+//
+// The reconciler calls it with every partition change it applies, in
+// metadata order; a newer controller state always wins over a change in
+// flight (replication.Leader drops it).
+type replicator struct {
+	self   int32
+	ctrl   partitionAlterer
+	fetch  *peer.Fetcher
+	clock  clock.Clock
+	maxLag time.Duration
+	tick   time.Duration
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	led     map[replica.TopicPartition]*ledPartition
+	follows map[replica.TopicPartition]followed
+	brokers map[int32]metadata.Broker
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// partitionAlterer is the controller's AlterPartition (a seam for tests).
+type partitionAlterer interface {
+	AlterPartition(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.Partition, error)
+}
+
+type ledPartition struct {
+	tp       replica.TopicPartition
+	topicID  [16]byte
+	p        *replica.Partition
+	l        *replication.Leader
+	inflight bool // an AlterPartition is out; at most one at a time
+}
+
+// followed is what a follower replica follows, to follow it again when
+// the leader's address becomes known or changes.
+type followed struct {
+	p      *replica.Partition
+	leader int32
+	epoch  int32
+}
+
+// The replica lag Kafka allows before a follower leaves the ISR
+// (replica.lag.time.max.ms), and how often the leaders check it.
+// followerBackoff is how long a follower refused by its leader (an epoch
+// it does not know yet, a leadership that moved) waits before it asks
+// again: short, since failover time is the time followers take to find the
+// new leader.
+const (
+	defaultReplicaMaxLag = 30 * time.Second
+	isrTickInterval      = 250 * time.Millisecond
+	followerBackoff      = 100 * time.Millisecond
+)
+
+func newReplicator(self int32, ctrl partitionAlterer, fetch *peer.Fetcher, clk clock.Clock, logger *slog.Logger) *replicator {
+	if clk == nil {
+		clk = clock.Real
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &replicator{
+		self: self, ctrl: ctrl, fetch: fetch, clock: clk, maxLag: defaultReplicaMaxLag, tick: isrTickInterval,
+		log: logger.With("component", "replication"),
+		led: map[replica.TopicPartition]*ledPartition{}, follows: map[replica.TopicPartition]followed{},
+		brokers: map[int32]metadata.Broker{}, ctx: ctx, cancel: cancel,
+	}
+}
+
+// start runs the leaders' clock until close.
+func (r *replicator) start() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := r.clock.NewTicker(r.tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.ctx.Done():
+				return
+			case <-t.C():
+				r.tickLeaders()
+			}
+		}
+	}()
+}
+
+// close stops the clock and the fetcher and waits for answers in flight.
+func (r *replicator) close() {
+	r.cancel()
+	r.wg.Wait()
+	if err := r.fetch.Close(); err != nil {
+		r.log.Warn("closing the follower fetcher", "err", err)
+	}
+}
+
+// minISR is a topic's min.insync.replicas: its override, else a majority
+// of its replicas (RF 1 -> 1, 3 -> 2, 5 -> 3), MoonMQ's default.
+func minISR(configs map[string]string, replicas int) int {
+	if v, ok := configs[topicconfig.MinInsyncReplicas]; ok {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return replicas/2 + 1
+}
+
+// setRole makes p (partition tp of the topic with id, hosted here as one
+// of mp's replicas) leader or follower as mp says.
+func (r *replicator) setRole(tp replica.TopicPartition, id [16]byte, configs map[string]string, mp metadata.Partition, p *replica.Partition) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if mp.Leader == r.self {
+		return r.leadLocked(tp, id, configs, mp, p)
+	}
+	if lp := r.led[tp]; lp != nil {
+		delete(r.led, tp)
+		lp.p.UpdateISR(lp.l.Resign)
+	}
+	if err := p.BecomeFollower(mp.LeaderEpoch, mp.Leader); err != nil {
+		return err
+	}
+	r.follows[tp] = followed{p: p, leader: mp.Leader, epoch: mp.LeaderEpoch}
+	return r.followLocked(tp)
+}
+
+func (r *replicator) leadLocked(tp replica.TopicPartition, id [16]byte, configs map[string]string, mp metadata.Partition, p *replica.Partition) error {
+	delete(r.follows, tp)
+	r.fetch.Unfollow(tp)
+	state := replication.LeaderState{
+		Replicas: mp.Replicas, ISR: mp.ISR, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
+		MinISR: minISR(configs, len(mp.Replicas)), LogEnd: p.CommittedEnd(), HighWatermark: p.HighWatermark(),
+	}
+	now := r.clock.Now()
+	if lp := r.led[tp]; lp != nil && lp.p == p && p.Replicated() && p.LeaderEpoch() == mp.LeaderEpoch {
+		// Same leadership, newer state (an ISR change): install it.
+		var err error
+		p.UpdateISR(func() { err = lp.l.Become(now, state) })
+		if errors.Is(err, replication.ErrStaleState) {
+			return nil // an answer to our own change already installed it
+		}
+		return err
+	}
+	l := replication.New(r.self, r.maxLag)
+	if err := l.Become(now, state); err != nil {
+		return fmt.Errorf("lead %s-%d in epoch %d: %w", tp.Topic, tp.Partition, mp.LeaderEpoch, err)
+	}
+	if err := p.BecomeLeader(mp.LeaderEpoch, l); err != nil {
+		return err
+	}
+	r.led[tp] = &ledPartition{tp: tp, topicID: id, p: p, l: l}
+	return nil
+}
+
+// followLocked hands a follower to the fetcher, once its leader's address
+// is known; a partition without a leader (offline) follows nobody.
+func (r *replicator) followLocked(tp replica.TopicPartition) error {
+	f := r.follows[tp]
+	b, ok := r.brokers[f.leader]
+	if f.leader < 0 || !ok || b.Fenced {
+		r.fetch.Unfollow(tp)
+		return nil
+	}
+	addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+	return r.fetch.Follow(tp, f.leader, addr, f.epoch, f.p)
+}
+
+// forget stops replicating tp here (its topic was deleted, or this node
+// no longer hosts a replica).
+func (r *replicator) forget(tp replica.TopicPartition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.led, tp)
+	delete(r.follows, tp)
+	r.fetch.Unfollow(tp)
+}
+
+// brokerChanged notes a broker's registration; followers of it follow its
+// (new) address.
+func (r *replicator) brokerChanged(b metadata.Broker) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, had := r.brokers[b.ID]
+	r.brokers[b.ID] = b
+	if had && old == b {
+		return
+	}
+	for tp, f := range r.follows {
+		if f.leader == b.ID {
+			if err := r.followLocked(tp); err != nil {
+				r.log.Warn("follow the leader at its new address", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+			}
+		}
+	}
+}
+
+// tickLeaders advances every led partition's clock and sends the ISR
+// changes they propose.
+func (r *replicator) tickLeaders() {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, lp := range r.led {
+		var (
+			change replication.Change
+			ok     bool
+		)
+		lp.p.UpdateISR(func() {
+			if err := lp.l.Tick(now); err != nil {
+				return
+			}
+			change, ok = lp.l.Pending()
+		})
+		if ok && !lp.inflight {
+			lp.inflight = true
+			r.wg.Add(1)
+			go r.alter(lp, change)
+		}
+	}
+}
+
+// alter sends one ISR change to the controller and hands the answer back
+// to the leader that proposed it (if it still leads).
+func (r *replicator) alter(lp *ledPartition, change replication.Change) {
+	defer r.wg.Done()
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	np, err := r.ctrl.AlterPartition(ctx, metadata.AlterPartitionRequest{
+		Topic: lp.tp.Topic, TopicID: lp.topicID, Partition: lp.tp.Partition, LeaderID: r.self,
+		LeaderEpoch: change.LeaderEpoch, PartitionEpoch: change.PartitionEpoch, NewISR: change.ISR,
+	})
+	res := replication.Result{Accepted: err == nil}
+	if err == nil {
+		res.ISR, res.LeaderEpoch, res.PartitionEpoch = np.ISR, np.LeaderEpoch, np.PartitionEpoch
+	} else if r.ctx.Err() == nil {
+		r.log.Info("ISR change not committed", "topic", lp.tp.Topic, "partition", lp.tp.Partition,
+			"isr", change.ISR, "err", err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lp.inflight = false
+	if r.led[lp.tp] != lp {
+		return // it no longer leads: the controller's state said so
+	}
+	var aerr error
+	lp.p.UpdateISR(func() { aerr = lp.l.AlterPartitionResult(res) })
+	if aerr != nil && !errors.Is(aerr, replication.ErrNoPendingChange) {
+		r.log.Warn("the controller's ISR answer was refused", "topic", lp.tp.Topic, "partition", lp.tp.Partition, "err", aerr)
+	}
+}
