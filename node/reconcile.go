@@ -53,6 +53,7 @@ type reconciler struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	loads  sync.WaitGroup // coordinate's partition loads
 }
 
 func newReconciler(ctrl *controller.Controller, b *replica.Manager, m *kafka.Metrics, logger *slog.Logger) *reconciler {
@@ -94,6 +95,7 @@ func (r *reconciler) close() {
 		r.cancel()
 		<-r.done
 	}
+	r.loads.Wait()
 }
 
 // startErr is why applying the first image failed, if it did.
@@ -246,8 +248,38 @@ func (r *reconciler) hostPartition(topic string, id [16]byte, configs map[string
 	}
 	if err == nil && r.repl != nil {
 		err = r.repl.setRole(tp, id, configs, p, part)
+		if err == nil && topic == group.OffsetsTopic {
+			r.coordinate(p.ID, p.Leader == r.nodeID)
+		}
 	}
 	r.report(topic, "host partition", err)
+}
+
+// coordinate makes the group coordinator serve the groups of offsets
+// partition p where this node leads it, and answer NOT_COORDINATOR for
+// them where it no longer does. Loading replays the partition, so it runs
+// off the reconciler's goroutine; a load that finishes after the
+// leadership moved on is undone.
+func (r *reconciler) coordinate(p int32, leads bool) {
+	coord := r.groups
+	if coord == nil {
+		return // attachGroups starts it with the partitions led then
+	}
+	if !leads {
+		coord.UnloadPartition(p)
+		return
+	}
+	tp := replica.TopicPartition{Topic: group.OffsetsTopic, Partition: p}
+	r.loads.Add(1)
+	go func() {
+		defer r.loads.Done()
+		if err := coord.LoadPartition(p); err != nil {
+			r.log.Warn("loading the groups of an offsets partition this node leads", "partition", p, "err", err)
+		}
+		if !r.repl.leads(tp) {
+			coord.UnloadPartition(p)
+		}
+	}()
 }
 
 func (r *reconciler) removeTopic(name string) {

@@ -193,6 +193,14 @@ func (r *replicator) followLocked(tp replica.TopicPartition) error {
 	return r.fetch.Follow(tp, f.leader, addr, f.epoch, f.p)
 }
 
+// leads reports whether this node leads tp now (as the metadata it
+// reconciled says).
+func (r *replicator) leads(tp replica.TopicPartition) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.led[tp] != nil
+}
+
 // forget stops replicating tp here (its topic was deleted, or this node
 // no longer hosts a replica).
 func (r *replicator) forget(tp replica.TopicPartition) {

@@ -126,6 +126,13 @@ func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, rec 
 	if err := repairOffsetsTopic(ctrl, logger); err != nil {
 		return nil, err
 	}
+	if rec.repl != nil {
+		// A group is coordinated by the leader of its offsets partition;
+		// the reconciler moves it as leadership moves (coordinate).
+		cfg.Owns = func(p int32) bool {
+			return rec.repl.leads(replica.TopicPartition{Topic: group.OffsetsTopic, Partition: p})
+		}
+	}
 	coord, err := group.New(cfg, store)
 	if err != nil {
 		return nil, fmt.Errorf("group coordinator: %w", err)

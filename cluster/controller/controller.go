@@ -663,6 +663,12 @@ func (c *Controller) createTopicLocal(ctx context.Context, a createTopicArgs) (m
 	id := uuid.New().String()
 	start := rand.IntN(1 << 20) // the first leader: topics start on different brokers
 	return c.changeLocked(ctx, "create topic", a.Name, func(st *state) ([]record, error) {
+		if _, exists := st.topics[a.Name]; exists {
+			// Kafka's order: an existing topic is TOPIC_ALREADY_EXISTS,
+			// whatever else is wrong with the request (a creator racing
+			// another, while a broker is down, must see that it exists).
+			return nil, fmt.Errorf("%w: %q", metadata.ErrTopicExists, a.Name)
+		}
 		brokers := c.placementBrokers(st)
 		if a.ReplicationFactor < 1 || int(a.ReplicationFactor) > len(brokers) {
 			return nil, fmt.Errorf("%w: %d, but there are %d live brokers", metadata.ErrInvalidReplicationFactor, a.ReplicationFactor, len(brokers))

@@ -73,7 +73,10 @@ func (s *BrokerStorage) WaitDurable(ctx context.Context, p int32, offset int64) 
 	if err != nil {
 		return err
 	}
-	return part.WaitOffsetDurable(ctx, offset)
+	// On a cluster the write must be on the ISR (min.insync.replicas
+	// disks), as an acks=all produce: a committed offset survives the loss
+	// of any minority of nodes. Alone, that is the fsync.
+	return part.WaitOffsetReplicated(ctx, offset)
 }
 
 // Read implements Storage: up to the log end, for the coordinator is the

@@ -55,6 +55,11 @@ type Config struct {
 
 	// Now is the clock (time.Now by default).
 	Now func() time.Time
+	// Owns says whether this node coordinates the groups of offsets
+	// partition p: on a cluster, whether it leads p (the node then calls
+	// LoadPartition and UnloadPartition as leadership moves). Nil: every
+	// partition, as on a single node.
+	Owns func(p int32) bool
 	// NewID returns a fresh unique string for member ids (a random UUID by
 	// default); tests make it deterministic.
 	NewID  func() string

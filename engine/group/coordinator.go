@@ -103,8 +103,22 @@ func (c *Coordinator) Start() {
 		c.mu.Lock()
 		c.nparts = n
 		c.mu.Unlock()
-		c.rt.Start(partitionRange(n))
+		c.rt.Start(c.owned(partitionRange(n)))
 	})
+}
+
+// owned are the partitions of ps this node coordinates (Config.Owns).
+func (c *Coordinator) owned(ps []int32) []int32 {
+	if c.cfg.Owns == nil {
+		return ps
+	}
+	var out []int32
+	for _, p := range ps {
+		if c.cfg.Owns(p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func partitionRange(n int32) []int32 {
@@ -187,7 +201,7 @@ func (c *Coordinator) EnsureTopic(ctx context.Context) error {
 	// The new partitions are empty, so loading them replays nothing, but
 	// records their generations, which later rechecks compare against. A
 	// partition that cannot say is down, and retried by the rechecks.
-	for p := range n {
+	for _, p := range c.owned(partitionRange(n)) {
 		_ = c.rt.Load(p)
 	}
 	c.mu.Lock()

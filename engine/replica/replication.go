@@ -223,6 +223,12 @@ func (p *Partition) notLeader() error {
 	return fmt.Errorf("%w: %s-%d", ErrNotLeader, p.tp.Topic, p.tp.Partition)
 }
 
+// WaitOffsetReplicated is WaitReplicated for the append that ended at
+// offset (a coordinator's own write to its internal partition).
+func (p *Partition) WaitOffsetReplicated(ctx context.Context, offset int64) error {
+	return p.WaitReplicated(ctx, ProduceResult{lastOffset: offset})
+}
+
 // WaitReplicated blocks until an acks=all produce may be answered: alone,
 // once it is durable (WaitDurable); as a replicated leader, once it is
 // durable here and the ISR's high watermark passed it. The outcome is nil,

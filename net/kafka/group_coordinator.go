@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"time"
 
@@ -60,21 +61,25 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 	if req.Version < 4 {
 		keys = []string{req.CoordinatorKey}
 	}
+	// answer answers every key: with err, or (nil) with the key's
+	// coordinator, the leader of its offsets partition.
 	answer := func(err error) {
-		code := c.errCode(err)
-		var msg *string
-		if err != nil {
-			msg = errMessage(err)
-		}
-		node, host, port := c.s.opts.NodeID, c.s.advHost, c.s.advPort
-		if code != 0 {
-			node, host, port = -1, "", -1
-		}
-		if req.Version < 4 {
-			resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = code, msg, node, host, port
-			return
-		}
 		for _, k := range keys {
+			node, host, port := c.s.opts.NodeID, c.s.advHost, c.s.advPort
+			kerr := err
+			if kerr == nil && req.CoordinatorType == coordinatorGroup {
+				node, host, port, kerr = c.groupCoordinator(k)
+			}
+			code := c.errCode(kerr)
+			var msg *string
+			if kerr != nil {
+				msg = errMessage(kerr)
+				node, host, port = -1, "", -1
+			}
+			if req.Version < 4 {
+				resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = code, msg, node, host, port
+				return
+			}
 			resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
 				Key: k, NodeID: node, Host: host, Port: port, ErrorCode: code, ErrorMessage: msg,
 			})
@@ -108,6 +113,24 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 		answer(err)
 		return resp
 	}
+}
+
+// groupCoordinator is the broker that coordinates group: the leader of its
+// __consumer_offsets partition, as the metadata says (this node on a
+// single node). A partition without a live leader is
+// COORDINATOR_NOT_AVAILABLE, which clients retry.
+func (c *conn) groupCoordinator(groupID string) (int32, string, int32, error) {
+	t, ok := c.s.meta.Topic(group.OffsetsTopic)
+	if !ok || len(t.Partitions) == 0 {
+		return 0, "", 0, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, group.OffsetsTopic)
+	}
+	p := t.Partitions[group.PartitionFor(groupID, int32(len(t.Partitions)))]
+	for _, b := range c.s.liveBrokers() {
+		if b.ID == p.Leader {
+			return b.ID, b.Host, b.Port, nil
+		}
+	}
+	return 0, "", 0, fmt.Errorf("%w: %s-%d has no live leader", kerr.CoordinatorNotAvailable, group.OffsetsTopic, p.ID)
 }
 
 // groupsOrUnavailable returns the coordinator or the error to answer.
