@@ -7,6 +7,7 @@ package testbroker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -248,4 +250,24 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		case <-tick.C:
 		}
 	}
+}
+
+// Kcat runs kcat (librdkafka's CLI, installed by `make deps`) with args and
+// stdin, within 30 s, and returns its output; a failure fails the test.
+func Kcat(t testing.TB, stdin string, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat is not installed (make deps installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kcat %v: %v: %s", args, err, errb.String())
+	}
+	return out.String()
 }
