@@ -110,6 +110,7 @@ type Node struct {
 
 	mu     sync.Mutex
 	paused bool // SIGSTOPped
+	starts int  // launches so far
 }
 
 // Supported reports whether the moonmq binary has the cluster flags, with
@@ -288,6 +289,7 @@ func (c *Cluster) Launch(id int32) {
 		c.t.Fatalf("node %d is already running", id)
 	}
 	nd.paused = false
+	nd.starts++
 	nd.proc.Launch()
 }
 
@@ -332,6 +334,14 @@ func (nd *Node) Pid() int {
 		return 0
 	}
 	return nd.proc.Pid()
+}
+
+// Starts is how many times the node was launched: with ID it names one
+// process lifetime (what a node reports within one only moves forward).
+func (nd *Node) Starts() int {
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	return nd.starts
 }
 
 // Log is everything the node logged, over all its starts.
