@@ -35,6 +35,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -393,6 +394,33 @@ func (c *Cluster) Term(id int32, timeout time.Duration) {
 	}
 	if err := nd.proc.StopWithin(timeout); err != nil {
 		c.t.Fatalf("node %d: %v", id, err)
+	}
+}
+
+// TermAll SIGTERMs every running node at once, as an operator stopping the
+// whole cluster does, and waits (within timeout each) for clean exits.
+func (c *Cluster) TermAll(timeout time.Duration) {
+	c.t.Helper()
+	errs := make([]error, len(c.Nodes))
+	var wg sync.WaitGroup
+	for i, nd := range c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			nd.mu.Lock()
+			defer nd.mu.Unlock()
+			if nd.paused {
+				_ = nd.proc.Signal(syscall.SIGCONT)
+				nd.paused = false
+			}
+			if err := nd.proc.StopWithin(timeout); err != nil {
+				errs[i] = fmt.Errorf("node %d: %w", nd.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

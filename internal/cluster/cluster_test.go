@@ -155,8 +155,11 @@ func TestProcessControlOnStandaloneNodes(t *testing.T) {
 	require.Contains(t, c.Node(1).Log(), "shutdown complete")
 
 	// Restart everything at once, as a full-cluster restart does.
-	c.Kill(2)
-	c.Kill(3)
+	c.Restart(1)
+	c.TermAll(20 * time.Second)
+	for _, nd := range c.Nodes {
+		require.False(t, nd.Running())
+	}
 	c.LaunchAll()
 	c.WaitAllReady()
 	for _, nd := range c.Nodes {

@@ -2,7 +2,6 @@ package clustertest
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -133,15 +132,7 @@ func TestFullClusterRestartKeepsEverything(t *testing.T) {
 	produceAll(t, c, h, topic, partitions, n)
 	want := consumeAndCommit(t, c, group, topic, n/3)
 
-	var wg sync.WaitGroup
-	for _, nd := range c.Nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.Term(nd.ID, 30*time.Second)
-		}()
-	}
-	wg.Wait()
+	c.TermAll(30 * time.Second)
 	c.LaunchAll()
 	c.WaitAllReady()
 
