@@ -1,13 +1,16 @@
 // Package cluster runs a MoonMQ cluster of real `moonmq serve` processes on
-// 127.0.0.1 for tests (internal/testbroker builds and runs each process),
+// this machine for tests (internal/testbroker builds and runs each process),
 // and injects the faults the cluster tests need: SIGKILL, SIGSTOP/SIGCONT,
 // SIGTERM, restarts on the same data, and cutting a node off from the
 // others. It is used only from tests (internal/archtest keeps it so).
 //
-// Wiring. Every node gets fixed free ports for its lifetime in the cluster
-// (a restart reuses them: --peers is static): a Kafka listener, an HTTP
-// listener, a cluster (raft) listener and a gossip address. Links that a
-// test may cut go through fault proxies (internal/faultproxy):
+// Two networks (Options.Network):
+//
+// Proxies (the default; no privileges). Every node runs on 127.0.0.1 with
+// fixed free ports for its lifetime in the cluster (a restart reuses them:
+// --peers is static): a Kafka listener, an HTTP listener, a cluster (raft)
+// listener and a gossip address. Links that a test may cut go through fault
+// proxies (internal/faultproxy):
 //   - raft and the controller RPC, one proxy per ordered pair: node i's
 //     --peers entry for node j is the proxy i→j in front of j's
 //     --cluster-listen (its own entry is its own listener);
@@ -17,20 +20,26 @@
 //     listener directly, past the proxies: they keep reaching a node that
 //     Isolate cut off.
 //
-// Isolate(i) blackholes node i's raft links both ways and its Kafka proxy.
-// Two links it cannot cut, because the addresses are the peer's own and not
-// chosen per link: gossip (memberlist advertises its --gossip-listen address
-// to every member, over UDP and TCP, so a per-link proxy cannot sit in
-// between without a separate advertise address), and the follower fetches
-// node i itself sends to the other nodes' leaders (they dial the leaders'
-// advertised proxies, which other nodes share). So an isolated node looks
-// alive to memberlist; the controller's liveness must also count raft
-// contact for an isolated broker to be fenced. Network namespaces (one per
-// node, routes blackholed per peer; root only) would cut those two too.
+// Isolate(i) then blackholes node i's raft links both ways and its Kafka
+// proxy. Two links it cannot cut, because the addresses are the peer's own
+// and not chosen per link: gossip (memberlist advertises its --gossip-listen
+// address to every member, over UDP and TCP, so a per-link proxy cannot sit
+// in between without a separate advertise address), and the follower
+// fetches node i itself sends to the other nodes' leaders (they dial the
+// leaders' advertised proxies, which other nodes share). So an isolated
+// node still looks alive to memberlist.
+//
+// Namespaces (root and iproute2; see netns.go). Every node runs in a network
+// namespace of its own on a bridge, on the contract's default ports at an
+// address of its own, with no proxies. Isolate(i) adds blackhole routes
+// between node i and every other node: raft, the controller RPC, gossip over
+// UDP and TCP and follower fetches either way all stop, while the test's
+// clients (on the host) still reach every node. This is the network the
+// fault test uses when it can.
 //
 // Everything is bounded: starts and readiness have deadlines, every process
-// is killed and every proxy closed at cleanup, and a failing test prints the
-// tail of every node's log.
+// is killed and every proxy, namespace and bridge removed at cleanup, and a
+// failing test prints the tail of every node's log.
 package cluster
 
 import (
@@ -66,6 +75,8 @@ type Options struct {
 	NodeFlags func(i int) []string
 	// ReadyTimeout bounds each wait for /readyz (default 60s).
 	ReadyTimeout time.Duration
+	// Network is how the nodes are wired and cut (default Proxies).
+	Network Network
 	// Standalone starts each node as its own one-voter cluster (no
 	// --peers, --cluster-listen, --gossip-listen, --join, session
 	// timeout): what a binary without the cluster flags runs, to check
@@ -89,8 +100,13 @@ type Cluster struct {
 	// Nodes in id order: Nodes[i].ID == i+1.
 	Nodes []*Node
 	// raft[i][j] is node i's link to node j's cluster listener (nil on
-	// the diagonal).
+	// the diagonal; none on the Namespaces network).
 	raft [][]*faultproxy.Proxy
+	// ns is the Namespaces network, nil on Proxies.
+	ns *netns
+
+	mu       sync.Mutex
+	isolated map[int32]bool
 }
 
 // Node is one member of the cluster.
@@ -106,7 +122,7 @@ type Node struct {
 	// ClusterAddr is --cluster-listen, Gossip --gossip-listen.
 	ClusterAddr, Gossip string
 
-	kafkaProxy *faultproxy.Proxy
+	kafkaProxy *faultproxy.Proxy // nil on the Namespaces network
 	proc       *testbroker.Broker
 
 	mu     sync.Mutex
@@ -149,37 +165,62 @@ func Start(t testing.TB, opts Options) *Cluster {
 func New(t testing.TB, opts Options) *Cluster {
 	t.Helper()
 	opts.ensureDefaults()
-	c := &Cluster{t: t, opts: opts}
+	c := &Cluster{t: t, opts: opts, isolated: map[int32]bool{}}
 	n := opts.Nodes
-	for i := 0; i < n; i++ {
-		nd := &Node{ID: int32(i + 1), Index: i, Dir: t.TempDir(),
-			Listen: freeAddr(t, false), HTTP: freeAddr(t, false),
-			ClusterAddr: freeAddr(t, false), Gossip: freeAddr(t, true)}
-		p, err := faultproxy.New("127.0.0.1:0", nd.Listen)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nd.kafkaProxy, nd.Kafka = p, p.Addr()
-		c.Nodes = append(c.Nodes, nd)
+	dirs := make([]string, n)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
 	}
-	c.raft = make([][]*faultproxy.Proxy, n)
-	for i := range c.raft {
-		c.raft[i] = make([]*faultproxy.Proxy, n)
-		for j := range c.raft[i] {
-			if i == j {
-				continue
-			}
-			p, err := faultproxy.New("127.0.0.1:0", c.Nodes[j].ClusterAddr)
+	// After the TempDirs: cleanups run last-in first-out, so the
+	// processes die before their directories go.
+	t.Cleanup(c.cleanup)
+	if opts.Network == Namespaces {
+		ns, err := setupNetns(n)
+		if err != nil {
+			t.Fatalf("network namespaces: %v", err)
+		}
+		c.ns = ns
+		for i := 0; i < n; i++ {
+			ip := ns.nodeIP(i)
+			// Each namespace has its own ports: the contract's
+			// defaults, on the node's own address.
+			c.Nodes = append(c.Nodes, &Node{ID: int32(i + 1), Index: i, Dir: dirs[i],
+				Kafka: ip + ":9092", Listen: ip + ":9092", HTTP: ip + ":9090",
+				ClusterAddr: ip + ":9093", Gossip: ip + ":9094"})
+		}
+	} else {
+		for i := 0; i < n; i++ {
+			nd := &Node{ID: int32(i + 1), Index: i, Dir: dirs[i],
+				Listen: freeAddr(t, false), HTTP: freeAddr(t, false),
+				ClusterAddr: freeAddr(t, false), Gossip: freeAddr(t, true)}
+			p, err := faultproxy.New("127.0.0.1:0", nd.Listen)
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.raft[i][j] = p
+			nd.kafkaProxy, nd.Kafka = p, p.Addr()
+			c.Nodes = append(c.Nodes, nd)
+		}
+		c.raft = make([][]*faultproxy.Proxy, n)
+		for i := range c.raft {
+			c.raft[i] = make([]*faultproxy.Proxy, n)
+			for j := range c.raft[i] {
+				if i == j {
+					continue
+				}
+				p, err := faultproxy.New("127.0.0.1:0", c.Nodes[j].ClusterAddr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.raft[i][j] = p
+			}
 		}
 	}
 	for _, nd := range c.Nodes {
 		nd.proc = testbroker.New(t, nd.Dir, c.flags(nd.Index)...)
+		if c.ns != nil {
+			nd.proc.Prefix = c.ns.exec(nd.Index)
+		}
 	}
-	t.Cleanup(c.cleanup)
 	return c
 }
 
@@ -192,7 +233,9 @@ func (c *Cluster) flags(i int) []string {
 		for j, o := range c.Nodes {
 			addr := o.ClusterAddr
 			if j != i {
-				addr = c.raft[i][j].Addr()
+				if c.raft != nil {
+					addr = c.raft[i][j].Addr()
+				}
 				join = append(join, o.Gossip)
 			}
 			peers = append(peers, fmt.Sprintf("%d@%s", o.ID, addr))
@@ -238,6 +281,9 @@ func freeAddr(t testing.TB, udp bool) string {
 
 func (c *Cluster) cleanup() {
 	for _, nd := range c.Nodes {
+		if nd.proc == nil {
+			continue // New failed before the processes were set up
+		}
 		nd.mu.Lock()
 		if nd.proc.Running() {
 			_ = nd.proc.Signal(syscall.SIGCONT)
@@ -253,10 +299,18 @@ func (c *Cluster) cleanup() {
 		}
 	}
 	for _, nd := range c.Nodes {
-		_ = nd.kafkaProxy.Close()
+		if nd.kafkaProxy != nil {
+			_ = nd.kafkaProxy.Close()
+		}
+	}
+	if c.ns != nil {
+		c.ns.close()
 	}
 	if c.t.Failed() {
 		for _, nd := range c.Nodes {
+			if nd.proc == nil {
+				continue
+			}
 			c.t.Logf("node %d log (last 150 lines):\n%s", nd.ID, nd.proc.LogTail(150))
 		}
 	}
@@ -424,13 +478,15 @@ func (c *Cluster) TermAll(timeout time.Duration) {
 	}
 }
 
-// Isolate cuts node id off from the other nodes: its raft links both ways
-// and its Kafka proxy are blackholed (see the package comment for what
-// stays connected). DirectDialer clients still reach it.
-func (c *Cluster) Isolate(id int32) { c.setLinks(id, faultproxy.Blackhole) }
+// Isolate cuts node id off from the other nodes. On the Proxies network its
+// raft links both ways and its Kafka proxy are blackholed (see the package
+// comment for what stays connected; DirectDialer clients still reach it);
+// on the Namespaces network every link between it and the other nodes is
+// cut and the test's clients still reach it.
+func (c *Cluster) Isolate(id int32) { c.setLinks(id, true) }
 
-// Heal restores node id's links.
-func (c *Cluster) Heal(id int32) { c.setLinks(id, faultproxy.Pass) }
+// Heal restores node id's links (those to isolated nodes stay cut).
+func (c *Cluster) Heal(id int32) { c.setLinks(id, false) }
 
 // HealAll restores every link.
 func (c *Cluster) HealAll() {
@@ -439,27 +495,45 @@ func (c *Cluster) HealAll() {
 	}
 }
 
-// Isolated reports whether node id's links are cut.
+// Isolated reports whether node id is cut off.
 func (c *Cluster) Isolated(id int32) bool {
-	return c.Node(id).kafkaProxy.Mode() != faultproxy.Pass
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.isolated[id]
 }
 
-func (c *Cluster) setLinks(id int32, m faultproxy.Mode) {
+func (c *Cluster) setLinks(id int32, cut bool) {
+	c.t.Helper()
 	i := c.Node(id).Index
-	for j := range c.Nodes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.isolated[id] = cut
+	for j, o := range c.Nodes {
+		// A link stays cut while either end is isolated.
+		linkCut := cut || c.isolated[o.ID]
 		if j == i {
 			continue
+		}
+		if c.ns != nil {
+			if err := c.ns.setCut(i, j, linkCut); err != nil {
+				c.t.Fatal(err)
+			}
+			continue
+		}
+		m := faultproxy.Pass
+		if linkCut {
+			m = faultproxy.Blackhole
 		}
 		c.raft[i][j].SetMode(m)
 		c.raft[j][i].SetMode(m)
 	}
-	c.Nodes[i].kafkaProxy.SetMode(m)
-}
-
-// CutRaft cuts (or, with m = faultproxy.Pass, heals) the one raft link
-// from node from to node to, for asymmetric partitions.
-func (c *Cluster) CutRaft(from, to int32, m faultproxy.Mode) {
-	c.raft[c.Node(from).Index][c.Node(to).Index].SetMode(m)
+	if c.ns == nil {
+		m := faultproxy.Pass
+		if cut {
+			m = faultproxy.Blackhole
+		}
+		c.Nodes[i].kafkaProxy.SetMode(m)
+	}
 }
 
 // Ready reports whether node id's /readyz answers 200.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -165,4 +166,62 @@ func TestProcessControlOnStandaloneNodes(t *testing.T) {
 	for _, nd := range c.Nodes {
 		require.True(t, nd.Running())
 	}
+}
+
+// kcatMetadata asks addr for metadata with kcat run in node from's network
+// namespace (or on the host when from is 0), reporting kcat's error.
+func kcatMetadata(c *Cluster, from int32, addr string) error {
+	args := []string{"kcat", "-b", addr, "-L", "-m", "3"}
+	if from > 0 {
+		args = append(c.ns.exec(c.Node(from).Index), args...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+// TestNamespacesCutEveryLink checks the Namespaces network on standalone
+// nodes: each node in its own namespace is reachable from the host and from
+// the other nodes; Isolate cuts it off from the other nodes (any protocol:
+// a route, not a proxy) but not from the host; Heal restores it; signals
+// reach the process itself through `ip netns exec`.
+func TestNamespacesCutEveryLink(t *testing.T) {
+	if err := NamespacesAvailable(); err != nil {
+		t.Skip(err)
+	}
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat is not installed (make deps installs it)")
+	}
+	c := Start(t, Options{Nodes: 3, Standalone: true, Network: Namespaces})
+	n1 := c.Node(1).Kafka
+	require.NoError(t, kcatMetadata(c, 0, n1), "the host reaches node 1")
+	require.NoError(t, kcatMetadata(c, 2, n1), "node 2 reaches node 1")
+
+	c.Isolate(1)
+	require.True(t, c.Isolated(1))
+	require.Error(t, kcatMetadata(c, 2, n1), "node 2 no longer reaches node 1")
+	require.Error(t, kcatMetadata(c, 1, c.Node(3).Kafka), "node 1 no longer reaches node 3")
+	require.NoError(t, kcatMetadata(c, 2, c.Node(3).Kafka), "nodes 2 and 3 still talk")
+	require.NoError(t, kcatMetadata(c, 0, n1), "the host still reaches node 1")
+
+	// Isolating node 2 as well and healing node 1 keeps the 1-2 link cut.
+	c.Isolate(2)
+	c.Heal(1)
+	require.NoError(t, kcatMetadata(c, 1, c.Node(3).Kafka), "node 1 reaches node 3 again")
+	require.Error(t, kcatMetadata(c, 1, c.Node(2).Kafka), "node 2 is still isolated")
+	c.HealAll()
+	require.NoError(t, kcatMetadata(c, 2, n1))
+
+	ctx := context.Background()
+	c.Stop(3)
+	require.False(t, c.Node(3).Ready(ctx), "SIGSTOP reached the process in its namespace")
+	c.Cont(3)
+	c.WaitReady(3)
+	c.Kill(3)
+	c.Restart(3)
+	require.NoError(t, kcatMetadata(c, 0, c.Node(3).Kafka))
 }

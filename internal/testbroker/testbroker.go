@@ -64,6 +64,10 @@ type Broker struct {
 	// NoFile, when set, is the file descriptor limit the process runs
 	// under (through prlimit), from the next Restart.
 	NoFile int
+	// Prefix, when set, is a command the process runs under, one that
+	// execs it in place (ip netns exec NAME, say), so the pid and the
+	// signals stay the process's.
+	Prefix []string
 	// Addr is the Kafka listener, HTTPAddr the HTTP listener (host:port).
 	Addr, HTTPAddr string
 
@@ -122,11 +126,12 @@ func (b *Broker) Launch() {
 	b.t.Helper()
 	args := append([]string{"serve", "--data", b.DataDir, "--listen", "127.0.0.1:0",
 		"--http", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, b.Args...)
-	cmd := exec.Command(Binary(b.t), args...)
+	argv := append([]string{Binary(b.t)}, args...)
 	if b.NoFile > 0 {
-		lim := fmt.Sprintf("--nofile=%d:%d", b.NoFile, b.NoFile)
-		cmd = exec.Command("prlimit", append([]string{lim, "--", Binary(b.t)}, args...)...)
+		argv = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", b.NoFile, b.NoFile), "--"}, argv...)
 	}
+	argv = append(append([]string(nil), b.Prefix...), argv...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.t.Fatal(err)
