@@ -83,6 +83,11 @@ func leaderOf(t *testing.T, adm *kadm.Client, topic string, p, not int32, timeou
 	return leader, epoch
 }
 
+// quickMetadata lets a client refresh metadata soon after a leader died,
+// rather than after franz-go's default 5 s, so the load follows failovers
+// within a short fault test.
+var quickMetadata = kgo.MetadataMinAge(250 * time.Millisecond)
+
 // producer writes unique values ("name-seq") to chosen partitions with an
 // idempotent acks=all franz-go client and records every outcome.
 type producer struct {
@@ -97,7 +102,7 @@ func newProducer(t *testing.T, c *cluster.Cluster, h *history.History, name, top
 	t.Helper()
 	cl, _ := c.Client(append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.MaxBufferedRecords(256),
-		kgo.RecordDeliveryTimeout(30 * time.Second)}, opts...)...)
+		kgo.RecordDeliveryTimeout(30 * time.Second), quickMetadata}, opts...)...)
 	return &producer{name: name, cl: cl, h: h}
 }
 
@@ -128,7 +133,7 @@ func reader(ctx context.Context, c *cluster.Cluster, h *history.History, name, t
 	for p := int32(0); p < partitions; p++ {
 		offsets[p] = kgo.NewOffset().At(0)
 	}
-	cl, _ := c.Client(append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets})}, opts...)...)
+	cl, _ := c.Client(append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}), quickMetadata}, opts...)...)
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
