@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os/exec"
@@ -189,10 +190,12 @@ func New(t testing.TB, opts Options) *Cluster {
 				ClusterAddr: ip + ":9093", Gossip: ip + ":9094"})
 		}
 	} else {
+		free := &ports{t: t}
+		defer free.release()
 		for i := 0; i < n; i++ {
 			nd := &Node{ID: int32(i + 1), Index: i, Dir: dirs[i],
-				Listen: freeAddr(t, false), HTTP: freeAddr(t, false),
-				ClusterAddr: freeAddr(t, false), Gossip: freeAddr(t, true)}
+				Listen: free.addr(false), HTTP: free.addr(false),
+				ClusterAddr: free.addr(false), Gossip: free.addr(true)}
 			p, err := faultproxy.New("127.0.0.1:0", nd.Listen)
 			if err != nil {
 				t.Fatal(err)
@@ -253,30 +256,43 @@ func (c *Cluster) flags(i int) []string {
 	return f
 }
 
-// freeAddr is a 127.0.0.1 port free now (for TCP, and UDP too when udp is
-// set: memberlist binds both on its port). The process binds it later; a
-// port taken meanwhile fails that start loudly, not silently.
-func freeAddr(t testing.TB, udp bool) string {
-	t.Helper()
+// ports hands out distinct free 127.0.0.1 ports: it holds each one bound
+// until release, so two nodes never get the same. The processes bind them
+// later; a port taken meanwhile fails that start loudly, not silently.
+type ports struct {
+	t    testing.TB
+	held []io.Closer
+}
+
+// addr is a free port for TCP, and for UDP too when udp is set (memberlist
+// binds both on its port).
+func (p *ports) addr(udp bool) string {
+	p.t.Helper()
 	for range 100 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			t.Fatal(err)
+			p.t.Fatal(err)
 		}
-		addr := ln.Addr().String()
-		if udp {
-			pc, err := net.ListenPacket("udp", addr)
-			if err != nil {
-				ln.Close()
-				continue
-			}
-			pc.Close()
+		p.held = append(p.held, ln)
+		if !udp {
+			return ln.Addr().String()
 		}
-		ln.Close()
-		return addr
+		pc, err := net.ListenPacket("udp", ln.Addr().String())
+		if err != nil {
+			continue // the UDP port is taken: keep the TCP one held, try another
+		}
+		p.held = append(p.held, pc)
+		return ln.Addr().String()
 	}
-	t.Fatal("no free port with both TCP and UDP free")
+	p.t.Fatal("no free port with both TCP and UDP free")
 	return ""
+}
+
+func (p *ports) release() {
+	for _, c := range p.held {
+		_ = c.Close()
+	}
+	p.held = nil
 }
 
 func (c *Cluster) cleanup() {
