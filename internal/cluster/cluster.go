@@ -455,7 +455,14 @@ func (c *Cluster) signal(id int32, sig syscall.Signal, paused bool) {
 // the controlled shutdown. An unclean exit or a timeout fails the test.
 func (c *Cluster) Term(id int32, timeout time.Duration) {
 	c.t.Helper()
-	nd := c.Node(id)
+	if err := c.Node(id).term(timeout); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// term resumes a paused node (a stopped process cannot act on SIGTERM),
+// SIGTERMs it and waits for a clean exit.
+func (nd *Node) term(timeout time.Duration) error {
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	if nd.paused {
@@ -463,8 +470,9 @@ func (c *Cluster) Term(id int32, timeout time.Duration) {
 		nd.paused = false
 	}
 	if err := nd.proc.StopWithin(timeout); err != nil {
-		c.t.Fatalf("node %d: %v", id, err)
+		return fmt.Errorf("node %d: %w", nd.ID, err)
 	}
+	return nil
 }
 
 // TermAll SIGTERMs every running node at once, as an operator stopping the
@@ -477,15 +485,7 @@ func (c *Cluster) TermAll(timeout time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			nd.mu.Lock()
-			defer nd.mu.Unlock()
-			if nd.paused {
-				_ = nd.proc.Signal(syscall.SIGCONT)
-				nd.paused = false
-			}
-			if err := nd.proc.StopWithin(timeout); err != nil {
-				errs[i] = fmt.Errorf("node %d: %w", nd.ID, err)
-			}
+			errs[i] = nd.term(timeout)
 		}()
 	}
 	wg.Wait()
