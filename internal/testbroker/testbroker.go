@@ -143,7 +143,9 @@ func (b *Broker) Launch() {
 	b.cmd, b.exited = cmd, make(chan struct{})
 	serving := make(chan [2]string, 1)
 	b.serving = serving
+	logged := make(chan struct{})
 	go func() {
+		defer close(logged)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -158,9 +160,13 @@ func (b *Broker) Launch() {
 				serving <- [2]string{rec.Kafka, rec.HTTP}
 			}
 		}
+		_, _ = io.Copy(&b.log, stderr) // a line too long for the scanner: keep the rest
 	}()
 	exited := b.exited
 	go func() {
+		// Wait closes the pipe: read it to its end first, so Exited
+		// means the whole log is in (a test reads its last lines).
+		<-logged
 		_ = cmd.Wait()
 		close(exited)
 	}()
