@@ -69,6 +69,12 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{name: "boolean in env", env: []string{"MOONMQ_AUTO_CREATE_TOPICS=maybe"}, want: "want true or false"},
 		{name: "misspelt key", file: "log_levle = \"debug\"\n", want: `unknown key "log_levle"; did you mean log_level?`},
 		{name: "bad advertise", args: []string{"--advertise", "nohost"}, want: `advertise "nohost": want host:port`},
+		// Issue 13: the cluster flags.
+		{name: "bad peers entry", args: []string{"--peers", "1:127.0.0.1:9093"}, want: `peers: entry "1:127.0.0.1:9093": want ID@HOST:PORT`},
+		{name: "peers in env", env: []string{"MOONMQ_PEERS=2@127.0.0.1:9193"}, want: "node-id 1 is not in --peers 2@127.0.0.1:9193"},
+		{name: "peers in file", file: "peers = \"1@127.0.0.1:9093,1@127.0.0.1:9193\"\n", want: "node id 1 is listed twice"},
+		{name: "session timeout", args: []string{"--broker-session-timeout", "1ms"}, want: "broker-session-timeout 1ms"},
+		{name: "gossip without peers", args: []string{"--gossip-listen", "127.0.0.1:9094"}, want: "need --peers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := tc.args

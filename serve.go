@@ -40,7 +40,8 @@ type serveConfig struct {
 	shutdownDelay                 time.Duration
 	connectionsMaxIdle            time.Duration
 	requestTimeout                time.Duration
-	groups                        *groupFlags // main_groups.go
+	cluster                       clusterFlags // main_cluster.go
+	groups                        *groupFlags  // main_groups.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -72,6 +73,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 		"close client connections idle this long: no request, no reply owed (Kafka's connections.max.idle.ms; 0 = never)")
 	fs.DurationVar(&cfg.requestTimeout, "request-timeout", 30*time.Second,
 		"close a connection whose request stops arriving, or whose replies stop being read, for this long")
+	cfg.cluster.add(fs)
 	cfg.groups = addGroupFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
@@ -108,6 +110,9 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("request-timeout %v: must be positive", c.requestTimeout)
 	case c.data == "":
 		return errors.New("data: must not be empty")
+	}
+	if err := c.cluster.validate(int32(c.nodeID)); err != nil {
+		return err
 	}
 	if err := c.nodeConfig(slog.New(slog.DiscardHandler)).Validate(); err != nil {
 		return err
@@ -241,6 +246,6 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		ConnectionsMaxIdle: c.connectionsMaxIdle, RequestTimeout: c.requestTimeout,
 		RetentionCheckInterval: c.retentionCheck, GroupCommitWindow: c.groupCommitWindow,
 		Groups: c.groups.config(logger), ResetOffsetsTopic: c.groups.resetOffsetsTopic,
-		Version: version, Logger: logger,
+		Cluster: c.cluster.config(), Version: version, Logger: logger,
 	}
 }

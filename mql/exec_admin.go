@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/moonmq/moonmq/net/client"
@@ -194,36 +196,51 @@ func (s *Session) showAcls(ctx context.Context, cl *client.Client, st *ShowAcls)
 
 // ---- Cluster ----
 
+// showBrokers lists the live brokers and, as "down", the brokers that
+// host replicas but are not listed (fenced or unreachable), with the
+// partitions each leads and hosts.
 func (s *Session) showBrokers(ctx context.Context, cl *client.Client) error {
-	info, err := cl.Cluster(ctx)
+	h, err := cl.Health(ctx)
 	if err != nil {
 		return err
 	}
-	t := &Table{Columns: []string{"id", "host", "port", "rack", "controller"}}
-	for _, b := range info.Brokers {
+	t := &Table{Columns: []string{"id", "host", "port", "rack", "controller", "status", "leaders", "replicas"}}
+	rows := map[int32][]any{}
+	for _, b := range h.Brokers {
 		var rack any
 		if b.Rack != "" {
 			rack = b.Rack
 		}
-		t.Rows = append(t.Rows, []any{int64(b.ID), b.Host, int64(b.Port), rack, b.ID == info.Controller})
+		rows[b.ID] = []any{int64(b.ID), b.Host, int64(b.Port), rack, b.ID == h.Controller, "up",
+			int64(h.Leaders[b.ID]), int64(h.Replicas[b.ID])}
+	}
+	for _, id := range h.Down {
+		rows[id] = []any{int64(id), nil, nil, nil, false, "down", int64(h.Leaders[id]), int64(h.Replicas[id])}
+	}
+	for _, id := range slices.Sorted(maps.Keys(rows)) {
+		t.Rows = append(t.Rows, rows[id])
 	}
 	s.out.Table(t)
 	return nil
 }
 
 func (s *Session) showCluster(ctx context.Context, cl *client.Client) error {
-	info, err := cl.Cluster(ctx)
+	h, err := cl.Health(ctx)
 	if err != nil {
 		return err
 	}
 	var id, ctrl any
-	if info.ID != "" {
-		id = info.ID
+	if h.ID != "" {
+		id = h.ID
 	}
-	if info.Controller >= 0 {
-		ctrl = int64(info.Controller)
+	if h.Controller >= 0 {
+		ctrl = int64(h.Controller)
 	}
-	t := &Table{Columns: []string{"cluster_id", "controller", "brokers"}, Rows: [][]any{{id, ctrl, int64(len(info.Brokers))}}}
+	t := &Table{
+		Columns: []string{"cluster_id", "controller", "brokers", "brokers_down", "partitions", "under_replicated", "offline"},
+		Rows: [][]any{{id, ctrl, int64(len(h.Brokers)), int64(len(h.Down)), int64(h.Partitions),
+			int64(h.UnderReplicated), int64(h.Offline)}},
+	}
 	s.out.Table(t)
 	return nil
 }

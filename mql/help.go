@@ -75,8 +75,8 @@ var HelpEntries = []HelpEntry{
 	{"REVOKE", "REVOKE op, ... ON resource FROM principal", "remove allow ACLs", "REVOKE WRITE ON TOPIC orders FROM alice;"},
 	{"SHOW ACLS", "SHOW ACLS [FOR principal]", "list ACLs", "SHOW ACLS FOR alice;"},
 
-	{"SHOW BROKERS", "SHOW BROKERS", "list brokers: id, host, port, rack, controller", "SHOW BROKERS;"},
-	{"SHOW CLUSTER", "SHOW CLUSTER", "cluster id, controller and broker count", "SHOW CLUSTER;"},
+	{"SHOW BROKERS", "SHOW BROKERS", "list brokers: address, rack, controller, up or down, partitions led and hosted", "SHOW BROKERS;"},
+	{"SHOW CLUSTER", "SHOW CLUSTER", "cluster id, controller, brokers up and down, under-replicated and offline partitions", "SHOW CLUSTER;"},
 	{"MOVE PARTITION", "MOVE PARTITION topic n TO BROKERS (id, ...)", "reassign a partition's replicas", "MOVE PARTITION orders 2 TO BROKERS (2, 3);"},
 	{"SHOW REASSIGNMENTS", "SHOW REASSIGNMENTS", "list partition reassignments in progress", "SHOW REASSIGNMENTS;"},
 }

@@ -19,6 +19,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -30,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/moonmq/moonmq/cluster/controller"
+	"github.com/moonmq/moonmq/cluster/membership"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
@@ -76,6 +78,10 @@ type Config struct {
 	// time passes.
 	Clock clock.Clock
 
+	// Cluster makes the node one of a cluster; the zero value is a
+	// one-node cluster.
+	Cluster ClusterConfig
+
 	Groups group.Config
 	// ResetOffsetsTopic deletes __consumer_offsets at start (every
 	// committed offset and group is lost).
@@ -87,6 +93,12 @@ type Config struct {
 
 // Validate checks what Open would refuse before touching anything.
 func (c Config) Validate() error {
+	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
+		return err
+	}
+	if c.Cluster.Clustered() {
+		return errClusterNotWired
+	}
 	ko := c.kafkaOptions(nil, nil, nil)
 	if err := ko.Validate(); err != nil {
 		return err
@@ -122,9 +134,11 @@ type Node struct {
 	http   *httpapi.Server
 	broker *replica.Manager
 	ctrl   *controller.Controller
-	groups *group.Coordinator
-	kafka  *kafka.Server
-	rec    *reconciler
+	// members is the gossip membership of a clustered node (nil alone).
+	members *membership.Membership
+	groups  *group.Coordinator
+	kafka   *kafka.Server
+	rec     *reconciler
 	// startIndex is the metadata's applied index when the node opened: it
 	// is ready once it reconciled that far (and the coordinator loaded).
 	startIndex uint64
@@ -202,6 +216,16 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	}
 	kln := cfg.Listener
+	// The cluster port too: a voter that cannot listen must fail before it
+	// bootstraps a raft directory.
+	cluster := cfg.Cluster.withDefaults(cfg.NodeID)
+	var cln net.Listener
+	if cluster.Clustered() {
+		if cln, err = net.Listen("tcp", cluster.ClusterListen); err != nil {
+			return nil, fmt.Errorf("cluster-listen: %w", err)
+		}
+		n.closers = append(n.closers, func() { cln.Close() }) // the controller closes it too; twice is harmless
+	}
 
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
@@ -225,10 +249,25 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := controller.Open(ctx, controller.Options{
+	copts := controller.Options{
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: cfg.NodeID, Logger: n.log,
-		Host: advHost, Port: advPort,
-	})
+		Host: advHost, Port: advPort, Rack: cluster.Rack,
+		DefaultReplicationFactor: cluster.DefaultReplicationFactor,
+	}
+	if cluster.Clustered() {
+		ms, err := membership.Open(ctx, membership.Options{NodeID: cfg.NodeID, BindAddr: cluster.GossipListen,
+			Join: cluster.Join, Logger: n.log.With("component", "membership")})
+		if err != nil {
+			return nil, fmt.Errorf("gossip-listen: %w", err)
+		}
+		n.members = ms
+		n.closers = append(n.closers, func() { ms.Close() })
+		for _, p := range cluster.Peers {
+			copts.Peers = append(copts.Peers, controller.Peer{ID: p.ID, Addr: p.Addr})
+		}
+		copts.ClusterListener, copts.Liveness, copts.SessionTimeout = cln, ms, cluster.SessionTimeout
+	}
+	ctrl, err := controller.Open(ctx, copts)
 	if err != nil {
 		return nil, err
 	}
@@ -261,7 +300,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.closers = append(n.closers, stopReady)
 	// The reconciler is past startIndex already (waited above): only the
 	// coordinator's replay is left.
-	go closeWhenLoaded(readyCtx, n.ready, groups.Loaded())
+	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	handedOver = true
 	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups), ctrl, b)
@@ -287,7 +326,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
 	if n.http != nil {
 		n.http.SetReadiness(func() (bool, string) {
-			return readiness(n.shuttingDown.Load(), n.reconcileErr(), groups.Ready(), b.PartitionStates(), ks.AcceptError())
+			return readiness(n.shuttingDown.Load(), errors.Join(n.clusterErr(), n.reconcileErr()), groups.Ready(), b.PartitionStates(), ks.AcceptError())
 		})
 	}
 	// One line sums up the start; each partition's own opening is logged
@@ -308,14 +347,29 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 // come and go.)
 func (n *Node) Ready() <-chan struct{} { return n.ready }
 
-// closeWhenLoaded closes ready once loaded is closed, unless ctx ends
-// first (the node closed). Open calls it only after the reconciler hosted
-// what the metadata said at start.
-func closeWhenLoaded(ctx context.Context, ready chan<- struct{}, loaded <-chan struct{}) {
+// closeWhenLoaded closes ready once every one of loaded is closed, unless
+// ctx ends first (the node closed). Open calls it only after the
+// reconciler hosted what the metadata said at start.
+func closeWhenLoaded(ctx context.Context, ready chan<- struct{}, loaded ...<-chan struct{}) {
+	for _, l := range loaded {
+		select {
+		case <-l:
+		case <-ctx.Done():
+			return
+		}
+	}
+	close(ready)
+}
+
+// clusterErr says why the node has not joined the cluster yet: its
+// registration is not committed or its metadata not caught up with the
+// active controller's (no quorum yet, while the other voters start).
+func (n *Node) clusterErr() error {
 	select {
-	case <-loaded:
-		close(ready)
-	case <-ctx.Done():
+	case <-n.ctrl.Ready():
+		return nil
+	default:
+		return fmt.Errorf("joining the cluster: waiting for a controller quorum of --peers and this broker's registration")
 	}
 }
 

@@ -102,9 +102,9 @@ func (f *fakeSource) callCount(name string) int {
 	return f.calls[name]
 }
 
-func (f *fakeSource) Cluster(ctx context.Context) (client.ClusterInfo, error) {
+func (f *fakeSource) Cluster(ctx context.Context) (client.ClusterHealth, error) {
 	if err := f.call("cluster"); err != nil {
-		return client.ClusterInfo{}, err
+		return client.ClusterHealth{}, err
 	}
 	f.mu.Lock()
 	gate := f.gate
@@ -113,12 +113,12 @@ func (f *fakeSource) Cluster(ctx context.Context) (client.ClusterInfo, error) {
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return client.ClusterInfo{}, ctx.Err()
+			return client.ClusterHealth{}, ctx.Err()
 		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.cluster, nil
+	return f.health(), nil
 }
 
 func (f *fakeSource) ListTopics(ctx context.Context) ([]client.TopicInfo, error) {
@@ -374,4 +374,36 @@ func (r *runner) typeText(s string) {
 	for _, c := range s {
 		r.send(keyMsg(string(c)))
 	}
+}
+
+// health is what Metadata would say about f: its brokers, and the
+// partitions of the topics it describes. The caller holds f.mu.
+func (f *fakeSource) health() client.ClusterHealth {
+	h := client.ClusterHealth{ClusterInfo: f.cluster, Leaders: map[int32]int{}, Replicas: map[int32]int{}}
+	live := map[int32]bool{}
+	for _, b := range f.cluster.Brokers {
+		live[b.ID] = true
+	}
+	down := map[int32]bool{}
+	for _, name := range slices.Sorted(maps.Keys(f.descs)) {
+		for _, p := range f.descs[name].Partitions {
+			h.Partitions++
+			if p.Leader < 0 {
+				h.Offline++
+			} else {
+				h.Leaders[p.Leader]++
+			}
+			if len(p.ISR) < len(p.Replicas) {
+				h.UnderReplicated++
+			}
+			for _, r := range p.Replicas {
+				h.Replicas[r]++
+				if !live[r] {
+					down[r] = true
+				}
+			}
+		}
+	}
+	h.Down = slices.Sorted(maps.Keys(down))
+	return h
 }

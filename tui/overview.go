@@ -1,6 +1,8 @@
 package tui
 
 import (
+	"github.com/moonmq/moonmq/net/client"
+
 	"fmt"
 	"sort"
 	"strconv"
@@ -25,6 +27,8 @@ func newOverview(d *shared) *overviewModel {
 		{title: "ID", min: 4, right: true},
 		{title: "ADDRESS", min: 20, flex: 2},
 		{title: "RACK", min: 6, flex: 1},
+		{title: "LEADERS", min: 7, right: true},
+		{title: "REPLICAS", min: 8, right: true},
 		{title: "STATUS", min: 16, flex: 2},
 	})
 	m.brokers.focused = false
@@ -51,7 +55,7 @@ func (m *overviewModel) setSize(w, h int) {
 // layout sizes the two tables: brokers get up to a quarter of the body, the
 // top-topics table what is left under the fixed lines.
 func (m *overviewModel) layout() {
-	const fixed = 10 // section titles, totals, sparklines, note and blank lines
+	const fixed = 11 // section titles, partition health, totals, sparklines, note and blank lines
 	nb := len(m.brokers.rows)
 	bh := min(max(nb, 1), max(m.h/4, 1)) + 1
 	m.brokers.setSize(m.w, bh)
@@ -90,17 +94,30 @@ func (m *overviewModel) dataChanged() {
 	if s == nil {
 		return
 	}
-	// Brokers: live ones from metadata, plus ones seen earlier and gone.
+	// Brokers: live ones from metadata, plus ones seen earlier and gone,
+	// and ones never seen that host replicas (down since before the
+	// dashboard started).
 	ids := make([]int32, 0, len(tr.brokers))
 	for id := range tr.brokers {
 		ids = append(ids, id)
+	}
+	for _, id := range s.cluster.Down {
+		if tr.brokers[id] == nil {
+			ids = append(ids, id)
+		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var brows []tableRow
 	for _, id := range ids {
 		b := tr.brokers[id]
+		if b == nil {
+			b = &brokerSeen{broker: client.Broker{ID: id}}
+		}
 		status := "up"
-		if !b.up {
+		switch {
+		case !b.up && b.lastSeen.IsZero():
+			status = "down"
+		case !b.up:
 			status = "down, seen " + fmtAge(m.d.now.Sub(b.lastSeen))
 		}
 		if id == s.cluster.Controller && b.up {
@@ -110,10 +127,15 @@ func (m *overviewModel) dataChanged() {
 		if rack == "" {
 			rack = null
 		}
+		addr := null
+		if b.broker.Host != "" {
+			addr = fmt.Sprintf("%s:%d", b.broker.Host, b.broker.Port)
+		}
 		brows = append(brows, tableRow{
-			key:   strconv.Itoa(int(id)),
-			cells: []string{strconv.Itoa(int(id)), fmt.Sprintf("%s:%d", b.broker.Host, b.broker.Port), rack, status},
-			dim:   !b.up,
+			key: strconv.Itoa(int(id)),
+			cells: []string{strconv.Itoa(int(id)), addr, rack,
+				strconv.Itoa(s.cluster.Leaders[id]), strconv.Itoa(s.cluster.Replicas[id]), status},
+			dim: !b.up,
 		})
 	}
 	m.brokers.setRows(brows)
@@ -168,8 +190,26 @@ func (m *overviewModel) view() string {
 		return block(th.dim.Render(" waiting for the first answer from the broker …"), m.w, m.h)
 	}
 	var lines []string
-	lines = append(lines, sectionTitle(th, "Brokers", fmt.Sprintf("%d", len(s.cluster.Brokers))+" up", m.w))
+	brokers := fmt.Sprintf("%d up", len(s.cluster.Brokers))
+	if down := len(m.brokers.rows) - len(s.cluster.Brokers); down > 0 {
+		brokers += fmt.Sprintf(", %d down", down)
+	}
+	lines = append(lines, sectionTitle(th, "Brokers", brokers, m.w))
 	lines = append(lines, m.brokers.view())
+	// Partition health over every topic, internal ones too: an offline
+	// __consumer_offsets partition stops groups.
+	health := th.ok.Render("all partitions fully replicated")
+	if c := s.cluster; c.UnderReplicated > 0 || c.Offline > 0 {
+		var parts []string
+		if c.Offline > 0 {
+			parts = append(parts, th.err.Render(fmt.Sprintf("%d offline", c.Offline)))
+		}
+		if c.UnderReplicated > 0 {
+			parts = append(parts, th.warn.Render(fmt.Sprintf("%d under-replicated", c.UnderReplicated)))
+		}
+		health = strings.Join(parts, "  ") + th.dim.Render(fmt.Sprintf(" of %d partitions", c.Partitions))
+	}
+	lines = append(lines, fit(" "+health, m.w))
 
 	// Totals over user topics; internal topics are bookkeeping.
 	var topics, parts int

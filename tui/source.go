@@ -12,7 +12,9 @@ import (
 // implementation (DialClient) is a thin adapter over net/client; tests use
 // fakes. Every method must honour ctx.
 type Source interface {
-	Cluster(ctx context.Context) (client.ClusterInfo, error)
+	// Cluster returns the brokers, the controller and how the partitions
+	// stand (under-replicated, offline, leaders per broker).
+	Cluster(ctx context.Context) (client.ClusterHealth, error)
 	ListTopics(ctx context.Context) ([]client.TopicInfo, error)
 	// EndOffsets returns topic -> partition -> high watermark for the
 	// given topics in one round trip; partitions whose offset could not be
@@ -47,8 +49,8 @@ func DialClient(opts client.Options) func(context.Context) (Source, error) {
 // refresh for every topic, not one per topic).
 type clientSource struct{ c *client.Client }
 
-func (s *clientSource) Cluster(ctx context.Context) (client.ClusterInfo, error) {
-	return s.c.Cluster(ctx)
+func (s *clientSource) Cluster(ctx context.Context) (client.ClusterHealth, error) {
+	return s.c.Health(ctx)
 }
 
 func (s *clientSource) ListTopics(ctx context.Context) ([]client.TopicInfo, error) {
@@ -98,7 +100,7 @@ type groupState struct {
 type snapshot struct {
 	at      time.Time
 	took    time.Duration
-	cluster client.ClusterInfo
+	cluster client.ClusterHealth
 	topics  []client.TopicInfo // sorted by name
 	// ends is topic -> partition -> high watermark; nil if it could not
 	// be listed (rates are then unknown for this round).

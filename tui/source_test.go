@@ -87,7 +87,7 @@ func testClientSource(t *testing.T, addr string, create func(context.Context, *c
 		g, ok := s.group("billing")
 		return ok && g.desc != nil && g.desc.TotalLag == n/2
 	}, 30*time.Second, 50*time.Millisecond, "group billing with lag %d", n/2)
-	require.Equal(t, brokers, brokerIDs(s.cluster))
+	require.Equal(t, brokers, brokerIDs(s.cluster.ClusterInfo))
 	ti, ok := s.topic("orders")
 	require.True(t, ok)
 	require.Equal(t, 2, ti.Partitions)

@@ -14,7 +14,7 @@ import (
 func snap(at time.Time, ends map[int32]int64, bytes int64, committed int64) *snapshot {
 	return &snapshot{
 		at:      at,
-		cluster: client.ClusterInfo{Controller: 1, Brokers: []client.Broker{{ID: 1, Host: "h", Port: 1}}},
+		cluster: client.ClusterHealth{ClusterInfo: client.ClusterInfo{Controller: 1, Brokers: []client.Broker{{ID: 1, Host: "h", Port: 1}}}},
 		topics: []client.TopicInfo{
 			{Name: "__consumer_offsets", Internal: true, Partitions: 1, Bytes: 10},
 			{Name: "orders", Partitions: len(ends), Bytes: bytes},

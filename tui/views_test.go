@@ -329,6 +329,22 @@ func TestOverviewView(t *testing.T) {
 	feed(d, &s3)
 	m.dataChanged()
 	require.Contains(t, ansi.Strip(m.view()), "down, seen 30s ago")
+
+	// A broker never seen, whose replicas the metadata still names (down
+	// since before the dashboard started), and partitions that lost it.
+	s4 := s3
+	s4.at = s3.at.Add(time.Second)
+	s4.cluster.Down = []int32{3, 4}
+	s4.cluster.Replicas = map[int32]int{1: 3, 2: 3, 3: 3, 4: 1}
+	s4.cluster.Leaders = map[int32]int{1: 2, 2: 1}
+	s4.cluster.Partitions, s4.cluster.UnderReplicated, s4.cluster.Offline = 6, 3, 1
+	feed(d, &s4)
+	m.dataChanged()
+	view = ansi.Strip(m.view())
+	require.Contains(t, view, "Brokers 2 up, 2 down")
+	require.Regexp(t, `(?m)^\s+4 NULL\s+NULL\s+0\s+1 down\s*$`, view)
+	require.Contains(t, view, "1 offline  3 under-replicated of 6 partitions")
+	requireFrame(t, m.view(), 80, 20)
 }
 
 func records(topic string, n int, start time.Time) []client.Record {

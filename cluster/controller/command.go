@@ -55,6 +55,9 @@ type partitionAssignment struct {
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leader_epoch"`
 	ISR         []int32 `json:"isr"`
+	// PartitionEpoch is absent in state written before partitions had one
+	// (nothing had changed them: 0).
+	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
 }
 
 type configOpRecord struct {
@@ -116,7 +119,8 @@ func encodeTopic(t *metadata.Topic) ([]byte, error) {
 		Configs:    t.Configs,
 	}
 	for i, p := range t.Partitions {
-		rec.Partitions[i] = partitionAssignment{Replicas: p.Replicas, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR}
+		rec.Partitions[i] = partitionAssignment{Replicas: p.Replicas, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR,
+			PartitionEpoch: p.PartitionEpoch}
 	}
 	js, err := json.Marshal(&rec)
 	if err != nil {
@@ -148,7 +152,8 @@ func decodeTopic(b []byte) (*metadata.Topic, error) {
 		Configs:    rec.Configs,
 	}
 	for i, r := range rec.Partitions {
-		t.Partitions[i] = metadata.Partition{ID: int32(i), Replicas: r.Replicas, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: r.ISR}
+		t.Partitions[i] = metadata.Partition{ID: int32(i), Replicas: r.Replicas, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: r.ISR,
+			PartitionEpoch: r.PartitionEpoch}
 	}
 	if t.Configs == nil {
 		t.Configs = map[string]string{}

@@ -2,10 +2,16 @@
 // assignments and config overrides, the registered brokers, the producer id
 // counter and the cluster id. It is a hashicorp/raft state machine whose
 // log, stable store, snapshots and materialised state live in one pebble DB
-// (engine/meta). A single node is a one-voter Raft cluster, so the same
-// code path serves 1 to N nodes; this version runs single-node only (see
-// Options.Transport). Readers see the metadata through cluster/metadata's
-// types.
+// (engine/meta). Without Options.Peers a node is a one-voter Raft cluster
+// on an in-memory transport; with them the static voters talk Raft over
+// TCP on the cluster listener, which also serves the controller RPC
+// (transport.go, rpc.go). The Raft leader is the active controller: it
+// alone plans changes; every write method on any node is routed to it
+// (cluster.go) and answers once the caller's own state has the change.
+// The active controller also fences brokers its Liveness reports gone for
+// the session timeout, moving their leaderships (liveness.go,
+// partitions.go), and moves leaderships back to preferred replicas.
+// Readers see the metadata through cluster/metadata's types.
 //
 // Invariants:
 //   - Every change goes through the Raft log as an ordered list of typed
@@ -29,7 +35,17 @@
 //     are not restored at start (NoSnapshotRestoreOnStart), because the
 //     pebble state is at least as new as any snapshot.
 //   - Reads (Topic, Topics, Brokers, ClusterID) serve an in-memory copy
-//     under a read lock and return deep copies.
+//     under a read lock and return deep copies. On a follower they may lag
+//     the active controller; a write returns only after the caller's node
+//     applied it, so a node reads its own writes.
+//   - Leadership and ISR changes follow Kafka's rules: every change of a
+//     partition's leader, ISR or replicas bumps its PartitionEpoch, every
+//     leader change its LeaderEpoch; an ISR is never empty; only ISR
+//     members are elected (unclean election is off), so a partition whose
+//     last ISR member is fenced is offline (Leader -1) until it returns.
+//   - A new active controller plans nothing until it has applied the whole
+//     log of its term (a Barrier), and gives every broker a full session
+//     timeout before fencing it.
 //   - The apply path does no work for the rest of the node: it queues one
 //     delta per applied entry (its index and typed changes) on every
 //     Subscription, never blocking and never dropping (a subscriber that
@@ -47,6 +63,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -78,17 +96,35 @@ type Options struct {
 	// at run time). Default (nil): slog.LevelWarn.
 	RaftLogLevel slog.Leveler
 
-	// Transport carries Raft RPCs. Default: an in-memory transport with the
-	// address "moonmq-node-<NodeID>", which is all a one-voter cluster needs
-	// (it sends no RPCs). Multi-node support will pass a TCP transport here;
-	// the address stored in the Raft configuration then has to be updated
-	// (AddVoter with the same ID) once, on the first start with it.
-	Transport raft.Transport
+	// Peers are the static controller voters (--peers), this node among
+	// them. Empty: a one-voter cluster on an in-memory transport with the
+	// address "moonmq-node-<NodeID>" (it sends no RPCs), as before peers
+	// existed. The set is recorded in Dir at first start; a later start
+	// with another set fails with ErrPeersMismatch.
+	Peers []Peer
+	// ClusterListener is bound by the caller on --cluster-listen; with
+	// Peers, the controller serves Raft and the controller RPC on it and
+	// closes it on Close. Required with Peers.
+	ClusterListener net.Listener
+	// Liveness says which brokers are reachable (cluster/membership). nil:
+	// every broker is, so none is fenced for being unreachable.
+	Liveness Liveness
+	// SessionTimeout is how long a broker may be unreachable before the
+	// active controller fences it. Default: 6s.
+	SessionTimeout time.Duration
+	// LivenessInterval is how often the active controller checks
+	// liveness. Default: 200ms.
+	LivenessInterval time.Duration
+	// LeaderRebalanceInterval is how often the active controller moves
+	// leaderships back to preferred replicas. 0: 30s; negative: never.
+	LeaderRebalanceInterval time.Duration
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's
-	// timers. The defaults (50ms each) are tuned for a single voter: a fresh
-	// or restarted node becomes leader within 50-100ms. Multi-node
-	// deployments need larger values (Raft's defaults are 1s/1s/500ms).
+	// timers. Without Peers the defaults (50ms each) are tuned for a single
+	// voter: a fresh or restarted node becomes leader within 50-100ms. With
+	// Peers they are 500ms/500ms/250ms: a dead leader is replaced in about
+	// a second, well inside the broker session timeout, and a loaded
+	// machine does not call elections for nothing.
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -128,14 +164,27 @@ func (o *Options) EnsureDefaults() {
 	if o.RaftLogLevel == nil {
 		o.RaftLogLevel = slog.LevelWarn
 	}
+	hb, el, lease := 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+	if len(o.Peers) > 0 {
+		hb, el, lease = 500*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond
+	}
 	if o.HeartbeatTimeout == 0 {
-		o.HeartbeatTimeout = 50 * time.Millisecond
+		o.HeartbeatTimeout = hb
 	}
 	if o.ElectionTimeout == 0 {
-		o.ElectionTimeout = 50 * time.Millisecond
+		o.ElectionTimeout = el
 	}
 	if o.LeaderLeaseTimeout == 0 {
-		o.LeaderLeaseTimeout = 50 * time.Millisecond
+		o.LeaderLeaseTimeout = lease
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 6 * time.Second
+	}
+	if o.LivenessInterval == 0 {
+		o.LivenessInterval = 200 * time.Millisecond
+	}
+	if o.LeaderRebalanceInterval == 0 {
+		o.LeaderRebalanceInterval = 30 * time.Second
 	}
 	if o.ApplyTimeout == 0 {
 		o.ApplyTimeout = 10 * time.Second
@@ -159,6 +208,14 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("controller: Options.DefaultPartitions %d must be 1..%d", o.DefaultPartitions, metadata.MaxPartitions)
 	case o.DefaultReplicationFactor < 1:
 		return fmt.Errorf("controller: Options.DefaultReplicationFactor %d must be >= 1", o.DefaultReplicationFactor)
+	case o.SessionTimeout < 0 || o.LivenessInterval < 0:
+		return errors.New("controller: Options.SessionTimeout and LivenessInterval must not be negative")
+	}
+	if len(o.Peers) > 0 {
+		if o.ClusterListener == nil {
+			return errors.New("controller: Options.ClusterListener is required with Peers")
+		}
+		return validatePeers(o.NodeID, o.Peers)
 	}
 	return nil
 }
@@ -191,6 +248,29 @@ type Controller struct {
 	// broken is set when persisting an applied command failed.
 	broken atomic.Pointer[error]
 
+	// appliedCh is closed and replaced (under mu) whenever st.applied
+	// advances, to wake awaitApplied.
+	appliedCh chan struct{}
+	// ready is closed once this broker is registered (Ready).
+	ready chan struct{}
+
+	// Multi-node only: the mux on the cluster listener; readyTerm is the
+	// Raft term in which this node, as leader, caught up with the log
+	// (writes are planned here only then); tracker decides fencing on the
+	// active controller (tmu guards it).
+	mux       *mux
+	netTrans  *raft.NetworkTransport
+	readyTerm atomic.Uint64
+	tmu       sync.Mutex
+	tracker   *livenessTracker
+
+	// stop is closed by Close; stopCtx is cancelled with it. wg counts the
+	// goroutines Close waits for.
+	stop    chan struct{}
+	stopCtx context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -198,10 +278,18 @@ type Controller struct {
 
 const localKeyNodeID = "node_id"
 
-// Open starts the controller: it opens the metadata DB, bootstraps a
-// one-voter cluster on a fresh directory (or restarts from the stored
-// state), and returns once this node is leader and the state has caught up
-// with the log. On a fresh directory it also chooses the cluster id.
+// Open starts the controller: it opens the metadata DB, bootstraps the
+// voter set on a fresh directory (or restarts from the stored state), and
+// starts Raft.
+//
+// Without Peers (one voter) it returns once this node is leader, the state
+// caught up with the log and this broker is registered, as before peers
+// existed; on a fresh directory it also chooses the cluster id.
+//
+// With Peers it returns as soon as Raft runs: nodes start in any order and
+// the cluster forms when a majority is up. Ready is closed once this
+// broker's registration is committed and applied here; the first active
+// controller chooses the cluster id.
 func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
@@ -212,7 +300,9 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	c := &Controller{opts: opts, logger: logger, db: db}
+	stopCtx, cancel := context.WithCancel(context.Background())
+	c := &Controller{opts: opts, logger: logger, db: db, appliedCh: make(chan struct{}), ready: make(chan struct{}),
+		stop: make(chan struct{}), stopCtx: stopCtx, cancel: cancel}
 	defer func() {
 		if retErr != nil {
 			_ = c.Close()
@@ -228,10 +318,6 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	}
 	c.st, c.applied = st, st.applied
 
-	trans := opts.Transport
-	if trans == nil {
-		_, trans = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("moonmq-node-%d", opts.NodeID)))
-	}
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(strconv.FormatInt(int64(opts.NodeID), 10))
 	conf.HeartbeatTimeout = opts.HeartbeatTimeout
@@ -261,40 +347,68 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	if err != nil {
 		return nil, fmt.Errorf("controller: inspect raft state in %s: %w", opts.Dir, err)
 	}
+	if err := c.checkPeers(!existing); err != nil {
+		return nil, err
+	}
+	var trans raft.Transport
+	if c.multi() {
+		c.mux = newMux(opts.ClusterListener, logger)
+		self := c.peerAddr(opts.NodeID)
+		c.netTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+			Stream: &streamLayer{m: c.mux, addr: peerAddr(self)}, MaxPool: 3, Timeout: 10 * time.Second,
+			Logger: newHCLogger(opts.Logger.With("component", "raft-transport"), opts.RaftLogLevel),
+		})
+		trans = c.netTrans
+	} else {
+		_, trans = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("moonmq-node-%d", opts.NodeID)))
+	}
 	if !existing {
 		boot := raft.Configuration{Servers: []raft.Server{{
 			Suffrage: raft.Voter, ID: conf.LocalID, Address: trans.LocalAddr(),
 		}}}
+		if c.multi() {
+			boot = bootstrapConfiguration(opts.Peers)
+		}
 		if err := raft.BootstrapCluster(conf, logs, stable, snaps, trans, boot); err != nil {
 			return nil, fmt.Errorf("controller: bootstrap: %w", err)
 		}
-		logger.Info("bootstrapped a new single-voter metadata cluster", "dir", opts.Dir)
+		logger.Info("bootstrapped a new metadata cluster", "dir", opts.Dir, "voters", len(boot.Servers))
 	}
 	r, err := raft.NewRaft(conf, &fsm{c: c}, logs, stable, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("controller: start raft: %w", err)
 	}
 	c.raft = r
+	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack}
 
-	ctx, cancel := c.withTimeout(ctx)
-	defer cancel()
+	if c.multi() {
+		c.mux.start(c.serveRPC)
+		c.wg.Add(2)
+		go c.leaderLoop()
+		go c.registerLoop(self)
+		logger.Debug("controller started", "peers", peersString(opts.Peers), "applied_index", c.AppliedIndex())
+		return c, nil
+	}
+
+	ctx, cancelOpen := c.withTimeout(ctx)
+	defer cancelOpen()
 	if err := c.awaitLeadership(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.Barrier(timeoutOf(ctx)).Error(); err != nil {
 		return nil, fmt.Errorf("controller: catch up with the log: %w", err)
 	}
-	if _, err := c.commit(ctx, "choose cluster id", func(st *state) ([]record, error) {
+	if _, _, err := c.commit(ctx, "choose cluster id", func(st *state) ([]record, error) {
 		return planInitCluster(st, newClusterID())
 	}); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
-	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack}
-	if _, err := c.commit(ctx, "register broker", func(st *state) ([]record, error) {
-		return planRegisterBroker(st, self)
+	if _, _, err := c.commit(ctx, "register broker", func(st *state) ([]record, error) {
+		return planRegisterBroker(st, self, eligibleIn(st, nil))
 	}); err != nil {
 		return nil, fmt.Errorf("controller: %w", err)
 	}
+	close(c.ready)
 	// Debug: the node's start-up line (moonmq serving) carries the cluster id.
 	logger.Debug("controller ready", "cluster_id", c.ClusterID(), "topics", len(c.Topics()), "applied_index", r.AppliedIndex())
 	return c, nil
@@ -339,7 +453,8 @@ func newClusterID() string {
 	return base64.RawURLEncoding.EncodeToString(id[:])
 }
 
-// Close stops Raft and closes the metadata DB. It is idempotent.
+// Close stops Raft, the cluster listener and the controller's goroutines
+// and closes the metadata DB. It is idempotent.
 func (c *Controller) Close() error {
 	c.closeOnce.Do(func() {
 		c.closed.Store(true)
@@ -350,12 +465,38 @@ func (c *Controller) Close() error {
 		for _, s := range subs {
 			s.close()
 		}
+		close(c.stop)
+		c.cancel()
 		var errs []error
+		if c.mux != nil {
+			if c.raft != nil && c.raft.State() == raft.Leader {
+				// Hand the active controller over rather than leave the
+				// others an election timeout without one (a stop, as
+				// after a controlled shutdown). Bounded by Raft (an
+				// election timeout); a failure only costs that wait.
+				if err := c.raft.LeadershipTransfer().Error(); err != nil {
+					c.logger.Debug("leadership transfer on close failed", "err", err)
+				}
+			}
+			c.mux.abortRaft() // a silent peer must not hold the shutdown
+		}
 		if c.raft != nil {
+			// Shutdown closes the transport, and with it the mux.
 			if err := c.raft.Shutdown().Error(); err != nil {
 				errs = append(errs, fmt.Errorf("controller: stop raft: %w", err))
 			}
 		}
+		if c.raft == nil && c.netTrans != nil {
+			// Open failed before Raft took the transport over: its accept
+			// goroutine runs until the transport is closed.
+			_ = c.netTrans.Close()
+		}
+		if c.mux != nil {
+			if err := c.mux.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("controller: %w", err))
+			}
+		}
+		c.wg.Wait()
 		if err := c.db.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("controller: %w", err))
 		}
@@ -442,31 +583,52 @@ func (c *Controller) setBroken(err error) {
 	c.logger.Error("metadata state machine stopped; restart the node to recover", "error", err)
 }
 
-// brokers returns the ids of the brokers replicas may be placed on: the
-// registered ones. The caller holds c.mu.
-func (st *state) brokerIDs() []int32 { return slices.Sorted(maps.Keys(st.brokers)) }
-
-// assign places rf replicas for partitions first..first+count-1 round-robin
-// over brokers, Kafka-style: partition p starts at broker p mod n, so
-// leadership spreads evenly. Every replica starts in the ISR.
-func assign(first, count int32, rf int, brokers []int32) []partitionAssignment {
-	out := make([]partitionAssignment, count)
-	n := len(brokers)
-	for i := range out {
-		p := int(first) + i
-		replicas := make([]int32, rf)
-		for j := range replicas {
-			replicas[j] = brokers[(p+j)%n]
+// placementBrokers are the brokers new replicas may be placed on: the
+// eligible ones (registered, unfenced, live). The caller holds c.mu.
+func (c *Controller) placementBrokers(st *state) []metadata.Broker {
+	eligible := eligibleIn(st, c.live)
+	var out []metadata.Broker
+	for _, id := range slices.Sorted(maps.Keys(st.brokers)) {
+		if eligible(id) {
+			out = append(out, st.brokers[id])
 		}
-		out[i] = partitionAssignment{Replicas: replicas, Leader: replicas[0], ISR: slices.Clone(replicas)}
 	}
 	return out
 }
 
+// The arguments of the write operations, as the controller RPC carries
+// them to the active controller.
+type (
+	createTopicArgs struct {
+		Name              string            `json:"name"`
+		Partitions        int32             `json:"partitions"`
+		ReplicationFactor int16             `json:"replication_factor"`
+		Configs           map[string]string `json:"configs,omitempty"`
+		ValidateOnly      bool              `json:"validate_only,omitempty"`
+	}
+	topicArgs struct {
+		Name         string              `json:"name"`
+		Total        int32               `json:"total,omitempty"`
+		Ops          []metadata.ConfigOp `json:"ops,omitempty"`
+		Configs      map[string]string   `json:"configs,omitempty"`
+		ValidateOnly bool                `json:"validate_only,omitempty"`
+	}
+	producerIDArgs struct {
+		Broker int32 `json:"broker"`
+		Count  int64 `json:"count"`
+	}
+	brokerArgs struct {
+		ID int32 `json:"id"`
+	}
+	// none is the result of operations that return nothing but an index.
+	none struct{}
+)
+
 // CreateTopic creates a topic with partitions partitions (-1: the default)
-// and replicationFactor replicas each (-1: the default). configs are
-// overrides, validated by topicconfig. With validateOnly it returns the
-// topic that would be created and changes nothing.
+// and replicationFactor replicas each (-1: the default), placed on the
+// live brokers (placement.go). configs are overrides, validated by
+// topicconfig. With validateOnly it returns the topic that would be
+// created and changes nothing.
 func (c *Controller) CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16,
 	configs map[string]string, validateOnly bool,
 ) (metadata.Topic, error) {
@@ -491,15 +653,23 @@ func (c *Controller) CreateTopic(ctx context.Context, name string, partitions in
 		}
 		maps.Copy(configs, InternalTopicConfigs) // created the way it must stay
 	}
+	a := createTopicArgs{Name: name, Partitions: partitions, ReplicationFactor: replicationFactor, Configs: configs, ValidateOnly: validateOnly}
+	t, index, err := route(c, ctx, rpcCreateTopic, a, (*Controller).createTopicLocal)
+	c.afterChange(ctx, "create topic", index, true)
+	return t, err
+}
+
+func (c *Controller) createTopicLocal(ctx context.Context, a createTopicArgs) (metadata.Topic, uint64, error) {
 	id := uuid.New().String()
-	return c.change(ctx, "create topic", name, func(st *state) ([]record, error) {
-		brokers := st.brokerIDs()
-		if replicationFactor < 1 || int(replicationFactor) > len(brokers) {
-			return nil, fmt.Errorf("%w: %d, but there are %d brokers", metadata.ErrInvalidReplicationFactor, replicationFactor, len(brokers))
+	start := rand.IntN(1 << 20) // the first leader: topics start on different brokers
+	return c.changeLocked(ctx, "create topic", a.Name, func(st *state) ([]record, error) {
+		brokers := c.placementBrokers(st)
+		if a.ReplicationFactor < 1 || int(a.ReplicationFactor) > len(brokers) {
+			return nil, fmt.Errorf("%w: %d, but there are %d live brokers", metadata.ErrInvalidReplicationFactor, a.ReplicationFactor, len(brokers))
 		}
-		return planCreateTopic(st, name, id, metadata.IsInternalTopic(name),
-			assign(0, partitions, int(replicationFactor), brokers), configs)
-	}, validateOnly)
+		return planCreateTopic(st, a.Name, id, metadata.IsInternalTopic(a.Name),
+			assign(0, a.Partitions, int(a.ReplicationFactor), brokers, start), a.Configs)
+	}, a.ValidateOnly)
 }
 
 // Repair is one setting RepairTopicConfigs changed.
@@ -537,80 +707,184 @@ func (c *Controller) RepairTopicConfigs(ctx context.Context, name string, want m
 
 // DeleteTopic deletes a topic and returns it as it was.
 func (c *Controller) DeleteTopic(ctx context.Context, name string) (metadata.Topic, error) {
-	return c.change(ctx, "delete topic", name, func(st *state) ([]record, error) {
-		return planDeleteTopic(st, name)
+	return c.topicChange(ctx, rpcDeleteTopic, "delete topic", topicArgs{Name: name}, (*Controller).deleteTopicLocal)
+}
+
+func (c *Controller) deleteTopicLocal(ctx context.Context, a topicArgs) (metadata.Topic, uint64, error) {
+	return c.changeLocked(ctx, "delete topic", a.Name, func(st *state) ([]record, error) {
+		return planDeleteTopic(st, a.Name)
 	}, false)
 }
 
 // CreatePartitions grows a topic to total partitions; total must exceed the
-// current count.
+// current count. The new replicas are placed on the live brokers.
 func (c *Controller) CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (metadata.Topic, error) {
-	return c.change(ctx, "create partitions", name, func(st *state) ([]record, error) {
-		t, ok := st.topics[name]
+	return c.topicChange(ctx, rpcCreatePartitions, "create partitions", topicArgs{Name: name, Total: total, ValidateOnly: validateOnly},
+		(*Controller).createPartitionsLocal)
+}
+
+func (c *Controller) createPartitionsLocal(ctx context.Context, a topicArgs) (metadata.Topic, uint64, error) {
+	start := rand.IntN(1 << 20)
+	return c.changeLocked(ctx, "create partitions", a.Name, func(st *state) ([]record, error) {
+		t, ok := st.topics[a.Name]
 		if !ok {
-			return nil, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, name)
+			return nil, fmt.Errorf("%w: %q", metadata.ErrUnknownTopic, a.Name)
 		}
 		cur := int32(len(t.Partitions))
-		if total <= cur || total > metadata.MaxPartitions {
-			return nil, fmt.Errorf("%w: topic %q has %d partitions; the new total must be %d to %d", metadata.ErrInvalidPartitions, name, cur, cur+1, metadata.MaxPartitions)
+		if a.Total <= cur || a.Total > metadata.MaxPartitions {
+			return nil, fmt.Errorf("%w: topic %q has %d partitions; the new total must be %d to %d", metadata.ErrInvalidPartitions, a.Name, cur, cur+1, metadata.MaxPartitions)
 		}
 		rf := len(t.Partitions[0].Replicas)
-		brokers := st.brokerIDs()
+		brokers := c.placementBrokers(st)
 		if rf > len(brokers) {
-			return nil, fmt.Errorf("%w: topic %q has %d replicas per partition, but there are %d brokers", metadata.ErrInvalidReplicationFactor, name, rf, len(brokers))
+			return nil, fmt.Errorf("%w: topic %q has %d replicas per partition, but there are %d live brokers", metadata.ErrInvalidReplicationFactor, a.Name, rf, len(brokers))
 		}
-		return planCreatePartitions(st, name, total, assign(cur, total-cur, rf, brokers))
-	}, validateOnly)
+		return planCreatePartitions(st, a.Name, a.Total, assign(cur, a.Total-cur, rf, brokers, start))
+	}, a.ValidateOnly)
 }
 
 // AlterConfigs applies IncrementalAlterConfigs operations to a topic's
 // overrides. The resulting set is validated as a whole.
 func (c *Controller) AlterConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) (metadata.Topic, error) {
-	return c.change(ctx, "alter configs", name, func(st *state) ([]record, error) {
-		return planAlterConfigs(st, name, ops)
-	}, validateOnly)
+	return c.topicChange(ctx, rpcAlterConfigs, "alter configs", topicArgs{Name: name, Ops: ops, ValidateOnly: validateOnly},
+		(*Controller).alterConfigsLocal)
+}
+
+func (c *Controller) alterConfigsLocal(ctx context.Context, a topicArgs) (metadata.Topic, uint64, error) {
+	return c.changeLocked(ctx, "alter configs", a.Name, func(st *state) ([]record, error) {
+		return planAlterConfigs(st, a.Name, a.Ops)
+	}, a.ValidateOnly)
 }
 
 // ReplaceConfigs replaces all of a topic's overrides (legacy AlterConfigs:
 // keys not given revert to their defaults).
 func (c *Controller) ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (metadata.Topic, error) {
-	configs = maps.Clone(configs)
-	return c.change(ctx, "replace configs", name, func(st *state) ([]record, error) {
-		return planReplaceConfigs(st, name, configs)
-	}, validateOnly)
+	return c.topicChange(ctx, rpcReplaceConfigs, "replace configs", topicArgs{Name: name, Configs: maps.Clone(configs), ValidateOnly: validateOnly},
+		(*Controller).replaceConfigsLocal)
+}
+
+func (c *Controller) replaceConfigsLocal(ctx context.Context, a topicArgs) (metadata.Topic, uint64, error) {
+	return c.changeLocked(ctx, "replace configs", a.Name, func(st *state) ([]record, error) {
+		return planReplaceConfigs(st, a.Name, a.Configs)
+	}, a.ValidateOnly)
+}
+
+// topicChange routes a topic change to the active controller and waits
+// until this node applied it and its awaiting subscribers hosted it.
+func (c *Controller) topicChange(ctx context.Context, rpcOp, op string, a topicArgs,
+	local func(*Controller, context.Context, topicArgs) (metadata.Topic, uint64, error),
+) (metadata.Topic, error) {
+	t, index, err := route(c, ctx, rpcOp, a, local)
+	// Not under wmu: a slow reconciler delays this answer, not the next
+	// change (or a producer id block).
+	c.afterChange(ctx, op, index, true)
+	return t, err
 }
 
 // AllocateProducerIDs reserves n consecutive producer ids and returns the
 // first. The counter is replicated, so ids are unique across restarts and
-// (later) across nodes.
+// across nodes.
 func (c *Controller) AllocateProducerIDs(ctx context.Context, n int64) (int64, error) {
-	res, err := c.commit(ctx, "allocate producer ids", func(st *state) ([]record, error) {
-		return planProducerIDs(st, c.opts.NodeID, n)
+	first, _, err := route(c, ctx, rpcAllocProducerIDs, producerIDArgs{Broker: c.opts.NodeID, Count: n},
+		(*Controller).allocateProducerIDsLocal)
+	return first, err
+}
+
+func (c *Controller) allocateProducerIDsLocal(ctx context.Context, a producerIDArgs) (int64, uint64, error) {
+	res, index, err := c.commit(ctx, "allocate producer ids", func(st *state) ([]record, error) {
+		return planProducerIDs(st, a.Broker, a.Count)
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return res.firstPID, nil
+	return res.firstPID, index, nil
+}
+
+// registerBrokerLocal registers (or re-registers, unfencing) a broker. The
+// index answered is at least the active controller's applied index, so
+// the registering node, once it applied it, has caught up.
+func (c *Controller) registerBrokerLocal(ctx context.Context, b metadata.Broker) (none, uint64, error) {
+	clusterID := newClusterID()
+	_, index, err := c.commit(ctx, "register broker", func(st *state) ([]record, error) {
+		// With the cluster id if the active controller has not chosen it
+		// yet, so a ready node always knows it.
+		recs, err := planInitCluster(st, clusterID)
+		if err != nil {
+			return nil, err
+		}
+		reg, err := planRegisterBroker(st, b, eligibleIn(st, c.live))
+		return append(recs, reg...), err
+	})
+	if err != nil {
+		return none{}, 0, err
+	}
+	return none{}, max(index, c.AppliedIndex()), nil
+}
+
+// AlterPartition commits a partition leader's new ISR, with Kafka's
+// AlterPartition semantics (planAlterPartition): it is refused with
+// metadata.ErrFencedLeaderEpoch, ErrInvalidUpdateVersion,
+// ErrIneligibleReplica or ErrUnknownTopic, else the partition as
+// committed (its PartitionEpoch one higher) is returned once this node
+// applied it. An ISR already as asked is returned as it is.
+func (c *Controller) AlterPartition(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.Partition, error) {
+	p, index, err := route(c, ctx, rpcAlterPartition, req, (*Controller).alterPartitionLocal)
+	// Not awaiting subscribers: the caller is the partition's leader,
+	// which may be what a subscriber waits on.
+	c.afterChange(ctx, "alter partition", index, false)
+	return p, err
+}
+
+func (c *Controller) alterPartitionLocal(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.Partition, uint64, error) {
+	var cur metadata.Partition
+	res, index, err := c.commit(ctx, "alter partition", func(st *state) ([]record, error) {
+		recs, p, err := planAlterPartition(st, req, eligibleIn(st, c.live))
+		cur = p
+		return recs, err
+	})
+	if err != nil {
+		return metadata.Partition{}, 0, err
+	}
+	if index == 0 || res == nil || res.topic == nil {
+		return cur, 0, nil
+	}
+	return res.topic.Partitions[req.Partition].Clone(), index, nil
+}
+
+// ControlledShutdown moves every leadership of broker id to another ISR
+// member (a new leader epoch), takes it out of every ISR (the last member
+// of an ISR stays; that partition goes offline) and fences it, and returns
+// once this node applied that. The broker is unfenced when it registers
+// again; it is not unfenced for still being reachable while it stops.
+func (c *Controller) ControlledShutdown(ctx context.Context, id int32) error {
+	_, index, err := route(c, ctx, rpcControlledShutdown, brokerArgs{ID: id}, (*Controller).controlledShutdownLocal)
+	c.afterChange(ctx, "controlled shutdown", index, false)
+	return err
+}
+
+func (c *Controller) controlledShutdownLocal(ctx context.Context, a brokerArgs) (none, uint64, error) {
+	// Noted before the fence commits: the liveness loop, seeing the broker
+	// fenced and still reachable, must not unfence it in between.
+	c.tmu.Lock()
+	tr := c.tracker
+	noted := tr != nil && !tr.shutdown[a.ID]
+	if noted {
+		tr.shutDown(a.ID)
+	}
+	c.tmu.Unlock()
+	_, index, err := c.commit(ctx, "controlled shutdown", func(st *state) ([]record, error) {
+		return planFenceBroker(st, a.ID, eligibleIn(st, c.live))
+	})
+	if err != nil && noted {
+		c.tmu.Lock()
+		delete(tr.shutdown, a.ID)
+		c.tmu.Unlock()
+	}
+	return none{}, index, err
 }
 
 // planFunc plans a change against the current state.
 type planFunc func(st *state) ([]record, error)
-
-// change plans a topic change, then (unless validateOnly) commits it and
-// waits until awaiting subscribers hosted it, and returns the resulting
-// topic (for a delete: the topic as it was).
-func (c *Controller) change(ctx context.Context, op, name string, planFn planFunc, validateOnly bool) (metadata.Topic, error) {
-	t, index, err := c.changeLocked(ctx, op, name, planFn, validateOnly)
-	if err != nil || index == 0 {
-		return t, err
-	}
-	// Not under wmu: a slow reconciler delays this answer, not the next
-	// change (or a producer id block).
-	wctx, cancel := c.withTimeout(ctx)
-	defer cancel()
-	c.awaitReconciled(wctx, op, index)
-	return t, nil
-}
 
 // changeLocked plans and commits a topic change; index is 0 when nothing
 // was committed (validateOnly, or nothing to change).
@@ -648,20 +922,19 @@ func (c *Controller) changeLocked(ctx context.Context, op, name string, planFn p
 	return res.topic.Clone(), index, nil
 }
 
-// commit plans and commits a change that hosts nothing (the cluster id, a
-// broker registration, producer ids). No records: nothing to do.
-func (c *Controller) commit(ctx context.Context, op string, planFn planFunc) (*result, error) {
+// commit plans and commits a change and returns its result and index. No
+// records: nothing to do (index 0).
+func (c *Controller) commit(ctx context.Context, op string, planFn planFunc) (*result, uint64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	recs, x, err := c.plan(planFn)
 	if err != nil || len(recs) == 0 {
 		if x != nil {
-			return &x.res, err
+			return &x.res, 0, err
 		}
-		return nil, err
+		return nil, 0, err
 	}
-	res, _, err := c.propose(ctx, op, recs)
-	return res, err
+	return c.propose(ctx, op, recs)
 }
 
 // plan runs planFn on the current state and dry-runs its records as the
@@ -693,6 +966,10 @@ func (c *Controller) writable() error {
 	}
 	if c.raft.State() != raft.Leader {
 		return metadata.ErrNotController
+	}
+	if c.multi() && c.readyTerm.Load() != c.raft.CurrentTerm() {
+		// A new leader plans only once its state caught up with the log.
+		return fmt.Errorf("%w: this node just became the active controller and is catching up", metadata.ErrNotController)
 	}
 	return nil
 }

@@ -218,6 +218,12 @@ func (x *txn) apply(r record) error {
 		x.brokers[b.ID] = b
 		x.intents = append(x.intents, intent{kind: intentBroker, broker: b})
 
+	case *fenceBrokerRecord:
+		return x.setFenced(r.BrokerID, true)
+
+	case *unfenceBrokerRecord:
+		return x.setFenced(r.BrokerID, false)
+
 	case *topicRecord:
 		if err := ValidateTopicName(r.Name); err != nil {
 			return err
@@ -251,6 +257,9 @@ func (x *txn) apply(r record) error {
 		}
 		if n >= metadata.MaxPartitions {
 			return fmt.Errorf("%w: %d partitions; the limit is %d", metadata.ErrInvalidPartitions, n+1, metadata.MaxPartitions)
+		}
+		if r.Leader == metadata.NoLeader {
+			return fmt.Errorf("%w: new partition %d of %q has no leader", metadata.ErrInvalidRequest, r.Partition, name)
 		}
 		pa := partitionAssignment{Replicas: r.Replicas, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: r.ISR}
 		rf := len(r.Replicas)
@@ -287,6 +296,10 @@ func (x *txn) apply(r record) error {
 			p.Leader = *r.Leader
 			p.LeaderEpoch++
 		}
+		if p.PartitionEpoch == math.MaxInt32 {
+			return fmt.Errorf("%w: partition epoch of %s-%d exhausted", metadata.ErrInvalidRequest, name, r.Partition)
+		}
+		p.PartitionEpoch++
 		pa := partitionAssignment{Replicas: p.Replicas, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR}
 		if err := validatePartitions([]partitionAssignment{pa}, len(p.Replicas)); err != nil {
 			return err
@@ -337,6 +350,21 @@ func (x *txn) apply(r record) error {
 	default:
 		return fmt.Errorf("%w: unknown record %T", metadata.ErrInvalidRequest, r)
 	}
+	return nil
+}
+
+// setFenced fences or unfences a registered broker.
+func (x *txn) setFenced(id int32, fenced bool) error {
+	b, ok := x.brokers[id]
+	if !ok {
+		b, ok = x.st.brokers[id]
+	}
+	if !ok {
+		return fmt.Errorf("%w: broker %d is not registered", metadata.ErrBrokerNotAvailable, id)
+	}
+	b.Fenced = fenced
+	x.brokers[id] = b
+	x.intents = append(x.intents, intent{kind: intentBroker, broker: b})
 	return nil
 }
 

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -25,7 +27,7 @@ func applyTo(t testing.TB, st *state, recs []record) ([]string, error) {
 func testState(t testing.TB) state {
 	st := newState()
 	st.brokers[1] = metadata.Broker{ID: 1, Host: "h", Port: 9092}
-	recs, err := planCreateTopic(&st, "t", uuid.NewString(), false, assign(0, 2, 1, []int32{1}), nil)
+	recs, err := planCreateTopic(&st, "t", uuid.NewString(), false, assign(0, 2, 1, oneBroker, 0), nil)
 	require.NoError(t, err)
 	_, err = applyTo(t, &st, recs)
 	require.NoError(t, err)
@@ -40,7 +42,7 @@ func TestPlanIsPure(t *testing.T) {
 	before := st.topics["t"].Clone()
 	for name, planFn := range map[string]planFunc{
 		"partitions": func(st *state) ([]record, error) {
-			return planCreatePartitions(st, "t", 4, assign(2, 2, 1, []int32{1}))
+			return planCreatePartitions(st, "t", 4, assign(2, 2, 1, oneBroker, 0))
 		},
 		"alter": func(st *state) ([]record, error) {
 			return planAlterConfigs(st, "t", []metadata.ConfigOp{{Key: "retention.ms", Op: metadata.OpSet, Value: "5"}})
@@ -48,9 +50,11 @@ func TestPlanIsPure(t *testing.T) {
 		"replace": func(st *state) ([]record, error) {
 			return planReplaceConfigs(st, "t", map[string]string{"retention.ms": "7"})
 		},
-		"delete":   func(st *state) ([]record, error) { return planDeleteTopic(st, "t") },
-		"pids":     func(st *state) ([]record, error) { return planProducerIDs(st, 1, 3) },
-		"register": func(st *state) ([]record, error) { return planRegisterBroker(st, metadata.Broker{ID: 2, Port: 1}) },
+		"delete": func(st *state) ([]record, error) { return planDeleteTopic(st, "t") },
+		"pids":   func(st *state) ([]record, error) { return planProducerIDs(st, 1, 3) },
+		"register": func(st *state) ([]record, error) {
+			return planRegisterBroker(st, metadata.Broker{ID: 2, Port: 1}, eligibleIn(st, nil))
+		},
 	} {
 		recs, err := planFn(&st)
 		require.NoError(t, err, name)
@@ -81,7 +85,7 @@ func TestRecords(t *testing.T) {
 	}{
 		{name: "register", recs: []record{&registerBrokerRecord{BrokerID: 1, Host: "a", Port: 9092}, &registerBrokerRecord{BrokerID: 2, Host: "b", Port: 9092, Rack: "r1"}},
 			changes: []string{"BrokerRegistered:1", "BrokerRegistered:2"},
-			check:   func(t *testing.T, st *state) { require.Equal(t, []int32{1, 2}, st.brokerIDs()) }},
+			check:   func(t *testing.T, st *state) { require.Equal(t, []int32{1, 2}, slices.Sorted(maps.Keys(st.brokers))) }},
 		{name: "topic without partitions", recs: []record{&topicRecord{Name: "t", TopicID: id}}, err: metadata.ErrInvalidPartitions},
 		{name: "create", recs: []record{&topicRecord{Name: "t", TopicID: id}, part(0, 1, 2), part(1, 2, 1),
 			&configRecord{ResourceType: configResourceTopic, ResourceName: "t", Name: "retention.ms", Value: str("5")}},
@@ -163,8 +167,8 @@ func TestPlanRejectsMalformedCommands(t *testing.T) {
 		want error
 	}{
 		{&command{Op: "from_the_future"}, metadata.ErrInvalidRequest},
-		{&command{Op: opCreateTopic, Topic: "x", TopicID: "nope", Partitions: assign(0, 1, 1, []int32{1})}, metadata.ErrInvalidRequest},
-		{&command{Op: opCreateTopic, Topic: "x", TopicID: uuid.UUID{}.String(), Partitions: assign(0, 1, 1, []int32{1})}, metadata.ErrInvalidRequest},
+		{&command{Op: opCreateTopic, Topic: "x", TopicID: "nope", Partitions: assign(0, 1, 1, oneBroker, 0)}, metadata.ErrInvalidRequest},
+		{&command{Op: opCreateTopic, Topic: "x", TopicID: uuid.UUID{}.String(), Partitions: assign(0, 1, 1, oneBroker, 0)}, metadata.ErrInvalidRequest},
 		{&command{Op: opCreateTopic, Topic: "x", TopicID: id}, metadata.ErrInvalidPartitions},
 		{&command{Op: opCreateTopic, Topic: "x", TopicID: id, Partitions: []partitionAssignment{{}}}, metadata.ErrInvalidReplicationFactor},
 		{&command{Op: opCreateTopic, Topic: "x", TopicID: id, Partitions: []partitionAssignment{{Replicas: []int32{1, 1}, Leader: 1, ISR: []int32{1}}}}, metadata.ErrInvalidRequest},
@@ -177,7 +181,7 @@ func TestPlanRejectsMalformedCommands(t *testing.T) {
 			{Replicas: []int32{1, 2}, Leader: 1, ISR: []int32{1}},
 		}}, metadata.ErrInvalidReplicationFactor},
 		// A concurrent CreatePartitions already grew the topic.
-		{&command{Op: opCreatePartitions, Topic: "t", Total: 5, Partitions: assign(3, 2, 1, []int32{1})}, metadata.ErrInvalidPartitions},
+		{&command{Op: opCreatePartitions, Topic: "t", Total: 5, Partitions: assign(3, 2, 1, oneBroker, 0)}, metadata.ErrInvalidPartitions},
 		{&command{Op: opCreatePartitions, Topic: "t", Total: 3, Partitions: []partitionAssignment{{Replicas: []int32{1, 2}, Leader: 1, ISR: []int32{1}}}}, metadata.ErrInvalidReplicationFactor},
 	} {
 		recs, err := recordsFromV1(tc.cmd, &st)
@@ -220,7 +224,7 @@ func TestTopicRecordRoundTrip(t *testing.T) {
 
 func TestEntryRoundTrip(t *testing.T) {
 	st := testState(t)
-	recs, err := planCreateTopic(&st, "x", uuid.NewString(), false, assign(0, 3, 1, []int32{1}), map[string]string{"retention.ms": "9"})
+	recs, err := planCreateTopic(&st, "x", uuid.NewString(), false, assign(0, 3, 1, oneBroker, 0), map[string]string{"retention.ms": "9"})
 	require.NoError(t, err)
 	recs = append(recs, &partitionChangeRecord{TopicID: "id", Leader: new(int32)}, &producerIDsRecord{NextProducerID: 5},
 		&registerBrokerRecord{BrokerID: 3, Rack: "r"}, &clusterRecord{ClusterID: "c"}, &removeTopicRecord{TopicID: "id"})
@@ -246,8 +250,8 @@ func FuzzApplyEntry(f *testing.F) {
 	st := testState(f)
 	id := topicIDString(st.topics["t"].ID)
 	for _, c := range []*command{
-		{Op: opCreateTopic, Topic: "x", TopicID: uuid.NewString(), Partitions: assign(0, 2, 1, []int32{1})},
-		{Op: opCreatePartitions, Topic: "t", Total: 3, Partitions: assign(2, 1, 1, []int32{1})},
+		{Op: opCreateTopic, Topic: "x", TopicID: uuid.NewString(), Partitions: assign(0, 2, 1, oneBroker, 0)},
+		{Op: opCreatePartitions, Topic: "t", Total: 3, Partitions: assign(2, 1, 1, oneBroker, 0)},
 		{Op: opAlterConfigs, Topic: "t", ConfigOps: []configOpRecord{{Key: "cleanup.policy", Op: int8(metadata.OpAppend), Value: "compact"}}},
 		{Op: opReplaceConfigs, Topic: "t", Configs: map[string]string{"segment.ms": "10"}},
 		{Op: opDeleteTopic, Topic: "t"},
@@ -288,3 +292,5 @@ func FuzzApplyEntry(f *testing.F) {
 		}
 	})
 }
+
+var oneBroker = []metadata.Broker{{ID: 1}}

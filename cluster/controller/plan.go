@@ -27,14 +27,23 @@ func planInitCluster(st *state, clusterID string) ([]record, error) {
 	return []record{&clusterRecord{ClusterID: clusterID}}, nil
 }
 
-func planRegisterBroker(st *state, b metadata.Broker) ([]record, error) {
+// planRegisterBroker registers b (unfenced). A fenced broker registering
+// again (it restarted) is unfenced by it and leads again the offline
+// partitions whose ISR holds it.
+func planRegisterBroker(st *state, b metadata.Broker, eligible func(int32) bool) ([]record, error) {
+	b.Fenced = false
 	if err := validateBroker(b); err != nil {
 		return nil, err
 	}
-	if cur, ok := st.brokers[b.ID]; ok && cur == b {
+	cur, ok := st.brokers[b.ID]
+	if ok && cur == b {
 		return nil, nil
 	}
-	return []record{&registerBrokerRecord{BrokerID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}}, nil
+	recs := []record{&registerBrokerRecord{BrokerID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}}
+	if ok && cur.Fenced {
+		recs = append(recs, planOfflineLeaders(st, func(r int32) bool { return r == b.ID || eligible(r) })...)
+	}
+	return recs, nil
 }
 
 func validateBroker(b metadata.Broker) error {

@@ -27,6 +27,8 @@ const (
 	recTypeConfig          = "config"
 	recTypeRemoveTopic     = "remove_topic"
 	recTypeProducerIDs     = "producer_ids"
+	recTypeFenceBroker     = "fence_broker"
+	recTypeUnfenceBroker   = "unfence_broker"
 )
 
 // record is one typed change.
@@ -46,6 +48,20 @@ type registerBrokerRecord struct {
 	Host     string `json:"host"`
 	Port     int32  `json:"port"`
 	Rack     string `json:"rack,omitempty"`
+}
+
+// fenceBrokerRecord fences a registered broker (KRaft FenceBrokerRecord):
+// the active controller found it unreachable for the session timeout, or
+// it shut down. The PartitionChangeRecords that move its leaderships and
+// take it out of ISRs are in the same entry.
+type fenceBrokerRecord struct {
+	BrokerID int32 `json:"broker_id"`
+}
+
+// unfenceBrokerRecord unfences a broker that is reachable again (KRaft
+// UnfenceBrokerRecord). A registration unfences too.
+type unfenceBrokerRecord struct {
+	BrokerID int32 `json:"broker_id"`
 }
 
 // topicRecord creates a topic with no partitions; the PartitionRecords that
@@ -68,9 +84,11 @@ type partitionRecord struct {
 }
 
 // partitionChangeRecord changes a partition's leadership or replicas
-// (KRaft PartitionChangeRecord). A nil field is unchanged. A change of
-// leader increments the leader epoch, so every replica of the log derives
-// the same epoch from the same records.
+// (KRaft PartitionChangeRecord). A nil field is unchanged; Leader may be
+// metadata.NoLeader (no ISR member is eligible: the partition is offline).
+// A change of leader increments the leader epoch and every record the
+// partition epoch, so every replica of the log derives the same epochs
+// from the same records.
 type partitionChangeRecord struct {
 	TopicID   string  `json:"topic_id"`
 	Partition int32   `json:"partition"`
@@ -112,6 +130,8 @@ func (*partitionChangeRecord) recordType() string { return recTypePartitionChang
 func (*configRecord) recordType() string          { return recTypeConfig }
 func (*removeTopicRecord) recordType() string     { return recTypeRemoveTopic }
 func (*producerIDsRecord) recordType() string     { return recTypeProducerIDs }
+func (*fenceBrokerRecord) recordType() string     { return recTypeFenceBroker }
+func (*unfenceBrokerRecord) recordType() string   { return recTypeUnfenceBroker }
 
 // newRecord returns an empty record of a type, or nil for an unknown one.
 func newRecord(typ string) record {
@@ -132,6 +152,10 @@ func newRecord(typ string) record {
 		return &removeTopicRecord{}
 	case recTypeProducerIDs:
 		return &producerIDsRecord{}
+	case recTypeFenceBroker:
+		return &fenceBrokerRecord{}
+	case recTypeUnfenceBroker:
+		return &unfenceBrokerRecord{}
 	}
 	return nil
 }

@@ -191,6 +191,10 @@ func (c *Controller) publish(change func(st *state) metadata.Delta) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	d := change(&c.st)
+	if c.appliedCh != nil {
+		close(c.appliedCh)
+		c.appliedCh = make(chan struct{})
+	}
 	for _, s := range c.subs {
 		s.push(d, c.st.image)
 	}

@@ -11,6 +11,9 @@ import (
 // cluster/metadata's.
 var (
 	ErrNodeIDMismatch = errors.New("node id does not match the metadata directory")
+	// ErrPeersMismatch: the directory was created with another voter set
+	// (or as a single node); the message names both.
+	ErrPeersMismatch = errors.New("peers do not match the metadata directory")
 	// ErrStateBroken is returned once a write to the metadata DB has failed
 	// in the FSM; the in-memory state can no longer be trusted to match the
 	// log, so the controller refuses further changes until restarted (which

@@ -66,8 +66,9 @@ func ValidateTopicName(name string) error {
 func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_") }
 
 // validatePartitions checks the structure of a replica assignment: every
-// partition has rf distinct, non-negative replicas, a leader among them and
-// an ISR that is a non-empty subset containing the leader.
+// partition has rf distinct, non-negative replicas, a leader among them (or
+// metadata.NoLeader: offline) and an ISR that is a non-empty subset
+// containing the leader.
 func validatePartitions(ps []partitionAssignment, rf int) error {
 	for i, p := range ps {
 		if len(p.Replicas) == 0 || len(p.Replicas) != rf {
@@ -78,10 +79,10 @@ func validatePartitions(ps []partitionAssignment, rf int) error {
 				return fmt.Errorf("%w: partition %d has invalid or duplicate replica %d", metadata.ErrInvalidRequest, i, r)
 			}
 		}
-		if !slices.Contains(p.Replicas, p.Leader) {
+		if p.Leader != metadata.NoLeader && !slices.Contains(p.Replicas, p.Leader) {
 			return fmt.Errorf("%w: partition %d leader %d is not a replica", metadata.ErrInvalidRequest, i, p.Leader)
 		}
-		if len(p.ISR) == 0 || !slices.Contains(p.ISR, p.Leader) {
+		if len(p.ISR) == 0 || (p.Leader != metadata.NoLeader && !slices.Contains(p.ISR, p.Leader)) {
 			return fmt.Errorf("%w: partition %d ISR %v must contain the leader %d", metadata.ErrInvalidRequest, i, p.ISR, p.Leader)
 		}
 		for _, r := range p.ISR {

@@ -28,6 +28,19 @@ var (
 	ErrInvalidRequest           = errors.New("invalid request")                        // INVALID_REQUEST
 	ErrProducerIDsExhausted     = errors.New("producer id space exhausted")            // UNKNOWN_SERVER_ERROR
 	ErrClosed                   = errors.New("controller closed")                      // NOT_CONTROLLER
+	// ErrFencedLeaderEpoch: an AlterPartition from a broker that is not the
+	// partition's leader, or names a leader epoch other than the current
+	// one (FENCED_LEADER_EPOCH).
+	ErrFencedLeaderEpoch = errors.New("fenced leader epoch")
+	// ErrInvalidUpdateVersion: an AlterPartition based on a partition epoch
+	// other than the current one (INVALID_UPDATE_VERSION).
+	ErrInvalidUpdateVersion = errors.New("partition epoch does not match")
+	// ErrIneligibleReplica: an AlterPartition adds to the ISR a broker
+	// that is fenced or not a replica (INELIGIBLE_REPLICA, KIP-841).
+	ErrIneligibleReplica = errors.New("ineligible replica")
+	// ErrBrokerNotAvailable: the request names a broker that is not
+	// registered (BROKER_NOT_AVAILABLE).
+	ErrBrokerNotAvailable = errors.New("broker not available")
 	// ErrInvalidConfig is returned for a bad topic config (INVALID_CONFIG).
 	// The controller's config errors also match engine/topicconfig's
 	// ErrInvalid.
@@ -80,6 +93,19 @@ type Partition struct {
 // NoLeader is the Leader of a partition none of whose ISR members is
 // alive: it is offline until one returns (unclean election is off).
 const NoLeader int32 = -1
+
+// AlterPartitionRequest is a partition leader's proposal of a new ISR
+// (Kafka's AlterPartition): it names the leader epoch and partition epoch
+// it is based on, so the controller refuses it if either has moved on.
+type AlterPartitionRequest struct {
+	Topic          string
+	TopicID        [16]byte // zero: match by name only
+	Partition      int32
+	LeaderID       int32
+	LeaderEpoch    int32
+	PartitionEpoch int32
+	NewISR         []int32
+}
 
 // Broker is a registered broker: where clients reach it, and whether the
 // controller considers it alive.

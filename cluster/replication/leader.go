@@ -37,12 +37,15 @@
 // an offset past the leader's end) is refused with a sentinel error and
 // changes nothing.
 //
-// Not wired yet (issue 13): engine/replica will hold one Leader per led
-// partition, feed it its fsync progress and the follower fetches it serves,
-// and use Ready to answer acks=all produces and HighWatermark to bound
-// read_uncommitted fetches; node will carry Pending to the controller as an
-// AlterPartition and hand the answer back, and call Become from the
-// metadata reconciler. net/kafka will map the sentinel errors to Kafka codes.
+// Wiring (issue 13): a replicated engine/replica.Partition takes a Leader
+// as its replica.ISR (BecomeLeader; this type satisfies that interface
+// without an adapter, checked in net/peer's tests), feeds it its fsync
+// progress (Appended) and the follower fetches it serves (FollowerFetched),
+// and uses Ready to answer acks=all produces and HighWatermark to bound
+// read_uncommitted fetches; net/kafka maps the sentinel errors to Kafka
+// codes. The node calls Become, Tick and AlterPartitionResult through the
+// partition's UpdateISR, carrying Pending to the controller as an
+// AlterPartition.
 package replication
 
 import (

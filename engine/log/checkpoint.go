@@ -21,6 +21,7 @@ import (
 const (
 	logStartFile      = "log-start-offset-checkpoint"
 	recoveryPointFile = "recovery-point-checkpoint"
+	highWatermarkFile = "high-watermark-checkpoint"
 	epochFile         = "leader-epoch-checkpoint"
 	missingFile       = "missing-offsets-checkpoint"
 	cleanFile         = ".clean"

@@ -29,14 +29,23 @@ func TestCrashBeforeEveryDurabilityPoint(t *testing.T) {
 	}
 }
 
-func crashBeforeEveryDurabilityPoint(t *testing.T, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	mem := vfs.NewMem()
-	faults := vfs.NewFaults(mem)
-	const dir = "/data/t-0"
-	require.NoError(t, mem.MkdirAll(dir, 0o755))
+// crashFS is an in-memory filesystem whose power can be cut, with the
+// partition directory dir already durable, and its fault-injecting view.
+func crashFS(t *testing.T) (mem *vfs.MemFS, faults *vfs.Faults) {
+	t.Helper()
+	mem = vfs.NewMem()
+	require.NoError(t, mem.MkdirAll(crashDir, 0o755))
 	require.NoError(t, mem.SyncDir("/"))
 	require.NoError(t, mem.SyncDir("/data"))
+	return mem, vfs.NewFaults(mem)
+}
+
+const crashDir = "/data/t-0"
+
+func crashBeforeEveryDurabilityPoint(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	mem, faults := crashFS(t)
+	const dir = crashDir
 
 	// acked counts the batches whose WaitDurable returned; floor is the
 	// highest log start asked for (a crash may keep an older one, which

@@ -85,6 +85,7 @@ func (l *Log) Heal() error {
 	l.leo.Store(fresh.leo.Load())
 	l.hw.Store(min(fresh.hw.Load(), max(durable, fresh.logStart.Load())))
 	l.durable.Store(min(fresh.durable.Load(), max(durable, fresh.logStart.Load())))
+	l.clampOwnedHW(l.logStart.Load(), l.leo.Load())
 
 	dropped := int64(0)
 	if leo := l.leo.Load(); leo > durable && durable >= l.logStart.Load() {

@@ -10,6 +10,7 @@
 //	<base>.timeindex           running max timestamp -> relative offset
 //	leader-epoch-checkpoint    epoch -> start offset
 //	log-start-offset-checkpoint  log start moved by DeleteRecordsBefore
+//	high-watermark-checkpoint  the owner's high watermark (a replicated partition), when it has one
 //	recovery-point-checkpoint  every batch below this offset is fsynced (and every sealed
 //	                           segment below it with its indexes); written after rolls,
 //	                           every RecoveryPointInterval and at Close
@@ -28,9 +29,15 @@
 //     past it and publishes the new size, then the new log end, so readers
 //     without locks never see a partial batch.
 //   - Every offset below the durable mark has been fsynced, together with the
-//     directory entries of its segment files. With FlushAlways the high
-//     watermark is the durable mark, so nothing readable can be lost by a
-//     crash; WaitDurable returns only once its offset is below it.
+//     directory entries of its segment files. With FlushAlways the committed
+//     end is the durable mark, so nothing readable can be lost by a crash;
+//     WaitDurable returns only once its offset is below it. The high
+//     watermark is the committed end until the owner sets its own
+//     (SetHighWatermark: a replicated partition's), which stays within the
+//     log and never rises by itself.
+//   - A truncation lowers the recovery point and the missing ranges before
+//     it removes or cuts a file, so a crash in the middle never reopens
+//     with the removed offsets taken for flushed data gone missing.
 //   - After Open, every batch past the recovery point has passed its CRC check
 //     and every batch before it was fsynced whole: recovery truncates the
 //     unflushed tail at its first torn or corrupt batch, so a torn batch is
@@ -54,8 +61,10 @@ package log
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -328,8 +337,15 @@ type Log struct {
 	logStart atomic.Int64
 	leo      atomic.Int64
 	gen      atomic.Uint64 // see Generation
-	hw       atomic.Int64
-	durable  atomic.Int64 // every offset below is fsynced
+	hw       atomic.Int64  // the committed end: durable end (FlushAlways) or log end
+	durable  atomic.Int64  // every offset below is fsynced
+	// The owner's high watermark (SetHighWatermark): when hwOwned is set,
+	// HighWatermark is ownHW, kept within [log start, log end] under hwMu
+	// (truncation and restarts clamp it there too), instead of hw.
+	hwMu     sync.Mutex
+	hwOwned  atomic.Bool
+	ownHW    atomic.Int64
+	hwSaved  int64 // the owner's HW last checkpointed; -1 none. Guarded by hwMu
 	isClosed atomic.Bool
 
 	failMu  sync.Mutex
@@ -426,10 +442,120 @@ func (l *Log) Generation() uint64 { return l.gen.Load() }
 
 func (l *Log) rewritten() { l.gen.Store(generations.Add(1)) }
 
-// HighWatermark is the end of what readers should see: with FlushAlways the
-// durable (fsynced) end, otherwise the log end. Replication (a lower ISR
-// watermark) is the caller's business; it passes its own bound to Read.
-func (l *Log) HighWatermark() int64 { return l.hw.Load() }
+// HighWatermark is the end of what readers should see: the committed end
+// (CommittedEnd) until the owner sets its own with SetHighWatermark (a
+// replicated partition: the ISR's watermark on a leader, the leader's on a
+// follower). Retention never deletes past it.
+func (l *Log) HighWatermark() int64 {
+	if l.hwOwned.Load() {
+		return l.ownHW.Load()
+	}
+	return l.hw.Load()
+}
+
+// HighWatermarkOwned reports whether the owner holds the high watermark
+// (SetHighWatermark, or a checkpoint of it found at Open).
+func (l *Log) HighWatermarkOwned() bool { return l.hwOwned.Load() }
+
+// CommittedEnd is the end of what this log has made as durable as its
+// flush policy promises: the durable (fsynced) end with FlushAlways,
+// otherwise the log end. A replication leader reports it to its ISR and
+// serves followers up to it; a follower fetches from it.
+func (l *Log) CommittedEnd() int64 { return l.hw.Load() }
+
+// SetHighWatermark makes the high watermark the owner's: from now on it is
+// hw, clamped to [log start, log end], and no longer follows CommittedEnd.
+// Long polls (Changed) are woken when it moves. Truncation lowers it with
+// the log end; it never rises on its own.
+func (l *Log) SetHighWatermark(hw int64) {
+	l.hwMu.Lock()
+	hw = min(max(hw, l.logStart.Load()), l.leo.Load())
+	moved := !l.hwOwned.Load() || l.ownHW.Load() != hw
+	l.ownHW.Store(hw)
+	l.hwOwned.Store(true)
+	l.hwMu.Unlock()
+	if moved {
+		l.changed.fire()
+	}
+}
+
+// ReleaseHighWatermark hands the high watermark back to the log: it is
+// CommittedEnd again, as for a partition alone on its node, and the
+// checkpoint of the owner's is removed so the next Open starts that way.
+func (l *Log) ReleaseHighWatermark() error {
+	l.hwMu.Lock()
+	was := l.hwOwned.Swap(false)
+	var err error
+	if was || l.hwSaved >= 0 {
+		if err = l.st.fs.Remove(filepath.Join(l.dir, highWatermarkFile)); errors.Is(err, fs.ErrNotExist) {
+			err = nil
+		}
+		if err == nil {
+			l.hwSaved = -1
+		}
+	}
+	l.hwMu.Unlock()
+	if was {
+		l.changed.fire()
+	}
+	if err != nil {
+		return fmt.Errorf("log %s: remove the high watermark checkpoint: %w", l.dir, err)
+	}
+	return nil
+}
+
+// CheckpointHighWatermark persists the owner's high watermark when it
+// moved since the last checkpoint (Kafka's replication-offset-checkpoint):
+// a replica that restarts starts from it rather than from its own end,
+// which may hold records not yet replicated, so it never shows consumers a
+// record the cluster could still lose. The owner calls it when it takes
+// the high watermark and then periodically; Close calls it too. A stale
+// checkpoint is only lower, which delays reads, never exposes one.
+func (l *Log) CheckpointHighWatermark() error {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	if !l.hwOwned.Load() || l.ownHW.Load() == l.hwSaved {
+		return nil
+	}
+	hw := l.ownHW.Load()
+	if err := writeOffsetCheckpoint(l.st.fs, l.dir, highWatermarkFile, hw); err != nil {
+		return fmt.Errorf("log %s: checkpoint the high watermark: %w", l.dir, err)
+	}
+	l.hwSaved = hw
+	return nil
+}
+
+// loadHighWatermark restores the owner's high watermark from its
+// checkpoint at Open (clamped to the recovered log): a log that was
+// replicated reopens with it owned, so reads stay below what was known to
+// be committed until the owner says more.
+func (l *Log) loadHighWatermark() error {
+	l.hwSaved = -1
+	hw, ok, err := readOffsetCheckpoint(l.st.fs, l.dir, highWatermarkFile)
+	if err != nil || !ok {
+		return err
+	}
+	l.hwSaved = hw
+	l.ownHW.Store(min(max(hw, l.logStart.Load()), l.leo.Load()))
+	l.hwOwned.Store(true)
+	return nil
+}
+
+// clampOwnedHW keeps the owner's high watermark within [start, end] after
+// the log end moved back or the log restarted. Caller holds appendMu.
+func (l *Log) clampOwnedHW(start, end int64) {
+	l.hwMu.Lock()
+	defer l.hwMu.Unlock()
+	l.ownHW.Store(min(max(l.ownHW.Load(), start), end))
+}
+
+// Closed reports whether the log was closed (or deleted): a waiter on
+// Changed stops then, since the channel stays closed for good.
+func (l *Log) Closed() bool { return l.isClosed.Load() }
+
+// Wake wakes every long poll waiting on Changed, for an owner whose own
+// state (a role, an ISR) changed what a waiter should see.
+func (l *Log) Wake() { l.changed.fire() }
 
 // DurableOffset is the end of the fsynced prefix: every offset below it
 // survives a crash.
@@ -489,7 +615,7 @@ func (l *Log) Stats() Stats {
 		Size:            size,
 		LogStartOffset:  l.logStart.Load(),
 		LogEndOffset:    l.leo.Load(),
-		HighWatermark:   l.hw.Load(),
+		HighWatermark:   l.HighWatermark(),
 		CorruptRanges:   len(l.CorruptRanges()),
 		UncleanOpen:     l.uncleanOpen,
 		IndexFailures:   l.st.health.indexFailures.Load(),
@@ -650,6 +776,9 @@ func (l *Log) Close() error {
 	<-l.done
 
 	err := l.flushOnce()
+	if err == nil {
+		err = l.CheckpointHighWatermark()
+	}
 	l.syncMu.Lock()
 	l.appendMu.Lock()
 	if err == nil {

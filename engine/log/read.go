@@ -626,7 +626,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, ok bo
 	}
 	l.truncMu.RLock()
 	defer l.truncMu.RUnlock()
-	start, hw := l.logStart.Load(), l.hw.Load()
+	start, hw := l.logStart.Load(), l.HighWatermark()
 	segs, sok := l.snapshot(start)
 	if !sok {
 		return 0, 0, false, ErrClosed

@@ -36,7 +36,7 @@ func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 	for _, s := range segs {
 		total += s.size.Load()
 	}
-	hw := l.hw.Load()
+	hw := l.HighWatermark()
 	n := 0
 	for i := 0; i < len(segs)-1; i++ {
 		s := segs[i]
@@ -172,12 +172,48 @@ func (l *Log) TruncateTo(offset int64) error {
 func (l *Log) truncateLocked(offset int64) error {
 	l.rewritten() // even a cut that fails half way changed the log
 	opts := l.opts.Load()
-	l.segMu.Lock()
+	l.segMu.RLock()
 	i := len(l.segments) - 1
 	for i > 0 && l.segments[i].base > offset {
 		i--
 	}
 	s := l.segments[i]
+	l.segMu.RUnlock()
+
+	// Find the cut: the first batch whose last offset reaches offset.
+	newEnd := offset
+	cut := s.size.Load()
+	if h, pos, _, found, err := s.findBatch(offset); err != nil {
+		return err
+	} else if found {
+		cut = pos
+		newEnd = min(offset, h.BaseOffset)
+	}
+	// What the log claims about the offsets going away drops first: a
+	// crash after the files are cut but before a recovery point or
+	// missing ranges above the new end were lowered would reopen with the
+	// removed offsets as flushed data gone missing (ErrCorrupt), covering
+	// what a follower appends there next. Lowered claims alone only make
+	// recovery scan more. The recovery point goes to the base of the
+	// segment cut, not to the new end: the kept data may end below it (a
+	// cut in a gap compaction left), and only the scan after the cut
+	// knows where.
+	if l.recoveryPoint > s.base {
+		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, s.base); err != nil {
+			return err
+		}
+		l.recoveryPoint = s.base
+	}
+	if kept, clipped := clipMissing(l.missing, 0, newEnd); clipped {
+		if err := writeMissingRanges(l.st.fs, l.dir, kept); err != nil {
+			return err
+		}
+		l.segMu.Lock()
+		l.missing = kept
+		l.segMu.Unlock()
+	}
+
+	l.segMu.Lock()
 	del := append([]*segment(nil), l.segments[i+1:]...)
 	l.segments = l.segments[:i+1]
 	l.segMu.Unlock()
@@ -197,15 +233,6 @@ func (l *Log) truncateLocked(offset int64) error {
 	}
 	l.pendingSync = kept
 
-	// Find the cut: the first batch whose last offset reaches offset.
-	newEnd := offset
-	cut := s.size.Load()
-	if h, pos, _, found, err := s.findBatch(offset); err != nil {
-		return err
-	} else if found {
-		cut = pos
-		newEnd = min(offset, h.BaseOffset)
-	}
 	if err := s.truncateFile(cut); err != nil {
 		return err
 	}
@@ -238,22 +265,16 @@ func (l *Log) truncateLocked(offset int64) error {
 	if err := SyncDir(l.st.fs, l.dir); err != nil {
 		return err
 	}
-	if l.recoveryPoint > newEnd {
-		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, newEnd); err != nil {
+	// The cut is durable: what is left of the segment is flushed data again.
+	if res.next > l.recoveryPoint {
+		if err := writeOffsetCheckpoint(l.st.fs, l.dir, recoveryPointFile, res.next); err != nil {
 			return err
 		}
-		l.recoveryPoint = newEnd
-	}
-	if kept, clipped := clipMissing(l.missing, 0, newEnd); clipped {
-		if err := writeMissingRanges(l.st.fs, l.dir, kept); err != nil {
-			return err
-		}
-		l.segMu.Lock()
-		l.missing = kept
-		l.segMu.Unlock()
+		l.recoveryPoint = res.next
 	}
 	l.leo.Store(newEnd)
 	l.hw.Store(min(l.hw.Load(), newEnd))
+	l.clampOwnedHW(l.logStart.Load(), newEnd)
 	l.durable.Store(min(l.durable.Load(), newEnd))
 	if l.epochs.truncateFromEnd(newEnd) {
 		if err := l.epochs.persist(); err != nil {
@@ -340,6 +361,7 @@ func (l *Log) resetLocked(offset int64) error {
 		l.leo.Store(offset)
 		l.hw.Store(offset)
 		l.durable.Store(offset)
+		l.clampOwnedHW(offset, offset)
 	})
 	l.dirDirty = false
 	l.changed.fire()

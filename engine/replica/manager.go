@@ -8,6 +8,16 @@
 // never its log, and the leader epoch it stamps on appends and checks
 // requests against is its own state (MakeLeader).
 //
+// A partition has a replication role (replication.go): alone on its node
+// (the default: single node, replication factor 1, exactly the behaviour
+// before replication), a replicated leader whose high watermark, acks=all
+// and follower fetches are decided by an ISR state machine it is handed
+// (BecomeLeader; the ISR interface is what *cluster/replication.Leader
+// implements, so this package never imports the cluster), or a follower
+// that refuses clients and takes the leader's batches (BecomeFollower,
+// AppendAsFollower, TruncateTo). The node decides roles from the
+// controller's metadata; net/peer fetches for followers.
+//
 // Invariants: a partition's appends are serialised by its mutex, which also
 // guards its producer state, so sequence checks see the log in write order;
 // a Partition value stays valid after its topic is deleted (operations then
@@ -105,6 +115,10 @@ type Options struct {
 	// partitions: client connections, the metadata store, listeners
 	// (default 256; the node adds its connection limit).
 	FDReserve int
+	// HighWatermarkCheckpointInterval is how often replicated partitions
+	// persist their high watermark (Kafka's
+	// replica.high.watermark.checkpoint.interval.ms; default 5s).
+	HighWatermarkCheckpointInterval time.Duration
 	// HealInterval is how often the healer looks for partitions to retry
 	// (default 1s); MaxHealBackoff caps the wait between retries of one
 	// partition (default 30s).
@@ -146,6 +160,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.FDReserve <= 0 {
 		o.FDReserve = 256
+	}
+	if o.HighWatermarkCheckpointInterval <= 0 {
+		o.HighWatermarkCheckpointInterval = 5 * time.Second
 	}
 	if o.HealInterval <= 0 {
 		o.HealInterval = time.Second
@@ -241,8 +258,9 @@ func Open(opts Options) (*Manager, error) {
 	}
 	b := &Manager{opts: opts, parts: make(map[TopicPartition]*Partition), offline: map[TopicPartition]*offlinePartition{},
 		lock: lock, stop: make(chan struct{})}
-	b.wg.Add(2)
+	b.wg.Add(3)
 	go b.every(opts.RetentionCheckInterval, b.housekeeping)
+	go b.every(opts.HighWatermarkCheckpointInterval, b.checkpointHighWatermarks)
 	// The healer retries offline partitions and failed logs, each on its
 	// own backoff.
 	go b.every(opts.HealInterval, func() { b.heal(false) })
@@ -718,6 +736,17 @@ func (b *Manager) EnforceRetention() {
 			b.opts.Logger.Debug("retention deleted segments", "topic", p.tp.Topic, "partition", p.tp.Partition, "segments", n)
 		}
 		p.snapshotIfRolled()
+	}
+}
+
+// checkpointHighWatermarks persists the high watermark of every replicated
+// partition that moved (see log.CheckpointHighWatermark); a failure costs
+// only a lower high watermark after a restart, so it is logged.
+func (b *Manager) checkpointHighWatermarks() {
+	for _, p := range b.Partitions() {
+		if err := p.log.CheckpointHighWatermark(); err != nil {
+			b.opts.Logger.Warn("high watermark not checkpointed", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
+		}
 	}
 }
 

@@ -110,17 +110,26 @@ type FetchResult struct {
 // the result). A client's leader epoch older or newer than the partition's
 // is ErrFencedLeaderEpoch or ErrUnknownLeaderEpoch, as Kafka checks it.
 //
-// A follower fetch (ReplicaID >= 0) would read to the log end and move the
-// high watermark; this node replicates to nobody, so, as Kafka answers a
-// broker that is not among the replicas, it is refused: ErrUnknownLeaderEpoch
-// when the request carries an epoch (the follower retries), ErrNotReplica
-// otherwise. A refused fetch reports -1 offsets, as Kafka's do.
+// A follower fetch (ReplicaID >= 0) on a replicated leader reads to the
+// committed end and reports the follower's progress to the ISR (see
+// replicaFetch). Alone on its node the partition replicates to nobody, so,
+// as Kafka answers a broker that is not among the replicas, it refuses one:
+// ErrUnknownLeaderEpoch when the request carries an epoch (the follower
+// retries), ErrNotReplica otherwise. A follower refuses every fetch with
+// ErrNotLeader. A refused fetch reports -1 offsets, as Kafka's do.
 func (p *Partition) Fetch(fp FetchParams) (FetchResult, error) {
 	refused := FetchResult{HighWatermark: -1, LastStable: -1, LogStart: -1}
+	r := p.currentRole()
+	if r == roleFollower {
+		return refused, p.notLeader()
+	}
 	if err := p.checkLeaderEpoch(fp.CurrentLeaderEpoch); err != nil {
 		return refused, err
 	}
 	if fp.ReplicaID >= 0 {
+		if r == roleLeader {
+			return p.replicaFetch(fp)
+		}
 		err := ErrNotReplica
 		if fp.CurrentLeaderEpoch != NoLeaderEpoch {
 			err = ErrUnknownLeaderEpoch
@@ -131,7 +140,11 @@ func (p *Partition) Fetch(fp FetchParams) (FetchResult, error) {
 	res := FetchResult{Changed: p.log.Changed()} // before the offsets: a change after them closes it
 	res.HighWatermark, res.LogStart = p.HighWatermark(), p.log.LogStartOffset()
 	res.LastStable = p.lastStable(res.HighWatermark)
-	upTo := readBound(fp.Isolation, res.HighWatermark, res.LastStable)
+	return p.read(res, fp, readBound(fp.Isolation, res.HighWatermark, res.LastStable))
+}
+
+// read reads fp's batches below upTo into res.
+func (p *Partition) read(res FetchResult, fp FetchParams, upTo int64) (FetchResult, error) {
 	if fp.Offset >= upTo || fp.Offset < res.LogStart {
 		// Nothing to read: only the answer for the offset (none up to the
 		// log end, OFFSET_OUT_OF_RANGE outside the log), and no room taken.
@@ -225,6 +238,9 @@ type ListOffsetResult struct {
 // at or past it is not reported (-1, -1), since the consumer could not
 // read it yet. The client's leader epoch is checked as Fetch checks it.
 func (p *Partition) ListOffset(lp ListOffsetParams) (ListOffsetResult, error) {
+	if p.IsFollower() {
+		return ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1}, p.notLeader()
+	}
 	if err := p.checkLeaderEpoch(lp.CurrentLeaderEpoch); err != nil {
 		return ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: -1}, err
 	}
@@ -270,6 +286,9 @@ func (p *Partition) DeleteRecords(before int64) (int64, error) {
 	defer p.mu.Unlock()
 	if p.deleted {
 		return -1, fmt.Errorf("%w: %s-%d was deleted", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
+	}
+	if p.IsFollower() {
+		return -1, p.notLeader()
 	}
 	hw := p.HighWatermark()
 	if before == -1 {

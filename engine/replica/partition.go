@@ -29,10 +29,18 @@ type Partition struct {
 	cfg        topicconfig.Config
 	deleted    bool
 
-	// leaderEpoch is the epoch this replica leads in, stamped on every
-	// batch it appends: partition state, set from the metadata by
-	// MakeLeader (a replicated node will also step it on failover).
+	// leaderEpoch is the epoch this replica leads (or follows) in, stamped
+	// on every batch it appends: partition state, set from the metadata by
+	// MakeLeader, BecomeLeader and BecomeFollower.
 	leaderEpoch atomic.Int32
+
+	// Replication (replication.go): role is read without a lock on the
+	// produce and fetch paths; repMu guards changes to it and isr and
+	// leaderID, and serialises the calls into isr.
+	role     atomic.Int32 // a role; roleLocal until BecomeLeader with an ISR or BecomeFollower
+	repMu    sync.Mutex
+	isr      ISR   // the ISR while a replicated leader
+	leaderID int32 // the leader while a follower
 
 	heal backoff // retries of Heal while the log is failed; owned by the healer
 }
@@ -42,7 +50,15 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 	if err != nil {
 		return nil, err
 	}
-	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg}
+	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg, leaderID: -1}
+	if l.HighWatermarkOwned() {
+		// The partition was replicated when it closed (or crashed): until
+		// the node says whether it leads, it must not take writes a leader
+		// elected meanwhile would truncate, so it starts as a follower of
+		// nobody, refusing clients (NOT_LEADER_OR_FOLLOWER: they refresh
+		// their metadata).
+		p.role.Store(int32(roleFollower))
+	}
 	if err := p.loadProducers(); err != nil {
 		_ = l.Close()
 		return nil, err
@@ -140,9 +156,9 @@ func (p *Partition) delete() error {
 	return p.log.Delete()
 }
 
-// MakeLeader makes this replica the partition's leader in epoch: appends
-// are stamped with it from now on. Today every hosted partition leads; a
-// replicated node will also make followers.
+// MakeLeader sets the epoch this replica leads in: appends are stamped
+// with it from now on. It does not change the replication role (see
+// BecomeLeader and BecomeFollower).
 func (p *Partition) MakeLeader(epoch int32) { p.leaderEpoch.Store(max(epoch, 0)) }
 
 // LeaderEpoch is the epoch this replica leads in.
@@ -192,6 +208,13 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 	defer p.mu.Unlock()
 	if p.deleted {
 		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
+	}
+	replicated := false
+	switch p.currentRole() { // under p.mu: no role change during the append
+	case roleFollower:
+		return ProduceResult{}, p.notLeader()
+	case roleLeader:
+		replicated = true
 	}
 	for _, h := range headers {
 		switch {
@@ -248,6 +271,10 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 			FirstSeq: first.BaseSequence, LastSeq: txn.LastSeq(first.BaseSequence, first.NumRecords),
 			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: ts,
 		})
+	}
+	if replicated {
+		// The ISR learns the leader's new committed end once it is durable.
+		p.log.NotifyDurable(res.LastOffset, p.committed)
 	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
 		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}

@@ -3,10 +3,12 @@
 // (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log),
 // the coordinator runtime (engine/coord, which coordinators such as
 // engine/group build on) and the shared leaves (net/protoext,
-// internal/when, cluster/metadata, cluster/replication, and the cluster
-// tests' internal/faultproxy and internal/history) import no other
+// internal/when, cluster/metadata, cluster/replication, cluster/membership,
+// and the cluster tests' internal/faultproxy and internal/history) import no other
 // MoonMQ package but each other as listed; net/client never imports engine; net/kafka never
-// imports cluster/controller (it sees cluster/metadata);
+// imports cluster/controller (it sees cluster/metadata); cluster/controller
+// never imports cluster/membership (it takes a Liveness); net/peer (the
+// follower fetcher) sees only engine/replica, never cluster/ or net/kafka;
 // mql and tui reach brokers only through net/client, so neither imports
 // franz-go itself (their tests may, to run franz-go's fake cluster); the
 // test harnesses stay in tests, and the tests of net/kafka, mql and tui
@@ -40,6 +42,14 @@ func TestDependencyDirection(t *testing.T) {
 		// types, not the controller that replicates it (a multi-node
 		// broker answers from metadata it does not replicate itself).
 		{"./net/kafka/...", []string{"cluster/controller"}},
+		// The controller takes liveness through its Liveness interface
+		// (the node passes a *membership.Membership), so its tests run
+		// with a fake and no gossip.
+		{"./cluster/controller/...", []string{"cluster/membership"}},
+		// The follower fetcher drives replicas (engine/replica) over the
+		// Kafka wire with kmsg alone: no controller state (the node tells
+		// it whom to follow), not the server it talks to.
+		{"./net/peer/...", []string{"cluster/", "net/kafka", "net/httpapi", "net/client", "internal/"}},
 	}
 	for _, r := range rules {
 		checkDeps(t, r.pkgs, func(rel string) bool {
@@ -79,6 +89,11 @@ func TestStorageLeaves(t *testing.T) {
 		// from inputs; engine/replica and node feed it and carry its
 		// decisions, so it imports neither.
 		"./cluster/replication": nil,
+
+		// Gossip liveness is a leaf the controller consumes through an
+		// interface of its own: the controller's tests pass a fake, and
+		// membership knows nothing of what liveness is used for.
+		"./cluster/membership": nil,
 
 		// The coordinator runtime knows records, not what they mean: a
 		// group or transaction coordinator builds on it, never the

@@ -33,6 +33,7 @@ type ProduceConfig struct {
 	Producers   int           // concurrent producer clients
 	Rate        float64       // total records/s, 0 = unlimited
 	Partitions  int           // partitions for --create, 0 = broker default
+	Replicas    int           // replication factor for --create, 0 = broker default
 	Create      bool          // create the topic if missing
 	Compression string        // none, lz4, zstd, snappy, gzip
 	Output      string        // text or json
@@ -76,6 +77,7 @@ func parseProduce(args []string) (ProduceConfig, bool, error) {
 	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "concurrent producer clients (`P`)")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "total `records/s` across producers, 0 = unlimited")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions when creating the topic (`N`), 0 = broker default")
+	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replication factor when creating the topic (`N`), 0 = broker default")
 	fs.BoolVar(&cfg.Create, "create", cfg.Create, "create the topic if it does not exist")
 	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "`codec`: none, lz4, zstd, snappy or gzip")
 	fs.StringVar(&cfg.Output, "output", cfg.Output, "result `format`: text or json")
@@ -109,6 +111,8 @@ func (cfg *ProduceConfig) validate() error {
 		return flagError(cmd, "rate", "must not be negative (got %g)", cfg.Rate)
 	case cfg.Partitions < 0:
 		return flagError(cmd, "partitions", "must not be negative (got %d)", cfg.Partitions)
+	case cfg.Replicas < 0 || cfg.Replicas > 32767:
+		return flagError(cmd, "replicas", "must be between 0 and 32767 (got %d)", cfg.Replicas)
 	case cfg.Timeout < 0:
 		return flagError(cmd, "timeout", "must not be negative (got %s)", cfg.Timeout)
 	}
@@ -214,6 +218,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 
 	var (
 		hist                 = NewHistogram()
+		stalls               = newStallTracker()
 		acked, ackedBytes    atomic.Int64
 		failed               atomic.Int64
 		firstErr             atomic.Pointer[error]
@@ -234,7 +239,9 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 			}
 			return
 		}
-		hist.Record(time.Since(sent))
+		now := time.Now()
+		hist.Record(now.Sub(sent))
+		stalls.acked(r.Partition, now)
 		acked.Add(1)
 		ackedBytes.Add(int64(len(r.Key) + len(r.Value)))
 	}
@@ -286,6 +293,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 		Bytes:   ackedBytes.Load(),
 		Failed:  failed.Load(),
 		Latency: latencyOf(hist),
+		Stall:   stalls.longest(),
 		Params: map[string]any{
 			"records": cfg.Records, "size": cfg.Size, "acks": cfg.Acks, "batch": cfg.BatchBytes,
 			"linger": cfg.Linger.String(), "producers": cfg.Producers, "rate": cfg.Rate,
@@ -330,7 +338,11 @@ func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
 	if parts == 0 {
 		parts = -1
 	}
-	if err := cl.CreateTopic(ctx, cfg.Topic, parts, -1, nil); err != nil && !errors.Is(err, client.ErrExists) {
+	rf := int16(cfg.Replicas)
+	if rf == 0 {
+		rf = -1
+	}
+	if err := cl.CreateTopic(ctx, cfg.Topic, parts, rf, nil); err != nil && !errors.Is(err, client.ErrExists) {
 		return fmt.Errorf("bench produce: %w", err)
 	}
 	return nil

@@ -28,6 +28,9 @@ type Result struct {
 	MBPS       float64 `json:"mb_per_sec"`
 	// Latency is produce-only: Produce call to acknowledgement.
 	Latency *Latency `json:"latency_ms,omitempty"`
+	// Stall is produce-only: the longest one partition went without an
+	// acknowledgement (a failover's cost, with a steady --rate).
+	Stall *Stall `json:"longest_stall,omitempty"`
 	// Params echoes the settings that shape the numbers.
 	Params map[string]any `json:"params"`
 }
@@ -90,6 +93,11 @@ func (r Result) Print(w io.Writer, output string) error {
 	if r.Latency != nil {
 		l := r.Latency
 		p("  latency     p50 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms\n", l.P50, l.P99, l.P999, l.Max)
+	}
+	if s := r.Stall; s != nil {
+		p("  stall       %s on partition %d (%s to %s): the longest a partition went without an acknowledgement\n",
+			time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond), s.Partition,
+			s.From.Format("15:04:05.000"), s.To.Format("15:04:05.000"))
 	}
 	if r.FirstError != "" {
 		p("  first error %s\n", r.FirstError)

@@ -131,13 +131,16 @@ type Node struct {
 	starts int  // launches so far
 }
 
-// Supported reports whether the moonmq binary has the cluster flags, with
-// the reason when not.
+// Supported reports whether the moonmq binary runs a cluster, with the
+// reason when not: `serve --print-config` validates a three-peer
+// configuration exactly as a start would, so a binary that lacks the flags,
+// or has them but refuses --peers, says so without starting anything.
 func Supported(t testing.TB) (bool, string) {
 	t.Helper()
-	out, _ := exec.Command(testbroker.Binary(t), "serve", "--help").CombinedOutput()
-	if !strings.Contains(string(out), "-peers") {
-		return false, "moonmq serve has no --peers flag yet (issue 13 adds the cluster flags)"
+	out, err := exec.Command(testbroker.Binary(t), "serve", "--data", t.TempDir(), "--node-id", "1",
+		"--peers", "1@127.0.0.1:19093,2@127.0.0.1:19193,3@127.0.0.1:19293", "--print-config").CombinedOutput()
+	if err != nil {
+		return false, fmt.Sprintf("moonmq serve does not run a cluster yet (%v): %s", err, strings.TrimSpace(string(out)))
 	}
 	return true, ""
 }

@@ -2,7 +2,11 @@ package client
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 )
 
 // Broker is one node of the cluster as advertised in Metadata.
@@ -53,4 +57,83 @@ func (c *Client) Brokers(ctx context.Context) ([]Broker, error) {
 		return nil, err
 	}
 	return info.Brokers, nil
+}
+
+// ClusterHealth is the cluster seen through Metadata: its brokers, the
+// ones named as replicas but not listed (down: fenced or unreachable), and
+// how its partitions stand.
+type ClusterHealth struct {
+	ClusterInfo
+	// Down are broker ids that host replicas but are not in Metadata's
+	// broker list, sorted.
+	Down []int32 `json:"down"`
+	// Partitions counts every partition, internal topics included;
+	// UnderReplicated those whose ISR is smaller than their replica set;
+	// Offline those without a leader (or whose leader's replica cannot
+	// serve).
+	Partitions      int `json:"partitions"`
+	UnderReplicated int `json:"under_replicated"`
+	Offline         int `json:"offline"`
+	// Leaders and Replicas count, per broker id, the partitions it leads
+	// and the replicas it hosts.
+	Leaders  map[int32]int `json:"leaders"`
+	Replicas map[int32]int `json:"replicas"`
+}
+
+// Health returns the brokers and the state of every partition, from one
+// Metadata request.
+func (c *Client) Health(ctx context.Context) (ClusterHealth, error) {
+	const op = "describe cluster"
+	ctx, cancel, err := c.call(ctx)
+	if err != nil {
+		return ClusterHealth{}, wrap(op, "", err)
+	}
+	defer cancel()
+	m, err := c.adm.Metadata(ctx)
+	if err != nil {
+		return ClusterHealth{}, wrap(op, "", err)
+	}
+	return healthOf(m), nil
+}
+
+func healthOf(m kadm.Metadata) ClusterHealth {
+	h := ClusterHealth{
+		ClusterInfo: ClusterInfo{ID: m.Cluster, Controller: m.Controller},
+		Leaders:     map[int32]int{}, Replicas: map[int32]int{},
+	}
+	live := map[int32]bool{}
+	for _, b := range m.Brokers {
+		br := Broker{ID: b.NodeID, Host: b.Host, Port: b.Port}
+		if b.Rack != nil {
+			br.Rack = *b.Rack
+		}
+		h.Brokers = append(h.Brokers, br)
+		live[b.NodeID] = true
+	}
+	sort.Slice(h.Brokers, func(i, j int) bool { return h.Brokers[i].ID < h.Brokers[j].ID })
+	down := map[int32]bool{}
+	for _, td := range m.Topics {
+		if td.Err != nil {
+			continue
+		}
+		for _, pd := range td.Partitions {
+			h.Partitions++
+			if pd.Leader < 0 || slices.Contains(pd.OfflineReplicas, pd.Leader) {
+				h.Offline++
+			} else {
+				h.Leaders[pd.Leader]++
+			}
+			if len(pd.ISR) < len(pd.Replicas) {
+				h.UnderReplicated++
+			}
+			for _, r := range pd.Replicas {
+				h.Replicas[r]++
+				if !live[r] {
+					down[r] = true
+				}
+			}
+		}
+	}
+	h.Down = slices.Sorted(maps.Keys(down))
+	return h
 }

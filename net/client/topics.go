@@ -54,8 +54,10 @@ type PartitionInfo struct {
 	// State is "online"; "offline" when it has no leader or its leader's
 	// replica cannot serve (MoonMQ: it could not be opened, or its log
 	// failed an I/O operation, and the broker retries it; Storage says
-	// why); or "damaged" when it serves but parts of its log are damaged
-	// (Corrupt lists them: their offsets answer CORRUPT_MESSAGE).
+	// why); "damaged" when it serves but parts of its log are damaged
+	// (Corrupt lists them: their offsets answer CORRUPT_MESSAGE); or
+	// "under-replicated" when it serves but some replicas are not in the
+	// ISR (down, or catching up).
 	State   string         `json:"state"`
 	Storage string         `json:"storage_error,omitempty"`
 	Corrupt []CorruptRange `json:"corrupt,omitempty"`
@@ -80,6 +82,8 @@ func partitionState(p PartitionInfo, h *protoext.PartitionHealth) string {
 		return "offline"
 	case h != nil && len(h.Corrupt) > 0:
 		return "damaged"
+	case len(p.ISR) < len(p.Replicas):
+		return "under-replicated"
 	default:
 		return "online"
 	}

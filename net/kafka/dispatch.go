@@ -45,6 +45,7 @@ func init() {
 		kmsg.IncrementalAlterConfigs.Int16(): {0, 1, (*conn).handleIncrementalAlterConfigs},
 		kmsg.DescribeCluster.Int16():         {0, 1, (*conn).handleDescribeCluster},
 		kmsg.DescribeLogDirs.Int16():         {0, 4, (*conn).handleDescribeLogDirs},
+		kmsg.OffsetForLeaderEpoch.Int16():    {0, 4, (*conn).handleOffsetForLeaderEpoch},
 
 		// Consumer groups (group_*.go).
 		kmsg.FindCoordinator.Int16():        {0, 5, (*conn).handleFindCoordinator},

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/cluster/replication"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
@@ -29,6 +30,16 @@ var errorMap = []struct {
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotReplica, kerr.NotLeaderForPartition},
+	{replica.ErrNotLeader, kerr.NotLeaderForPartition},
+	{replica.ErrNotFollower, kerr.NotLeaderForPartition},
+	// Replication (the ISR state machine behind a replicated leader).
+	{replication.ErrNotLeader, kerr.NotLeaderForPartition},
+	{replication.ErrUnknownReplica, kerr.NotLeaderForPartition}, // Kafka: a fetch from a broker the leader does not know
+	{replication.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{replication.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
+	{replication.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{replication.ErrNotEnoughReplicas, kerr.NotEnoughReplicas},
+	{replication.ErrNotEnoughReplicasAfterAppend, kerr.NotEnoughReplicasAfterAppend},
 	{metadata.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
 	{metadata.ErrTopicExists, kerr.TopicAlreadyExists},
 	{metadata.ErrInvalidPartitions, kerr.InvalidPartitions},
@@ -39,6 +50,10 @@ var errorMap = []struct {
 	{metadata.ErrNotController, kerr.NotController},
 	{metadata.ErrClosed, kerr.NotController},
 	{metadata.ErrInvalidRequest, kerr.InvalidRequest},
+	{metadata.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
+	{metadata.ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
+	{metadata.ErrIneligibleReplica, kerr.IneligibleReplica},
+	{metadata.ErrBrokerNotAvailable, kerr.BrokerNotAvailable},
 	{batch.ErrTooLarge, kerr.MessageTooLarge},
 	{batch.ErrUnsupportedMagic, kerr.UnsupportedForMessageFormat},
 	{batch.ErrInvalidRecord, kerr.InvalidRecord},

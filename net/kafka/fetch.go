@@ -14,6 +14,17 @@ import (
 
 // Fetch sessions (KIP-227) are optional for a broker: answering SessionID 0
 // tells clients to keep sending full fetches, which is what MoonMQ does.
+//
+// Replica fetches (issue 13): a Fetch with ReplicaID >= 0 (the top-level
+// field of v4-v12; v15's ReplicaState comes with serving v15) is a
+// follower's. The partition decides (engine/replica): a replicated leader
+// reads to its committed end and reports the fetch offset to its ISR, a
+// broker the ISR does not know or a stale or future epoch is refused
+// (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), and
+// the answer carries the HW the fetch made. Long polls wake on the leader's
+// committed end as well as its HW. A consumer fetching from a follower is
+// NOT_LEADER_OR_FOLLOWER; v12 answers carry the metadata's leader in
+// CurrentLeader (leader.go).
 
 func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.FetchRequest)
@@ -187,6 +198,11 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, byte
 			}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = res.HighWatermark, res.LastStable, res.LogStart
 			rp.ErrorCode = c.errCode(err)
+			if req.Version >= 12 {
+				if h := c.currentLeader(rp.ErrorCode, t.Topic, p.Partition); h.ok {
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = h.id, h.epoch
+				}
+			}
 			for _, a := range res.Aborted {
 				rp.AbortedTransactions = append(rp.AbortedTransactions,
 					kmsg.FetchResponseTopicPartitionAbortedTransaction{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset})

@@ -55,10 +55,7 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	for _, b := range s.liveBrokers() {
 		mb := kmsg.NewMetadataResponseBroker()
 		mb.NodeID, mb.Host, mb.Port = b.ID, b.Host, b.Port
-		if b.Rack != "" {
-			rack := b.Rack
-			mb.Rack = &rack
-		}
+		mb.Rack = rackOf(b)
 		resp.Brokers = append(resp.Brokers, mb)
 	}
 	clusterID := s.meta.ClusterID()
@@ -182,10 +179,7 @@ func (c *conn) handleDescribeCluster(r *request) (kmsg.Response, func() kmsg.Res
 	for _, b := range c.s.liveBrokers() {
 		db := kmsg.NewDescribeClusterResponseBroker()
 		db.NodeID, db.Host, db.Port = b.ID, b.Host, b.Port
-		if b.Rack != "" {
-			rack := b.Rack
-			db.Rack = &rack
-		}
+		db.Rack = rackOf(b)
 		resp.Brokers = append(resp.Brokers, db)
 	}
 	return resp, nil

@@ -19,6 +19,14 @@ import (
 // Produce appends on the read loop, in request order, then parks the wait
 // for fsync so that pipelined produces from many clients share group
 // commits instead of queueing behind each other.
+//
+// Replication (issue 13): acks=1 waits for the leader's fsync only, as
+// alone. acks=all (-1) on a replicated leader is refused before anything is
+// written while the ISR is below min.insync.replicas (NOT_ENOUGH_REPLICAS),
+// and is answered once the ISR's high watermark passed the append
+// (WaitReplicated; NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+// meanwhile). A partition this broker does not lead is
+// NOT_LEADER_OR_FOLLOWER, with the metadata's leader in v10+ (leader.go).
 func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
@@ -39,7 +47,23 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		res  replica.ProduceResult
 		out  *kmsg.ProduceResponseTopicPartition
 	}
-	var waits []pending
+	var (
+		waits   []pending
+		leaders map[int32]bool // the leaders named in refusals (NodeEndpoints)
+	)
+	refuse := func(rp *kmsg.ProduceResponseTopicPartition, topic string, err error) {
+		rp.ErrorCode = c.errCode(err)
+		if req.Version < 10 {
+			return
+		}
+		if h := c.currentLeader(rp.ErrorCode, topic, rp.Partition); h.ok {
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = h.id, h.epoch
+			if leaders == nil {
+				leaders = make(map[int32]bool)
+			}
+			leaders[h.id] = true
+		}
+	}
 	// Allocate the whole response first so pointers into it stay valid for
 	// the parked durability wait.
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -61,12 +85,18 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			}
 			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
-				rp.ErrorCode = c.errCode(err)
+				refuse(rp, t.Topic, err)
 				continue
+			}
+			if acks == -1 {
+				if err := part.CanAppend(); err != nil {
+					refuse(rp, t.Topic, err)
+					continue
+				}
 			}
 			res, err := part.Append(p.Records) // stamped with the epoch the replica leads in
 			if err != nil {
-				rp.ErrorCode = c.errCode(err)
+				refuse(rp, t.Topic, err)
 				rp.ErrorMessage = produceErrMessage(err)
 				c.s.log.Debug("produce rejected", "peer", c.peer, "topic", t.Topic, "partition", p.Partition, "err", err)
 				continue
@@ -76,6 +106,12 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			c.s.metrics.recordsIn.WithLabelValues(t.Topic).Add(float64(res.Records))
 			waits = append(waits, pending{part: part, res: res, out: rp})
 		}
+	}
+	for _, b := range c.leaderEndpoints(leaders) {
+		rb := kmsg.NewProduceResponseBroker()
+		rb.NodeID, rb.Host, rb.Port = b.ID, b.Host, b.Port
+		rb.Rack = rackOf(b)
+		resp.Brokers = append(resp.Brokers, rb)
 	}
 	if acks == 0 {
 		return nil, nil
@@ -94,6 +130,13 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	for i, w := range waits {
 		pw.outs[i] = w.out
 	}
+	var replicated context.Context // the acks=all waits on replicated leaders
+	for _, w := range waits {
+		if acks == -1 && w.part.Replicated() {
+			replicated, pw.stopReplicated = context.WithCancel(c.ctx)
+			break
+		}
+	}
 	pw.mu.Lock() // callbacks may run before every wait is registered
 	pw.answer = c.answerLater(r)
 	pw.timer = c.s.opts.Clock.AfterFunc(timeout, pw.expire)
@@ -103,6 +146,12 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	pw.stopAbandon = context.AfterFunc(c.ctx, pw.expire)
 	pw.mu.Unlock()
 	for i, w := range waits {
+		if replicated != nil && w.part.Replicated() {
+			// The ISR's high watermark has no callbacks: one goroutine per
+			// waiting partition, stopped when the request is answered.
+			go func() { pw.settle(i, w.part.WaitReplicated(replicated, w.res)) }()
+			continue
+		}
 		w.part.NotifyDurable(w.res, func(err error) { pw.settle(i, err) })
 	}
 	return nil, nil
@@ -122,13 +171,19 @@ type produceWait struct {
 	answer      func(kmsg.Response)
 	timer       clock.Timer
 	stopAbandon func() bool
+	// stopReplicated ends the acks=all waits still running (nil: none);
+	// set before any wait starts, never changed.
+	stopReplicated context.CancelFunc
 }
 
-// finish stops the timer and the abandon hook and answers. Called once, by
-// whoever set finished.
+// finish stops the timer, the abandon hook and the replication waits, and
+// answers. Called once, by whoever set finished.
 func (w *produceWait) finish() {
 	w.timer.Stop()
 	w.stopAbandon()
+	if w.stopReplicated != nil {
+		w.stopReplicated()
+	}
 	w.answer(w.resp)
 }
 

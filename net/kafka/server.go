@@ -11,7 +11,9 @@
 // kept by the connection's outbox) while slow requests never stall the read
 // loop: long-poll fetches and group joins are parked in a goroutine, and
 // acks=1/all produces are answered from the log's durability callbacks
-// (answerLater) once their fsync is done.
+// (answerLater) once their fsync is done; acks=all on a replicated leader
+// waits for the ISR in one goroutine per waiting partition, ended when the
+// request is answered or times out.
 package kafka
 
 import (
