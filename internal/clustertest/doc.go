@@ -5,8 +5,8 @@
 // history checked at the end (internal/history). The package has no code
 // outside its tests.
 //
-// The tests skip while the binary lacks the cluster flags
-// (cluster.SkipUnlessSupported). MOONMQ_SOAK sets how long the fault test
+// The tests skip while the binary does not run a cluster (lacks --peers or
+// refuses it: cluster.SkipUnlessSupported). MOONMQ_SOAK sets how long the fault test
 // runs: a duration ("10m") or a number of nemesis cycles ("200"); the
 // default is one minute, `make soak` runs it long.
 package clustertest
