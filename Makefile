@@ -9,13 +9,19 @@ LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs per target inside `make test`; `make fuzz FUZZTIME=5m` for more.
 FUZZTIME ?= 10s
 
-.PHONY: build run test unit e2e fuzz deps bench vet clean
+.PHONY: build run cluster test unit e2e fuzz soak deps bench vet clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
 run: build
 	./$(BIN) serve
+
+# cluster starts three nodes on fixed loopback ports (Kafka 9092, 9192,
+# 9292) with data under ./moonmq-cluster; Ctrl-C stops them. See
+# scripts/cluster.sh and the README's "Cluster" section.
+cluster: build
+	BIN=$(BIN) scripts/cluster.sh
 
 # deps installs the external tools the end-to-end tests drive (kcat is
 # librdkafka's CLI, our second real client; prlimit runs a broker under a
@@ -49,6 +55,12 @@ fuzz:
 			GO=$(GO) .ci/fuzz-one $$spec $$f $(FUZZTIME) || exit 1; \
 		done; \
 	done
+
+# soak runs the cluster fault test (internal/clustertest) for SOAK, a
+# duration or a number of nemesis cycles; `make test` runs it for a minute.
+SOAK ?= 30m
+soak: deps
+	MOONMQ_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 0 -run TestFaultsKeepAcknowledgedWrites ./internal/clustertest/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/...

@@ -3,7 +3,8 @@
 // (engine/vfs, engine/batch, engine/topicconfig, engine/clock, engine/log),
 // the coordinator runtime (engine/coord, which coordinators such as
 // engine/group build on) and the shared leaves (net/protoext,
-// internal/when, cluster/metadata, cluster/replication, cluster/membership) import no other
+// internal/when, cluster/metadata, cluster/replication, cluster/membership,
+// and the cluster tests' internal/faultproxy and internal/history) import no other
 // MoonMQ package but each other as listed; net/client never imports engine; net/kafka never
 // imports cluster/controller (it sees cluster/metadata); cluster/controller
 // never imports cluster/membership (it takes a Liveness); net/peer (the
@@ -69,18 +70,20 @@ func TestDependencyDirection(t *testing.T) {
 // cluster/replication is a pure protocol core, tested alone.
 func TestStorageLeaves(t *testing.T) {
 	leaves := map[string][]string{ // package: the MoonMQ packages it may import
-		"./engine/vfs":         nil,
-		"./engine/batch":       nil,
-		"./engine/topicconfig": nil,
-		"./engine/txn":         nil,
-		"./engine/clock":       nil,
-		"./engine/log":         {"engine/batch", "engine/clock", "engine/vfs"},
-		"./net/protoext":       nil,
-		"./internal/lag":       nil,
-		"./internal/cli":       nil,
-		"./internal/syncbuf":   nil,
-		"./internal/when":      nil,
-		"./cluster/metadata":   nil,
+		"./engine/vfs":          nil,
+		"./engine/batch":        nil,
+		"./engine/topicconfig":  nil,
+		"./engine/txn":          nil,
+		"./engine/clock":        nil,
+		"./engine/log":          {"engine/batch", "engine/clock", "engine/vfs"},
+		"./net/protoext":        nil,
+		"./internal/lag":        nil,
+		"./internal/cli":        nil,
+		"./internal/syncbuf":    nil,
+		"./internal/when":       nil,
+		"./internal/faultproxy": nil,
+		"./internal/history":    nil,
+		"./cluster/metadata":    nil,
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its
@@ -110,12 +113,25 @@ func TestStorageLeaves(t *testing.T) {
 	}
 }
 
-// TestHarnessesStayInTests: internal/testnode and internal/testbroker start
-// brokers for tests; no package's non-test code depends on them.
+// TestHarnessesStayInTests: internal/testnode, internal/testbroker and
+// internal/cluster start brokers for tests, internal/faultproxy cuts their
+// links and internal/history checks what their clients saw; no package's
+// non-test code depends on them (but each other's).
 func TestHarnessesStayInTests(t *testing.T) {
-	checkDeps(t, "./...", func(rel string) bool {
-		return rel != "internal/testnode" && rel != "internal/testbroker"
-	})
+	harness := map[string]bool{"internal/testnode": true, "internal/testbroker": true,
+		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true}
+	for pkg, deps := range listDeps(t, "./...") {
+		if harness[strings.TrimPrefix(pkg, module+"/")] {
+			// The harnesses build on each other: internal/cluster runs
+			// internal/testbroker's processes behind internal/faultproxy.
+			continue
+		}
+		for _, d := range deps {
+			if harness[strings.TrimPrefix(d, module+"/")] {
+				t.Errorf("%s imports %s, a test harness: only tests may", pkg, d)
+			}
+		}
+	}
 }
 
 // TestBrokerTestsRunInProcess: the tests of net/kafka, mql and tui start
@@ -141,20 +157,31 @@ func TestBrokerTestsRunInProcess(t *testing.T) {
 // not) and ok refuses.
 func checkDeps(t *testing.T, pkgs string, ok func(rel string) bool) {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+strings.TrimPrefix(pkgs, "./")).CombinedOutput()
-	if strings.Contains(string(out), "matched no packages") {
-		return // the package does not exist yet
-	}
-	require.NoError(t, err, "go list %s: %s", pkgs, out)
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		pkg, deps, _ := strings.Cut(line, ":")
-		for _, d := range strings.Fields(deps) {
+	for pkg, deps := range listDeps(t, pkgs) {
+		for _, d := range deps {
 			rel, inModule := strings.CutPrefix(d, module+"/")
 			if inModule && !ok(rel) {
 				t.Errorf("%s imports %s, which DESIGN.md forbids", pkg, d)
 			}
 		}
 	}
+}
+
+// listDeps maps every package pkgs matches to its dependencies (direct or
+// not); nothing when the pattern matches no package yet.
+func listDeps(t *testing.T, pkgs string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-e", "-f", `{{.ImportPath}}:{{join .Deps " "}}`, "../../"+strings.TrimPrefix(pkgs, "./")).CombinedOutput()
+	if strings.Contains(string(out), "matched no packages") {
+		return nil // the package does not exist yet
+	}
+	require.NoError(t, err, "go list %s: %s", pkgs, out)
+	m := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, ":")
+		m[pkg] = strings.Fields(deps)
+	}
+	return m
 }
 
 // TestToolkitUsesOnlyTheFacade: DESIGN.md decision 2 — the console and the

@@ -766,25 +766,25 @@ func TestGroupAdmin(t *testing.T) {
 func TestGroupKcat(t *testing.T) {
 	t.Parallel()
 	b := testbroker.Start(t, append(slices.Clone(groupBrokerFlags), "--auto-create-topics", "--default-partitions", "3")...)
-	kcat(t, "a\nb\nc\nd\ne\nf\n", "-b", b.Addr, "-P", "-t", "kg")
+	testbroker.Kcat(t, "a\nb\nc\nd\ne\nf\n", "-b", b.Addr, "-P", "-t", "kg")
 	consume := func() []string {
-		out := kcat(t, "", "-b", b.Addr, "-G", "kcat-group", "kg", "-X", "auto.offset.reset=earliest",
+		out := testbroker.Kcat(t, "", "-b", b.Addr, "-G", "kcat-group", "kg", "-X", "auto.offset.reset=earliest",
 			"-X", "session.timeout.ms=6000", "-e", "-f", "%s\n")
 		fields := strings.Fields(out)
 		sort.Strings(fields)
 		return fields
 	}
 	require.Equal(t, []string{"a", "b", "c", "d", "e", "f"}, consume())
-	kcat(t, "g\nh\n", "-b", b.Addr, "-P", "-t", "kg")
+	testbroker.Kcat(t, "g\nh\n", "-b", b.Addr, "-P", "-t", "kg")
 	require.Equal(t, []string{"g", "h"}, consume())
 
-	meta := kcat(t, "", "-b", b.Addr, "-L")
+	meta := testbroker.Kcat(t, "", "-b", b.Addr, "-L")
 	require.Contains(t, meta, `topic "kg" with 3 partitions`)
 	require.Contains(t, meta, `topic "__consumer_offsets"`)
 	// The unkeyed records above went to random partitions; pin one to
 	// partition 0 so the time query has something to find there.
-	kcat(t, "z\n", "-b", b.Addr, "-P", "-t", "kg", "-p", "0")
-	q := kcat(t, "", "-b", b.Addr, "-Q", "-t", "kg:0:"+strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10))
+	testbroker.Kcat(t, "z\n", "-b", b.Addr, "-P", "-t", "kg", "-p", "0")
+	q := testbroker.Kcat(t, "", "-b", b.Addr, "-Q", "-t", "kg:0:"+strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10))
 	require.Contains(t, q, "offset 0")
 
 	_, adm := newClient(t, b.Addr)

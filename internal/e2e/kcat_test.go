@@ -1,9 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,41 +11,25 @@ import (
 	"github.com/moonmq/moonmq/internal/testbroker"
 )
 
-func kcat(t *testing.T, stdin string, args ...string) string {
-	t.Helper()
-	path, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatalf("kcat is not installed (make deps installs it): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Run(), "kcat %v: %s", args, errb.String())
-	return out.String()
-}
-
 // TestKcat drives librdkafka: auto-created topic, keyed produce, consume
 // to the end, metadata listing and offset query by time.
 func TestKcat(t *testing.T) {
 	b := testbroker.Start(t, "--auto-create-topics", "--default-partitions", "3")
-	kcat(t, "k1:hello\nk2:world\nk3:again\n", "-b", b.Addr, "-P", "-t", "greetings", "-K:", "-p", "0",
+	testbroker.Kcat(t, "k1:hello\nk2:world\nk3:again\n", "-b", b.Addr, "-P", "-t", "greetings", "-K:", "-p", "0",
 		"-X", "enable.idempotence=true", "-X", "acks=all")
-	out := kcat(t, "", "-b", b.Addr, "-C", "-t", "greetings", "-p", "0", "-o", "beginning", "-e", "-f", "%o %k=%s\n")
+	out := testbroker.Kcat(t, "", "-b", b.Addr, "-C", "-t", "greetings", "-p", "0", "-o", "beginning", "-e", "-f", "%o %k=%s\n")
 	require.Equal(t, "0 k1=hello\n1 k2=world\n2 k3=again\n", out)
 
 	// Unpinned produce spreads over the partitions; consume everything.
-	kcat(t, "a\nb\nc\nd\ne\nf\n", "-b", b.Addr, "-P", "-t", "greetings")
-	out = kcat(t, "", "-b", b.Addr, "-C", "-t", "greetings", "-o", "beginning", "-e", "-f", "%s\n")
+	testbroker.Kcat(t, "a\nb\nc\nd\ne\nf\n", "-b", b.Addr, "-P", "-t", "greetings")
+	out = testbroker.Kcat(t, "", "-b", b.Addr, "-C", "-t", "greetings", "-o", "beginning", "-e", "-f", "%s\n")
 	require.Len(t, strings.Fields(out), 9)
 
-	meta := kcat(t, "", "-b", b.Addr, "-L", "-t", "greetings")
+	meta := testbroker.Kcat(t, "", "-b", b.Addr, "-L", "-t", "greetings")
 	require.Contains(t, meta, `topic "greetings" with 3 partitions`)
 	require.Contains(t, meta, b.Addr)
 
 	ts := time.Now().Add(-time.Hour).UnixMilli()
-	q := kcat(t, "", "-b", b.Addr, "-Q", "-t", "greetings:0:"+strconv.FormatInt(ts, 10))
+	q := testbroker.Kcat(t, "", "-b", b.Addr, "-Q", "-t", "greetings:0:"+strconv.FormatInt(ts, 10))
 	require.Contains(t, q, "offset 0")
 }

@@ -1,11 +1,13 @@
 // Package testbroker starts real `moonmq serve` processes for end-to-end
 // tests: it builds the binary once per test binary, runs it on 127.0.0.1:0,
 // learns the bound addresses from the startup log line, and stops (or
-// SIGKILLs) it on demand and at cleanup.
+// SIGKILLs) it on demand and at cleanup. internal/cluster runs several of
+// its processes as one cluster.
 package testbroker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -61,12 +64,17 @@ type Broker struct {
 	// NoFile, when set, is the file descriptor limit the process runs
 	// under (through prlimit), from the next Restart.
 	NoFile int
+	// Prefix, when set, is a command the process runs under, one that
+	// execs it in place (ip netns exec NAME, say), so the pid and the
+	// signals stay the process's.
+	Prefix []string
 	// Addr is the Kafka listener, HTTPAddr the HTTP listener (host:port).
 	Addr, HTTPAddr string
 
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    syncbuf.Buffer
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	serving chan [2]string // the listeners, once the process logs it serves
+	log     syncbuf.Buffer
 }
 
 // Start runs a broker on a fresh temp data dir with extra flags.
@@ -79,30 +87,51 @@ func Start(t testing.TB, extra ...string) *Broker {
 // limit (0: inherited) with extra flags.
 func StartIn(t testing.TB, dir string, nofile int, extra ...string) *Broker {
 	t.Helper()
-	b := &Broker{t: t, DataDir: dir, Args: extra, NoFile: nofile}
+	b := New(t, dir, extra...)
+	b.NoFile = nofile
 	b.Restart()
 	t.Cleanup(func() {
 		if err := b.Stop(); err != nil {
 			t.Errorf("stopping moonmq: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("moonmq log:\n%s", b.log.Tail(100))
+			t.Logf("moonmq log:\n%s", b.LogTail(100))
 		}
 	})
 	return b
 }
 
-// Restart starts the process again on the same data dir (it must be stopped).
-// The listeners are bound to new ports.
+// New prepares a broker on dir with extra flags without starting it (Launch
+// or Restart does) and without a cleanup: the caller stops it. The flags
+// come after the defaults (--listen and --http on 127.0.0.1:0, JSON logs at
+// debug level), so they can override them.
+func New(t testing.TB, dir string, extra ...string) *Broker {
+	return &Broker{t: t, DataDir: dir, Args: extra}
+}
+
+// Restart starts the process again on the same data dir (it must be stopped)
+// and waits until it serves. Listeners on port 0 are bound to new ports.
 func (b *Broker) Restart() {
+	b.t.Helper()
+	b.Launch()
+	if err := b.WaitServing(30 * time.Second); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// Launch starts the process (it must be stopped) and returns at once: nodes
+// of a cluster start together, each waiting for the others. WaitServing
+// waits for its listeners.
+func (b *Broker) Launch() {
 	b.t.Helper()
 	args := append([]string{"serve", "--data", b.DataDir, "--listen", "127.0.0.1:0",
 		"--http", "127.0.0.1:0", "--log-format", "json", "--log-level", "debug"}, b.Args...)
-	cmd := exec.Command(Binary(b.t), args...)
+	argv := append([]string{Binary(b.t)}, args...)
 	if b.NoFile > 0 {
-		lim := fmt.Sprintf("--nofile=%d:%d", b.NoFile, b.NoFile)
-		cmd = exec.Command("prlimit", append([]string{lim, "--", Binary(b.t)}, args...)...)
+		argv = append([]string{"prlimit", fmt.Sprintf("--nofile=%d:%d", b.NoFile, b.NoFile), "--"}, argv...)
 	}
+	argv = append(append([]string(nil), b.Prefix...), argv...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.t.Fatal(err)
@@ -112,8 +141,11 @@ func (b *Broker) Restart() {
 		b.t.Fatalf("starting moonmq: %v", err)
 	}
 	b.cmd, b.exited = cmd, make(chan struct{})
-	ready := make(chan [2]string, 1)
+	serving := make(chan [2]string, 1)
+	b.serving = serving
+	logged := make(chan struct{})
 	go func() {
+		defer close(logged)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -125,30 +157,58 @@ func (b *Broker) Restart() {
 				HTTP  string `json:"http"`
 			}
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "moonmq serving" {
-				ready <- [2]string{rec.Kafka, rec.HTTP}
+				serving <- [2]string{rec.Kafka, rec.HTTP}
 			}
 		}
+		_, _ = io.Copy(&b.log, stderr) // a line too long for the scanner: keep the rest
 	}()
+	exited := b.exited
 	go func() {
+		// Wait closes the pipe: read it to its end first, so Exited
+		// means the whole log is in (a test reads its last lines).
+		<-logged
 		_ = cmd.Wait()
-		close(b.exited)
+		close(exited)
 	}()
+}
+
+// WaitServing waits until the launched process logs that it serves, then
+// sets Addr and HTTPAddr. A process that exits or does not serve in time
+// is an error (and is killed in the second case).
+func (b *Broker) WaitServing(timeout time.Duration) error {
 	select {
-	case a := <-ready:
+	case a := <-b.serving:
 		b.Addr, b.HTTPAddr = a[0], a[1]
+		return nil
 	case <-b.exited:
-		b.t.Fatalf("moonmq exited during start:\n%s", b.Log())
-	case <-time.After(30 * time.Second):
+		return fmt.Errorf("moonmq exited during start:\n%s", b.Log())
+	case <-time.After(timeout):
 		b.Kill()
-		b.t.Fatalf("moonmq did not start within 30s:\n%s", b.Log())
+		return fmt.Errorf("moonmq did not start within %v:\n%s", timeout, b.Log())
 	}
 }
+
+// Signal sends sig to the running process (SIGSTOP, SIGCONT, ...).
+func (b *Broker) Signal(sig syscall.Signal) error {
+	if b.cmd == nil {
+		return fmt.Errorf("moonmq is not running")
+	}
+	return b.cmd.Process.Signal(sig)
+}
+
+// Running reports whether a process was started and not yet reaped by
+// Kill or Stop (it may have exited by itself: see Exited).
+func (b *Broker) Running() bool { return b.cmd != nil }
 
 // Pid is the process id of the running broker.
 func (b *Broker) Pid() int { return b.cmd.Process.Pid }
 
-// Log returns everything the process wrote to stderr so far.
+// Log returns everything the process wrote to stderr so far (over every
+// start on this Broker).
 func (b *Broker) Log() string { return b.log.String() }
+
+// LogTail returns the last n lines of Log.
+func (b *Broker) LogTail(n int) string { return b.log.Tail(n) }
 
 // Kill sends SIGKILL and waits for the process to die.
 func (b *Broker) Kill() {
@@ -162,16 +222,19 @@ func (b *Broker) Kill() {
 
 // Stop sends SIGTERM and waits (up to 20 s, then SIGKILL). It reports the
 // exit status as an error if the process did not exit cleanly.
-func (b *Broker) Stop() error {
+func (b *Broker) Stop() error { return b.StopWithin(20 * time.Second) }
+
+// StopWithin is Stop with another deadline.
+func (b *Broker) StopWithin(timeout time.Duration) error {
 	if b.cmd == nil {
 		return nil
 	}
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-b.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(timeout):
 		b.Kill()
-		return fmt.Errorf("moonmq did not stop within 20s")
+		return fmt.Errorf("moonmq did not stop within %v", timeout)
 	}
 	state := b.cmd.ProcessState
 	b.cmd = nil
@@ -198,4 +261,24 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		case <-tick.C:
 		}
 	}
+}
+
+// Kcat runs kcat (librdkafka's CLI, installed by `make deps`) with args and
+// stdin, within 30 s, and returns its output; a failure fails the test.
+func Kcat(t testing.TB, stdin string, args ...string) string {
+	t.Helper()
+	path, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Fatalf("kcat is not installed (make deps installs it): %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kcat %v: %v: %s", args, err, errb.String())
+	}
+	return out.String()
 }
