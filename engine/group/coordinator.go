@@ -88,8 +88,21 @@ func (c *Coordinator) Loaded() <-chan struct{} { return c.rt.Loaded() }
 // controller's change listener).
 func (c *Coordinator) SetTopics(topics []TopicInfo) {
 	c.topicsMu.Lock()
-	defer c.topicsMu.Unlock()
 	c.topics.Store(newTopicSnapshot(c.topics.Load().version+1, topics))
+	c.topicsMu.Unlock()
+	// On a cluster another node may have created the offsets topic: from
+	// here on groups route to its partitions (and answer NOT_COORDINATOR
+	// where this node does not lead them), as they would had this node
+	// created it.
+	for _, t := range topics {
+		if t.Name == OffsetsTopic && t.Partitions > 0 {
+			c.mu.Lock()
+			if c.nparts == 0 && !c.closed {
+				c.nparts = t.Partitions
+			}
+			c.mu.Unlock()
+		}
+	}
 }
 
 // Start replays the offsets topic, if it exists, in the background (a

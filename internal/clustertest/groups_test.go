@@ -2,12 +2,14 @@ package clustertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/internal/cluster"
 	"github.com/moonmq/moonmq/internal/history"
@@ -94,7 +96,20 @@ func TestGroupKeepsOffsetsWhenCoordinatorDies(t *testing.T) {
 	require.NoError(t, co.Err)
 	t.Logf("coordinator of %s: node %d; killing it", group, co.NodeID)
 	c.Kill(co.NodeID)
-
+	// Once the controller fenced it, no live node lists it. A client that
+	// looked the coordinator up before that keeps it cached while dialing
+	// it fails (franz-go forgets a coordinator only on a coordinator error
+	// from it), so the check reads through a client made after the fence,
+	// as a restarted consumer would.
+	testbroker.WaitFor(t, 30*time.Second, fmt.Sprintf("node %d fenced", co.NodeID), func() bool {
+		for _, nd := range c.Nodes {
+			if nd.ID != co.NodeID && listsBroker(nd.Kafka, co.NodeID) {
+				return false
+			}
+		}
+		return true
+	})
+	_, adm = c.Client()
 	require.Equal(t, want, committed(t, adm, group, topic), "offsets survive the coordinator")
 
 	// The group resumes after the committed offsets: the rest, once.
@@ -155,4 +170,26 @@ func TestFullClusterRestartKeepsEverything(t *testing.T) {
 	require.True(t, res.OK(), res.Error(20))
 	require.Equal(t, n, res.Stored)
 	require.Equal(t, want, committed(t, adm, group, topic))
+}
+
+// listsBroker reports whether the node at addr answers Metadata with broker
+// id among its brokers (or cannot answer).
+func listsBroker(addr string, id int32) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return true
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		return true
+	}
+	for _, b := range resp.Brokers {
+		if b.NodeID == id {
+			return true
+		}
+	}
+	return false
 }
