@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"slices"
@@ -160,6 +161,35 @@ func peersString(peers []Peer) string {
 		s[i] = p.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// handOverTimeout bounds a controlled shutdown's wait for the controller:
+// a node cut off from the quorum still stops, its partitions then fail
+// over by the session timeout instead.
+const handOverTimeout = 5 * time.Second
+
+// handOver is a clustered node's controlled shutdown: the controller moves
+// every leadership it holds to another in-sync replica and takes it out of
+// the ISRs, so producers see a retriable NOT_LEADER_OR_FOLLOWER and the
+// new leader at once instead of waiting out the session timeout; the node
+// waits until it reconciled that, so it no longer leads anything when its
+// listener closes.
+func (n *Node) handOver(ctx context.Context) {
+	if n.members == nil {
+		return
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, handOverTimeout)
+	defer cancel()
+	if err := n.ctrl.ControlledShutdown(ctx, n.cfg.NodeID); err != nil {
+		n.log.Warn("controlled shutdown: could not hand over leadership; the partitions fail over after the session timeout", "err", err)
+		return
+	}
+	if err := n.rec.wait(ctx, n.ctrl.AppliedIndex()); err != nil {
+		n.log.Warn("controlled shutdown: leadership moved, but this node had not applied it yet", "err", err)
+		return
+	}
+	n.log.Info("controlled shutdown: leadership handed over", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // The gossip membership is the controller's liveness input, with the time

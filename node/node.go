@@ -422,6 +422,7 @@ func (n *Node) Draining() { n.shuttingDown.Store(true) }
 // checkpointed and the metadata store closed. HTTP goes last.
 func (n *Node) Shutdown(ctx context.Context) error {
 	n.Draining()
+	n.handOver(ctx)
 	// Parked JoinGroup/SyncGroup requests can wait minutes for a rebalance;
 	// closing the coordinator first answers them (COORDINATOR_NOT_AVAILABLE,
 	// so clients find the coordinator again after the restart).
