@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moonmq/moonmq/internal/testbroker"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -130,7 +131,9 @@ func TestProcessControlOnStandaloneNodes(t *testing.T) {
 	// SIGSTOP: /readyz stops answering; SIGCONT: it answers again.
 	c.Stop(2)
 	require.True(t, c.Node(2).Paused())
-	require.False(t, c.Node(2).Ready(ctx))
+	// kill(2) returns once the stop is queued; a request racing it may
+	// still be answered, so wait for the first one that is not.
+	testbroker.WaitFor(t, 10*time.Second, "node 2 stops answering /readyz", func() bool { return !c.Node(2).Ready(ctx) })
 	c.Cont(2)
 	c.WaitReady(2)
 

@@ -76,7 +76,7 @@ func TestStartAndStopLogs(t *testing.T) {
 		if rec["level"] == "INFO" && msg != "moonmq serving" && starting {
 			// Between a start and its serving line only the one-time
 			// creation of a new cluster may be logged at INFO.
-			if msg != "bootstrapped a new single-voter metadata cluster" {
+			if msg != "bootstrapped a new metadata cluster" {
 				infoBeforeServing++
 				t.Logf("INFO line during start-up: %v", rec)
 			}
