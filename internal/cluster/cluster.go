@@ -49,6 +49,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -325,12 +326,12 @@ func (c *Cluster) cleanup() {
 	if c.ns != nil {
 		c.ns.close()
 	}
-	if c.t.Failed() {
+	if c.t.Failed() || os.Getenv("MOONMQ_CLUSTER_LOGS") != "" {
 		for _, nd := range c.Nodes {
 			if nd.proc == nil {
 				continue
 			}
-			c.t.Logf("node %d log (last 150 lines):\n%s", nd.ID, nd.proc.LogTail(150))
+			c.t.Logf("node %d log (last 2000 lines):\n%s", nd.ID, nd.proc.LogTail(2000))
 		}
 	}
 }
