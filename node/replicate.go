@@ -201,6 +201,15 @@ func (r *replicator) leads(tp replica.TopicPartition) bool {
 	return r.led[tp] != nil
 }
 
+// authoritative reports whether err is the controller's verdict on an ISR
+// change (it was refused and will not be committed), rather than a failure
+// to get one.
+func authoritative(err error) bool {
+	return errors.Is(err, metadata.ErrFencedLeaderEpoch) || errors.Is(err, metadata.ErrInvalidUpdateVersion) ||
+		errors.Is(err, metadata.ErrIneligibleReplica) || errors.Is(err, metadata.ErrInvalidRequest) ||
+		errors.Is(err, metadata.ErrUnknownTopic)
+}
+
 // forget stops replicating tp here (its topic was deleted, or this node
 // no longer hosts a replica).
 func (r *replicator) forget(tp replica.TopicPartition) {
@@ -277,6 +286,14 @@ func (r *replicator) alter(lp *ledPartition, change replication.Change) {
 	lp.inflight = false
 	if r.led[lp.tp] != lp {
 		return // it no longer leads: the controller's state said so
+	}
+	if err != nil && !authoritative(err) {
+		// No answer (a timeout, no active controller, a lost connection):
+		// the change may still have been committed. Keep it in flight, so
+		// the HW keeps counting the maximal ISR (KIP-841), and send it
+		// again at the next tick; the controller's state, when it
+		// arrives, replaces it.
+		return
 	}
 	var aerr error
 	lp.p.UpdateISR(func() { aerr = lp.l.AlterPartitionResult(res) })
