@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
@@ -62,13 +63,18 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 		keys = []string{req.CoordinatorKey}
 	}
 	// answer answers every key: with err, or (nil) with the key's
-	// coordinator, the leader of its offsets partition.
+	// coordinator, the leader of its offsets partition (the metadata is
+	// read once for all the keys).
 	answer := func(err error) {
+		var coordinatorOf func(string) (int32, string, int32, error)
+		if err == nil && req.CoordinatorType == coordinatorGroup {
+			coordinatorOf = c.groupCoordinators()
+		}
 		for _, k := range keys {
 			node, host, port := c.s.opts.NodeID, c.s.advHost, c.s.advPort
 			kerr := err
-			if kerr == nil && req.CoordinatorType == coordinatorGroup {
-				node, host, port, kerr = c.groupCoordinator(k)
+			if coordinatorOf != nil {
+				node, host, port, kerr = coordinatorOf(k)
 			}
 			code := c.errCode(kerr)
 			var msg *string
@@ -115,22 +121,26 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 	}
 }
 
-// groupCoordinator is the broker that coordinates group: the leader of its
-// __consumer_offsets partition, as the metadata says (this node on a
-// single node). A partition without a live leader is
-// COORDINATOR_NOT_AVAILABLE, which clients retry.
-func (c *conn) groupCoordinator(groupID string) (int32, string, int32, error) {
+// groupCoordinators returns, from one read of the metadata, the broker
+// that coordinates a group: the leader of its __consumer_offsets
+// partition (this node on a single node). A partition without a live
+// leader is COORDINATOR_NOT_AVAILABLE, which clients retry.
+func (c *conn) groupCoordinators() func(groupID string) (int32, string, int32, error) {
 	t, ok := c.s.meta.Topic(group.OffsetsTopic)
-	if !ok || len(t.Partitions) == 0 {
-		return 0, "", 0, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, group.OffsetsTopic)
-	}
-	p := t.Partitions[group.PartitionFor(groupID, int32(len(t.Partitions)))]
+	live := map[int32]metadata.Broker{}
 	for _, b := range c.s.liveBrokers() {
-		if b.ID == p.Leader {
+		live[b.ID] = b
+	}
+	return func(groupID string) (int32, string, int32, error) {
+		if !ok || len(t.Partitions) == 0 {
+			return 0, "", 0, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, group.OffsetsTopic)
+		}
+		p := t.Partitions[group.PartitionFor(groupID, int32(len(t.Partitions)))]
+		if b, ok := live[p.Leader]; ok {
 			return b.ID, b.Host, b.Port, nil
 		}
+		return 0, "", 0, fmt.Errorf("%w: %s-%d has no live leader", kerr.CoordinatorNotAvailable, group.OffsetsTopic, p.ID)
 	}
-	return 0, "", 0, fmt.Errorf("%w: %s-%d has no live leader", kerr.CoordinatorNotAvailable, group.OffsetsTopic, p.ID)
 }
 
 // groupsOrUnavailable returns the coordinator or the error to answer.
