@@ -38,16 +38,21 @@ func (c *Client) Cluster(ctx context.Context) (ClusterInfo, error) {
 	if err != nil {
 		return ClusterInfo{}, wrap("describe cluster", "", err)
 	}
-	info := ClusterInfo{ID: m.Cluster, Controller: m.Controller}
-	for _, b := range m.Brokers {
+	return ClusterInfo{ID: m.Cluster, Controller: m.Controller, Brokers: brokersOf(m.Brokers)}, nil
+}
+
+// brokersOf converts Metadata's brokers, sorted by ID.
+func brokersOf(bs kadm.BrokerDetails) []Broker {
+	var out []Broker
+	for _, b := range bs {
 		br := Broker{ID: b.NodeID, Host: b.Host, Port: b.Port}
 		if b.Rack != nil {
 			br.Rack = *b.Rack
 		}
-		info.Brokers = append(info.Brokers, br)
+		out = append(out, br)
 	}
-	sort.Slice(info.Brokers, func(i, j int) bool { return info.Brokers[i].ID < info.Brokers[j].ID })
-	return info, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
 }
 
 // Brokers returns the cluster's brokers sorted by ID.
@@ -98,19 +103,13 @@ func (c *Client) Health(ctx context.Context) (ClusterHealth, error) {
 
 func healthOf(m kadm.Metadata) ClusterHealth {
 	h := ClusterHealth{
-		ClusterInfo: ClusterInfo{ID: m.Cluster, Controller: m.Controller},
+		ClusterInfo: ClusterInfo{ID: m.Cluster, Controller: m.Controller, Brokers: brokersOf(m.Brokers)},
 		Leaders:     map[int32]int{}, Replicas: map[int32]int{},
 	}
 	live := map[int32]bool{}
-	for _, b := range m.Brokers {
-		br := Broker{ID: b.NodeID, Host: b.Host, Port: b.Port}
-		if b.Rack != nil {
-			br.Rack = *b.Rack
-		}
-		h.Brokers = append(h.Brokers, br)
-		live[b.NodeID] = true
+	for _, b := range h.Brokers {
+		live[b.ID] = true
 	}
-	sort.Slice(h.Brokers, func(i, j int) bool { return h.Brokers[i].ID < h.Brokers[j].ID })
 	down := map[int32]bool{}
 	for _, td := range m.Topics {
 		if td.Err != nil {
