@@ -70,16 +70,17 @@ type followed struct {
 	epoch  int32
 }
 
-// The replica lag Kafka allows before a follower leaves the ISR
-// (replica.lag.time.max.ms), and how often the leaders check it.
-// followerBackoff is how long a follower refused by its leader (an epoch
-// it does not know yet, a leadership that moved) waits before it asks
-// again: short, since failover time is the time followers take to find the
-// new leader.
 const (
+	// defaultReplicaMaxLag is the lag Kafka allows before a follower
+	// leaves the ISR (replica.lag.time.max.ms); isrTickInterval is how
+	// often the leaders check it.
 	defaultReplicaMaxLag = 30 * time.Second
 	isrTickInterval      = 250 * time.Millisecond
-	followerBackoff      = 100 * time.Millisecond
+	// followerBackoff is how long a follower refused by its leader (an
+	// epoch it does not know yet, a leadership that moved) waits before it
+	// asks again: short, since failover time is the time followers take to
+	// find the new leader.
+	followerBackoff = 100 * time.Millisecond
 )
 
 func newReplicator(self int32, ctrl partitionAlterer, fetch *peer.Fetcher, clk clock.Clock, logger *slog.Logger) *replicator {
