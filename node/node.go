@@ -225,9 +225,19 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.closers = append(n.closers, func() { cln.Close() }) // the controller closes it too; twice is harmless
 	}
 
+	// A partition the healer brings back is given its role by the
+	// reconciler, made below (a partition healed before it exists was
+	// offline at start, and the first image hosts it).
+	var healed atomic.Pointer[reconciler]
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, Clock: cfg.Clock, OnFsync: storage.ObserveFsync,
+		Replicated: cluster.Clustered(),
+		OnOnline: func(tp replica.TopicPartition) {
+			if rec := healed.Load(); rec != nil {
+				rec.rehost(tp)
+			}
+		},
 		FDLimit: fds.limit, FDReserve: fds.reserve, Files: log.NewFileCache(fds.fileCache), FileCacheCapacity: fds.fileCache})
 	if err != nil {
 		return nil, err
@@ -278,6 +288,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// partitions, and clients connecting meanwhile wait in the backlog.
 	rec := newReconciler(ctrl, b, kmetrics, n.log)
 	n.rec = rec
+	healed.Store(rec)
 	if cluster.Clustered() {
 		fetcher, err := peer.NewFetcher(peer.FetcherOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "fetcher"),
 			Clock: cfg.Clock, Backoff: followerBackoff})

@@ -46,6 +46,7 @@ type reconciler struct {
 	// failed with; Open refuses to start then.
 	first    bool
 	firstErr error
+	closed   bool // rehost does nothing once set
 
 	// beforeApply, if set, runs before each delta is applied (a test
 	// seam: a slow reconciler).
@@ -90,6 +91,9 @@ func (r *reconciler) run(ctx context.Context) {
 
 // close stops the goroutine; waiters on reconciliation return.
 func (r *reconciler) close() {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	r.sub.Close()
 	if r.cancel != nil {
 		r.cancel()
@@ -212,6 +216,19 @@ func (r *reconciler) applyImage(d metadata.Delta) []string {
 		r.firstErr = err
 	}
 	return deleted
+}
+
+// rehost gives a partition that was offline, and is serving again, the
+// role the reconciled metadata names for it (hostPartition skipped it while
+// it was offline).
+func (r *reconciler) rehost(tp replica.TopicPartition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.topics[tp.Topic]
+	if r.closed || !ok || int(tp.Partition) >= len(t.Partitions) {
+		return // closing, or deleted meanwhile
+	}
+	r.hostPartition(t.Name, t.ID, t.Configs, t.Partitions[tp.Partition])
 }
 
 func (r *reconciler) hostTopic(t metadata.Topic) {

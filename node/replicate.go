@@ -123,17 +123,6 @@ func (r *replicator) close() {
 	}
 }
 
-// minISR is a topic's min.insync.replicas: its override, else a majority
-// of its replicas (RF 1 -> 1, 3 -> 2, 5 -> 3), MoonMQ's default.
-func minISR(configs map[string]string, replicas int) int {
-	if v, ok := configs[topicconfig.MinInsyncReplicas]; ok {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			return n
-		}
-	}
-	return replicas/2 + 1
-}
-
 // setRole makes p (partition tp of the topic with id, hosted here as one
 // of mp's replicas) leader or follower as mp says.
 func (r *replicator) setRole(tp replica.TopicPartition, id [16]byte, configs map[string]string, mp metadata.Partition, p *replica.Partition) error {
@@ -158,7 +147,7 @@ func (r *replicator) leadLocked(tp replica.TopicPartition, id [16]byte, configs 
 	r.fetch.Unfollow(tp)
 	state := replication.LeaderState{
 		Replicas: mp.Replicas, ISR: mp.ISR, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
-		MinISR: minISR(configs, len(mp.Replicas)), LogEnd: p.CommittedEnd(), HighWatermark: p.HighWatermark(),
+		MinISR: topicconfig.MinInsyncReplicasOf(configs, len(mp.Replicas)), LogEnd: p.CommittedEnd(), HighWatermark: p.HighWatermark(),
 	}
 	now := r.clock.Now()
 	if lp := r.led[tp]; lp != nil && lp.p == p && p.Replicated() && p.LeaderEpoch() == mp.LeaderEpoch {

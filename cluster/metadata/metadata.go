@@ -120,6 +120,15 @@ type Broker struct {
 	Fenced bool
 }
 
+// ReplicationFactor is the number of replicas of the topic's partitions
+// (every partition has the same number; 0 for a topic without partitions).
+func (t Topic) ReplicationFactor() int {
+	if len(t.Partitions) == 0 {
+		return 0
+	}
+	return len(t.Partitions[0].Replicas)
+}
+
 // Clone returns a deep copy of t. Its Configs is never nil.
 func (t Topic) Clone() Topic {
 	out := t

@@ -19,10 +19,14 @@ import (
 	"github.com/moonmq/moonmq/engine/vfs"
 )
 
-func memBroker(t *testing.T, fsys vfs.FS) *Manager {
+func memBroker(t *testing.T, fsys vfs.FS, configure ...func(*Options)) *Manager {
 	t.Helper()
-	b, err := Open(Options{DataDir: "/data", FS: fsys, HealInterval: time.Hour,
-		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000))})
+	opts := Options{DataDir: "/data", FS: fsys, HealInterval: time.Hour,
+		Clock: clock.NewFake(time.UnixMilli(1_700_000_000_000))}
+	for _, c := range configure {
+		c(&opts)
+	}
+	b, err := Open(opts)
 	require.NoError(t, err)
 	return b
 }
@@ -80,7 +84,7 @@ func TestIdempotenceSurvivesCrashWithSmallSegments(t *testing.T) {
 
 // sickBroker is a broker on which partition sick-0 fails every file
 // operation while broken is set.
-func sickBroker(t *testing.T) (*Manager, *atomic.Bool) {
+func sickBroker(t *testing.T, configure ...func(*Options)) (*Manager, *atomic.Bool) {
 	faults := vfs.NewFaults(vfs.NewMem())
 	broken := new(atomic.Bool)
 	faults.SetInjector(func(op vfs.Op, path string) error {
@@ -89,7 +93,7 @@ func sickBroker(t *testing.T) (*Manager, *atomic.Bool) {
 		}
 		return nil
 	})
-	return memBroker(t, faults), broken
+	return memBroker(t, faults, configure...), broken
 }
 
 // A partition that cannot be opened is offline, not fatal: the rest of the
@@ -121,6 +125,32 @@ func TestOfflinePartitionHeals(t *testing.T) {
 	_, err = p.Append(producerBatch(-1, -1, -1, "y"))
 	require.NoError(t, err)
 	require.True(t, b.PartitionStates()[1].Online)
+}
+
+// On a cluster a partition healed from offline opens as a follower of
+// nobody, and the manager says it is back (OnOnline) so the node gives it
+// its role; until then it takes no writes.
+func TestHealedReplicatedPartitionWaitsForItsRole(t *testing.T) {
+	var online []TopicPartition
+	b, broken := sickBroker(t, func(o *Options) {
+		o.Replicated = true
+		o.OnOnline = func(tp TopicPartition) { online = append(online, tp) }
+	})
+	defer b.Close()
+	broken.Store(true)
+	sick := TopicPartition{Topic: "sick", Partition: 0}
+	_, err := b.EnsureLeader(sick, TopicID{1}, nil, 3)
+	require.ErrorIs(t, err, ErrPartitionOffline)
+	require.Equal(t, 1, b.HealNow())
+	require.Empty(t, online, "still offline")
+
+	broken.Store(false)
+	require.Zero(t, b.HealNow())
+	require.Equal(t, []TopicPartition{sick}, online)
+	p, err := b.Partition(sick)
+	require.NoError(t, err)
+	_, err = p.Append(producerBatch(-1, -1, -1, "y"))
+	require.ErrorIs(t, err, ErrNotLeader, "no role yet")
 }
 
 // A partition healed from offline leads in the epoch the metadata gave it

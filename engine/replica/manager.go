@@ -115,6 +115,19 @@ type Options struct {
 	// partitions: client connections, the metadata store, listeners
 	// (default 256; the node adds its connection limit).
 	FDReserve int
+	// Replicated is set on a clustered node, where the metadata gives every
+	// partition its role: each partition opens as a follower of nobody,
+	// refusing clients (NOT_LEADER_OR_FOLLOWER) until BecomeLeader or
+	// BecomeFollower, so nothing is ever appended and acknowledged by a
+	// replica that is on its own only because it has not been told its role
+	// yet (a leader elected meanwhile would truncate it). Alone, partitions
+	// open leading by themselves.
+	Replicated bool
+	// OnOnline, if set, is called (from the healer's goroutine, with no
+	// lock of the manager held) for each partition that was offline and
+	// is serving again, so the node can give it its role: on a cluster it
+	// opened as a follower of nobody.
+	OnOnline func(TopicPartition)
 	// HighWatermarkCheckpointInterval is how often replicated partitions
 	// persist their high watermark (Kafka's
 	// replica.high.watermark.checkpoint.interval.ms; default 5s).
@@ -657,6 +670,14 @@ func (b *Manager) heal(force bool) (stillDown int) {
 		due = append(due, retry{tp, o})
 	}
 	b.mu.Unlock()
+	var online []TopicPartition
+	defer func() {
+		if b.opts.OnOnline != nil {
+			for _, tp := range online {
+				b.opts.OnOnline(tp)
+			}
+		}
+	}()
 	for _, r := range due {
 		// Marked opening only now, just before its own open: a topic
 		// delete waits for the opens of its own partitions, never for a
@@ -701,6 +722,7 @@ func (b *Manager) heal(force bool) (stillDown int) {
 			p.MakeLeader(r.o.epoch) // as the metadata said, maybe while it was opening
 			delete(b.offline, r.tp)
 			b.parts[r.tp] = p
+			online = append(online, r.tp)
 			b.opts.Logger.Info("partition online again", "topic", r.tp.Topic, "partition", r.tp.Partition)
 		}
 		b.mu.Unlock()

@@ -51,9 +51,9 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 		return nil, err
 	}
 	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg, leaderID: -1}
-	if l.HighWatermarkOwned() {
-		// The partition was replicated when it closed (or crashed): until
-		// the node says whether it leads, it must not take writes a leader
+	if opts.Replicated || l.HighWatermarkOwned() {
+		// On a cluster, or replicated when it closed (or crashed): until the
+		// node says whether it leads, it must not take writes a leader
 		// elected meanwhile would truncate, so it starts as a follower of
 		// nobody, refusing clients (NOT_LEADER_OR_FOLLOWER: they refresh
 		// their metadata).
@@ -175,7 +175,21 @@ type ProduceResult struct {
 	// Records and Bytes were appended by this call (0 for a deduplicated retry).
 	Records, Bytes int
 	lastOffset     int64
+	// What the append was made as, read under the append lock: whether as
+	// a replicated leader (its acks=all wait needs the ISR, whatever the
+	// role is by the time the caller waits), in which leader epoch, and
+	// on which generation of the log. A wait for replication refuses a
+	// result whose epoch or generation is gone: the records may have been
+	// truncated and other ones written at the same offsets.
+	replicated bool
+	epoch      int32
+	gen        uint64
 }
+
+// Replicated reports whether the append was made by a replicated leader:
+// an acks=all produce must wait for the ISR (WaitReplicated), not only the
+// leader's fsync, even if the partition lost the leadership since.
+func (r ProduceResult) Replicated() bool { return r.replicated }
 
 // Append validates and appends the record batches of one produce request for
 // this partition. Nothing of a request that fails validation is stored. The
@@ -243,7 +257,8 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 				appendTime = dup.Timestamp // the broker's stamp, recorded below
 			}
 			return ProduceResult{BaseOffset: dup.BaseOffset, LogAppendTime: appendTime,
-				LogStartOffset: p.log.LogStartOffset(), lastOffset: dup.LastOffset}, nil
+				LogStartOffset: p.log.LogStartOffset(), lastOffset: dup.LastOffset,
+				replicated: replicated, epoch: p.LeaderEpoch(), gen: p.log.Generation()}, nil
 		}
 	}
 	appendTime := int64(-1)
@@ -277,7 +292,8 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 		p.log.NotifyDurable(res.LastOffset, p.committed)
 	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
-		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}
+		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset,
+		replicated: replicated, epoch: p.LeaderEpoch(), gen: p.log.Generation()}
 	for i, h := range headers {
 		out.Records += int(h.NumRecords)
 		out.Bytes += len(batches[i])

@@ -224,29 +224,42 @@ func (p *Partition) notLeader() error {
 }
 
 // WaitOffsetReplicated is WaitReplicated for the append that ended at
-// offset (a coordinator's own write to its internal partition).
+// offset (a coordinator's own write to its internal partition, which
+// checks the log's generation itself after the wait): it waits for the
+// ISR while the partition is a replicated leader, in whatever epoch.
 func (p *Partition) WaitOffsetReplicated(ctx context.Context, offset int64) error {
-	return p.WaitReplicated(ctx, ProduceResult{lastOffset: offset})
+	return p.waitReplicated(ctx, ProduceResult{lastOffset: offset}, false)
 }
 
-// WaitReplicated blocks until an acks=all produce may be answered: alone,
-// once it is durable (WaitDurable); as a replicated leader, once it is
-// durable here and the ISR's high watermark passed it. The outcome is nil,
-// the ISR's verdict (NOT_ENOUGH_REPLICAS_AFTER_APPEND: the ISR shrank below
-// min.insync.replicas meanwhile), ErrNotLeader when this replica lost the
-// leadership first, or the context's error.
+// WaitReplicated blocks until an acks=all produce may be answered: one
+// appended alone, once it is durable (WaitDurable); one appended by a
+// replicated leader, once it is durable here and the ISR's high watermark
+// passed it while this replica still leads in the epoch and log
+// generation of the append. The outcome is nil, the ISR's verdict
+// (NOT_ENOUGH_REPLICAS_AFTER_APPEND: the ISR shrank below
+// min.insync.replicas meanwhile), ErrNotLeader when this replica lost that
+// leadership first (even if it leads again by now: its log may hold other
+// records at those offsets), or the context's error.
 func (p *Partition) WaitReplicated(ctx context.Context, r ProduceResult) error {
+	if !r.replicated {
+		return p.WaitDurable(ctx, r)
+	}
+	return p.waitReplicated(ctx, r, true)
+}
+
+func (p *Partition) waitReplicated(ctx context.Context, r ProduceResult, sameLeadership bool) error {
 	if err := p.WaitDurable(ctx, r); err != nil {
 		return err
 	}
 	end := r.lastOffset + 1
 	for {
 		changed := p.log.Changed() // before the check: a change after it closes it
-		if p.currentRole() == roleLocal {
+		if !sameLeadership && p.currentRole() == roleLocal {
 			return nil
 		}
 		p.repMu.Lock()
-		if p.currentRole() != roleLeader {
+		if p.currentRole() != roleLeader ||
+			sameLeadership && (p.LeaderEpoch() != r.epoch || p.log.Generation() != r.gen) {
 			p.repMu.Unlock()
 			return p.notLeader()
 		}

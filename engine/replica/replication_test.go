@@ -332,3 +332,57 @@ func TestReplicatedHighWatermarkSurvivesRestart(t *testing.T) {
 	require.NoError(t, p.BecomeLeader(2, nil))
 	require.Equal(t, int64(4), p.HighWatermark(), "alone again: its own committed end")
 }
+
+// What an append was made as decides its acks=all wait, not the role at
+// the time of the wait: a produce appended by a replicated leader that
+// became a follower before its caller got to wait is not answered by the
+// local fsync; and one whose leadership was lost and won again (its tail
+// may have been truncated and rewritten meanwhile) is refused even when
+// the new epoch's HW passes its offsets.
+func TestAcksAllWaitBelongsToTheLeadershipOfTheAppend(t *testing.T) {
+	p := hostPartition(t, clock.NewFake(epoch0), "w")
+	require.NoError(t, p.BecomeLeader(1, &fakeISR{isr: map[int32]int64{2: 0}, minISR: 1, epoch: 1}))
+	res, err := p.Append(producerBatch(-1, -1, -1, "a"))
+	require.NoError(t, err)
+	require.True(t, res.Replicated())
+	require.NoError(t, p.BecomeFollower(2, 2))
+	require.ErrorIs(t, p.WaitReplicated(context.Background(), res), ErrNotLeader,
+		"lost the leadership between the append and the wait: not acknowledged by the fsync alone")
+
+	// Truncated as a follower, other records written at its offset, and
+	// leading again with an ISR whose HW is past them.
+	require.NoError(t, p.TruncateTo(0))
+	other := producerBatch(-1, -1, -1, "b")
+	batch.SetPartitionLeaderEpoch(other, 2)
+	r2, err := p.AppendAsFollower(other)
+	require.NoError(t, err)
+	require.NoError(t, p.WaitDurable(context.Background(), r2))
+	require.NoError(t, p.BecomeLeader(3, &fakeISR{leaderEnd: 1, hw: 1, isr: map[int32]int64{}, minISR: 1, epoch: 3}))
+	require.Equal(t, int64(1), p.HighWatermark())
+	require.ErrorIs(t, p.WaitReplicated(context.Background(), res), ErrNotLeader,
+		"the offset is committed, but in another leadership: maybe not these records")
+
+	local := hostPartition(t, clock.NewFake(epoch0), "w2")
+	res, err = local.Append(producerBatch(-1, -1, -1, "c"))
+	require.NoError(t, err)
+	require.False(t, res.Replicated(), "alone: the fsync is the acknowledgement")
+	require.NoError(t, local.WaitReplicated(context.Background(), res))
+}
+
+// On a clustered node a partition opens as a follower of nobody, new or
+// reopened, so no client write is taken before the metadata gives it a
+// role.
+func TestReplicatedManagerOpensFollowersOfNobody(t *testing.T) {
+	b, err := Open(Options{DataDir: t.TempDir(), Clock: clock.NewFake(epoch0), Replicated: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	p, err := b.EnsureFollower(TopicPartition{Topic: "n", Partition: 0}, TopicID{1}, nil)
+	require.NoError(t, err)
+	require.True(t, p.IsFollower())
+	require.Equal(t, int32(-1), p.Leader())
+	_, err = p.Append(producerBatch(-1, -1, -1, "x"))
+	require.ErrorIs(t, err, ErrNotLeader)
+	require.NoError(t, p.BecomeLeader(1, &fakeISR{isr: map[int32]int64{}, minISR: 1, epoch: 1}))
+	_, err = p.Append(producerBatch(-1, -1, -1, "x"))
+	require.NoError(t, err)
+}

@@ -126,7 +126,7 @@ const maxLong = "9223372036854775807"
 const (
 	noCompaction = "log compaction is not implemented, so nothing is compacted."
 	noTiering    = "MoonMQ has no tiered storage; every segment stays local and retention.ms and retention.bytes decide when it is deleted."
-	noReplicas   = "partitions are not replicated across nodes yet (every replica set is this node alone)."
+	noThrottle   = "replication is not throttled: followers fetch as fast as the leader serves them."
 )
 
 var defs = []Def{
@@ -206,7 +206,7 @@ var defs = []Def{
 		Doc: "A list of replicas for which log replication should be throttled on the follower side, in the form " +
 			"[PartitionId]:[BrokerId],[PartitionId]:[BrokerId],..., or the wildcard '*' to throttle all replicas " +
 			"of the topic.",
-		NotApplied: noReplicas,
+		NotApplied: noThrottle,
 		check:      throttledReplicas,
 	},
 	{
@@ -221,7 +221,7 @@ var defs = []Def{
 		Doc: "A list of replicas for which log replication should be throttled on the leader side, in the form " +
 			"[PartitionId]:[BrokerId],[PartitionId]:[BrokerId],..., or the wildcard '*' to throttle all replicas " +
 			"of the topic.",
-		NotApplied: noReplicas,
+		NotApplied: noThrottle,
 		check:      throttledReplicas,
 	},
 	{
@@ -309,9 +309,11 @@ var defs = []Def{
 	{
 		Name: MinInsyncReplicas, Kind: KindInt, Default: "1",
 		Doc: "When a producer sets acks to \"all\" (or \"-1\"), the minimum number of replicas that must acknowledge " +
-			"a write for it to succeed; otherwise the producer gets NOT_ENOUGH_REPLICAS.",
-		NotApplied: noReplicas,
-		check:      atLeast(1),
+			"a write for it to succeed; otherwise the producer gets NOT_ENOUGH_REPLICAS. MoonMQ's default is a " +
+			"majority of the topic's replication factor (1 for one replica, 2 for two or three, 3 for five), not " +
+			"Kafka's 1, " +
+			"so an acknowledged write survives the loss of any minority of its replicas.",
+		check: atLeast(1),
 	},
 	{
 		Name: Preallocate, Kind: KindBoolean, Default: "false",
@@ -380,8 +382,26 @@ var defs = []Def{
 		Name: UncleanLeaderElectionEnable, Kind: KindBoolean, Default: "false",
 		Doc: "Whether replicas not in the ISR may be elected as leader as a last resort, even though doing so may " +
 			"result in data loss.",
-		NotApplied: noReplicas,
+		NotApplied: "MoonMQ never elects a replica outside the ISR: a partition whose in-sync replicas are all " +
+			"gone stays offline until one of them returns.",
 	},
+}
+
+// DefaultMinInsyncReplicas is min.insync.replicas for a topic that does not
+// set it: a majority of its replication factor (RF 1 -> 1, 3 -> 2, 5 -> 3).
+func DefaultMinInsyncReplicas(replicationFactor int) int {
+	return max(replicationFactor, 1)/2 + 1
+}
+
+// MinInsyncReplicasOf is a topic's min.insync.replicas: its override when it
+// has a valid one, else DefaultMinInsyncReplicas.
+func MinInsyncReplicasOf(overrides map[string]string, replicationFactor int) int {
+	if v, ok := overrides[MinInsyncReplicas]; ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n > 0 {
+			return n
+		}
+	}
+	return DefaultMinInsyncReplicas(replicationFactor)
 }
 
 // removed explains keys a Kafka of another version accepted but Kafka 4.x

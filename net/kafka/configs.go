@@ -18,8 +18,9 @@ import (
 // unknown name is left out, as Kafka leaves it out. With synonyms (v1+)
 // each entry lists its sources in order of precedence, as Kafka does: the
 // topic's override, if any, then the default (under the topic key's own
-// name: MoonMQ has no broker-level log.* keys for them).
-func describeTopicConfigEntries(overrides map[string]string, names []string, docs, synonyms bool) []kmsg.DescribeConfigsResponseResourceConfig {
+// name: MoonMQ has no broker-level log.* keys for them). replicationFactor
+// decides the defaults that depend on it (min.insync.replicas).
+func describeTopicConfigEntries(overrides map[string]string, replicationFactor int, names []string, docs, synonyms bool) []kmsg.DescribeConfigsResponseResourceConfig {
 	want := map[string]bool{}
 	for _, n := range names {
 		want[n] = true
@@ -31,9 +32,13 @@ func describeTopicConfigEntries(overrides map[string]string, names []string, doc
 		}
 		e := kmsg.NewDescribeConfigsResponseResourceConfig()
 		e.Name = d.Name
+		def := d.Default
+		if d.Name == topicconfig.MinInsyncReplicas {
+			def = strconv.Itoa(topicconfig.DefaultMinInsyncReplicas(replicationFactor))
+		}
 		v, overridden := overrides[d.Name]
 		if !overridden {
-			v = d.Default
+			v = def
 		}
 		v = d.Canonical(v)
 		e.Value = &v
@@ -48,7 +53,6 @@ func describeTopicConfigEntries(overrides map[string]string, names []string, doc
 				e.ConfigSynonyms = append(e.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
 					Name: d.Name, Value: &v, Source: kmsg.ConfigSourceDynamicTopicConfig})
 			}
-			def := d.Default
 			e.ConfigSynonyms = append(e.ConfigSynonyms, kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{
 				Name: d.Name, Value: &def, Source: kmsg.ConfigSourceDefaultConfig})
 		}
@@ -108,7 +112,7 @@ func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Res
 				rr.ErrorMessage = errMessage(fmt.Errorf("topic %q does not exist", res.ResourceName))
 				break
 			}
-			rr.Configs = describeTopicConfigEntries(t.Configs, res.ConfigNames, req.IncludeDocumentation, req.IncludeSynonyms)
+			rr.Configs = describeTopicConfigEntries(t.Configs, t.ReplicationFactor(), res.ConfigNames, req.IncludeDocumentation, req.IncludeSynonyms)
 		case kmsg.ConfigResourceTypeBroker:
 			if res.ResourceName != "" && res.ResourceName != strconv.Itoa(int(c.s.opts.NodeID)) {
 				rr.ErrorCode = kerr.InvalidRequest.Code

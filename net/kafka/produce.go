@@ -130,9 +130,12 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	for i, w := range waits {
 		pw.outs[i] = w.out
 	}
-	var replicated context.Context // the acks=all waits on replicated leaders
+	// The acks=all waits of appends made by a replicated leader: what the
+	// append was made as decides, not the role now (a leadership lost
+	// since must not turn the wait into a local fsync's).
+	var replicated context.Context
 	for _, w := range waits {
-		if acks == -1 && w.part.Replicated() {
+		if acks == -1 && w.res.Replicated() {
 			replicated, pw.stopReplicated = context.WithCancel(c.ctx)
 			break
 		}
@@ -146,7 +149,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	pw.stopAbandon = context.AfterFunc(c.ctx, pw.expire)
 	pw.mu.Unlock()
 	for i, w := range waits {
-		if replicated != nil && w.part.Replicated() {
+		if replicated != nil && w.res.Replicated() {
 			// The ISR's high watermark has no callbacks: one goroutine per
 			// waiting partition, stopped when the request is answered.
 			go func() { pw.settle(i, w.part.WaitReplicated(replicated, w.res)) }()

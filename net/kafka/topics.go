@@ -85,9 +85,9 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 	rt.TopicID = topic.ID
 	rt.NumPartitions = int32(len(topic.Partitions))
 	if len(topic.Partitions) > 0 {
-		rt.ReplicationFactor = int16(len(topic.Partitions[0].Replicas))
+		rt.ReplicationFactor = int16(topic.ReplicationFactor())
 	}
-	rt.Configs = createTopicConfigs(topic.Configs)
+	rt.Configs = createTopicConfigs(topic.Configs, topic.ReplicationFactor())
 	return rt
 }
 
@@ -115,9 +115,9 @@ func (c *conn) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignme
 	return ""
 }
 
-func createTopicConfigs(overrides map[string]string) []kmsg.CreateTopicsResponseTopicConfig {
+func createTopicConfigs(overrides map[string]string, replicationFactor int) []kmsg.CreateTopicsResponseTopicConfig {
 	var out []kmsg.CreateTopicsResponseTopicConfig
-	for _, e := range describeTopicConfigEntries(overrides, nil, false, false) {
+	for _, e := range describeTopicConfigEntries(overrides, replicationFactor, nil, false, false) {
 		out = append(out, kmsg.CreateTopicsResponseTopicConfig{
 			Name: e.Name, Value: e.Value, ReadOnly: e.ReadOnly, Source: int8(e.Source), IsSensitive: e.IsSensitive,
 		})
