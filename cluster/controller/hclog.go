@@ -3,16 +3,21 @@ package controller
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
 
-// hcLogger routes hashicorp/raft's hclog output to slog, filtered by level.
+// hcLogger routes hashicorp/raft's hclog output to slog, filtered by level,
+// with raft's per-retry messages about an unreachable peer rate-limited.
 type hcLogger struct {
 	l       *slog.Logger
 	name    string
@@ -21,12 +26,84 @@ type hcLogger struct {
 	// override is an hclog.Level set through SetLevel (0: none), shared by
 	// derived loggers like hclog's own.
 	override *atomic.Int32
+	repeats  *repeatLimiter // shared by derived loggers
 }
 
 var _ hclog.Logger = (*hcLogger)(nil)
 
 func newHCLogger(l *slog.Logger, min slog.Leveler) hclog.Logger {
-	return &hcLogger{l: l, min: min, override: &atomic.Int32{}}
+	return newHCLoggerAt(l, min, time.Now)
+}
+
+// newHCLoggerAt is newHCLogger with the clock the rate limit reads (tests).
+func newHCLoggerAt(l *slog.Logger, min slog.Leveler, now func() time.Time) hclog.Logger {
+	return &hcLogger{l: l, min: min, override: &atomic.Int32{},
+		repeats: &repeatLimiter{now: now, every: repeatInterval, last: map[string]*repeat{}}}
+}
+
+// repetitive are the raft messages logged at every retry while a peer is
+// unreachable: a leader heartbeats a dead voter several times a second, so
+// a node down for an hour would write tens of thousands of identical errors
+// and bury everything else. Each is logged once per repeatInterval per peer,
+// the next one saying how many were left out meanwhile.
+var repetitive = map[string]bool{
+	"failed to heartbeat to":                  true,
+	"failed to appendEntries to":              true,
+	"failed to pipeline appendEntries":        true,
+	"failed to start pipeline replication to": true,
+	"failed to contact":                       true,
+	"failed to make requestVote RPC":          true,
+	"failed to send snapshot to":              true,
+}
+
+const repeatInterval = 30 * time.Second
+
+type repeat struct {
+	at         time.Time
+	suppressed int
+}
+
+// repeatLimiter decides which of the repetitive messages are logged.
+type repeatLimiter struct {
+	now   func() time.Time
+	every time.Duration
+
+	mu   sync.Mutex
+	last map[string]*repeat // by message and peer
+}
+
+// allow reports whether a message with key is logged now and how many
+// like it were left out since the last one logged.
+func (r *repeatLimiter) allow(key string) (bool, int) {
+	now := r.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rp := r.last[key]
+	if rp == nil {
+		if len(r.last) >= 1024 { // bounded: peers are few, but keys come from log arguments
+			clear(r.last)
+		}
+		r.last[key] = &repeat{at: now}
+		return true, 0
+	}
+	if now.Sub(rp.at) < r.every {
+		rp.suppressed++
+		return false, 0
+	}
+	n := rp.suppressed
+	rp.at, rp.suppressed = now, 0
+	return true, n
+}
+
+// peerOf is the peer a raft message is about, from its arguments.
+func peerOf(args []any) string {
+	for i := 0; i+1 < len(args); i += 2 {
+		switch args[i] {
+		case "peer", "server-id", "target":
+			return fmt.Sprint(args[i+1])
+		}
+	}
+	return ""
 }
 
 // level is the current minimum level.
@@ -84,6 +161,15 @@ func (h *hcLogger) Log(level hclog.Level, msg string, args ...any) {
 	}
 	if level < h.level() {
 		return
+	}
+	if repetitive[msg] {
+		ok, suppressed := h.repeats.allow(msg + "\x00" + peerOf(args))
+		if !ok {
+			return
+		}
+		if suppressed > 0 {
+			args = append(slices.Clip(args), "repeated", suppressed, "repeat_window", h.repeats.every)
+		}
 	}
 	attrs := make([]any, 0, len(h.implied)+len(args)+2)
 	if h.name != "" {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,43 @@ func TestHCLoggerLevels(t *testing.T) {
 		"INFO heartbeat timeout reached, starting election",
 		"ERROR from std logger",
 	}, rec.messages())
+}
+
+// Raft's per-retry complaints about an unreachable peer are logged once per
+// interval per peer, the next one counting those left out; other messages
+// are not limited.
+func TestHCLoggerLimitsRepeatedPeerErrors(t *testing.T) {
+	rec := &recorder{}
+	now := time.Unix(1_700_000_000, 0)
+	h := newHCLoggerAt(slog.New(rec), slog.LevelInfo, func() time.Time { return now })
+	for range 10 {
+		h.Error("failed to heartbeat to", "peer", "127.0.0.1:9193", "error", "connection refused")
+		h.Error("failed to heartbeat to", "peer", "127.0.0.1:9293", "error", "connection refused")
+		h.Error("failed to commit logs", "error", "disk")
+		now = now.Add(time.Second)
+	}
+	now = now.Add(repeatInterval)
+	h.Named("replication").Error("failed to heartbeat to", "peer", "127.0.0.1:9193", "error", "connection refused")
+
+	var heartbeats, commits int
+	var repeated []int64
+	rec.mu.Lock()
+	for _, r := range rec.recs {
+		switch r.Message {
+		case "failed to heartbeat to":
+			heartbeats++
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "repeated" {
+					repeated = append(repeated, a.Value.Int64())
+				}
+				return true
+			})
+		case "failed to commit logs":
+			commits++
+		}
+	}
+	rec.mu.Unlock()
+	require.Equal(t, 3, heartbeats, "once per peer, then once more after the interval")
+	require.Equal(t, []int64{9}, repeated, "the later one counts what was left out")
+	require.Equal(t, 10, commits, "other errors are never limited")
 }
