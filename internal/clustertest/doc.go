@@ -7,9 +7,9 @@
 //
 // The tests skip while the binary does not run a cluster (lacks --peers or
 // refuses it: cluster.SkipUnlessSupported). MOONMQ_SOAK sets how long the fault test
-// runs: a duration ("10m") or a number of nemesis cycles ("200"), and the
-// fault test runs only when it is set (make soak), while it still finds
-// acknowledged records lost (issue 13). MOONMQ_CLUSTER_LOGS=1 prints every
+// runs: a duration ("10m") or a number of nemesis cycles ("200"); without
+// it, about a minute (make test). MOONMQ_SOAK_SEED replays the random order
+// of the faults a run logged. MOONMQ_CLUSTER_LOGS=1 prints every
 // node's log at the end of a test that passed too (a failed one always
 // does).
 package clustertest

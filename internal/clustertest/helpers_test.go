@@ -83,6 +83,43 @@ func leaderOf(t *testing.T, adm *kadm.Client, topic string, p, not int32, timeou
 	return leader, epoch
 }
 
+// outOfISR polls metadata until broker id is no longer in the ISR of
+// partition p of topic.
+func outOfISR(t *testing.T, adm *kadm.Client, topic string, p, id int32, timeout time.Duration) {
+	t.Helper()
+	testbroker.WaitFor(t, timeout, fmt.Sprintf("broker %d out of the ISR of %s[%d]", id, topic, p), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		parts, err := cluster.Partitions(ctx, adm, topic)
+		return err == nil && parts[p].Leader >= 0 && !slices.Contains(parts[p].ISR, id)
+	})
+}
+
+// controllerOf asks the running, unpaused nodes (each itself: a client
+// may keep sending to a paused node, whose kernel still accepts
+// connections) until one names an active controller other than not (when
+// not >= 0), and returns it.
+func controllerOf(t *testing.T, c *cluster.Cluster, nc nodeClients, not int32, timeout time.Duration) int32 {
+	t.Helper()
+	ctrl := int32(-1)
+	testbroker.WaitFor(t, timeout, fmt.Sprintf("an active controller other than %d", not), func() bool {
+		for _, nd := range c.Nodes {
+			if !nd.Running() || nd.Paused() || c.Isolated(nd.ID) {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			resp, err := nc.metadata(ctx, nd.ID)
+			cancel()
+			if err == nil && resp.ControllerID >= 0 && resp.ControllerID != not {
+				ctrl = resp.ControllerID
+				return true
+			}
+		}
+		return false
+	})
+	return ctrl
+}
+
 // quickMetadata lets a client refresh metadata soon after a leader died,
 // rather than after franz-go's default 5 s, so the load follows failovers
 // within a short fault test.
@@ -254,6 +291,22 @@ func soakBudget(t *testing.T) (time.Duration, int) {
 		t.Fatalf("MOONMQ_SOAK=%q: want a duration (10m) or a number of cycles (200)", v)
 	}
 	return d, 0
+}
+
+// soakSeed is the seed of the fault test's random choices: MOONMQ_SOAK_SEED,
+// else the time, logged so a run can be replayed.
+func soakSeed(t *testing.T) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("MOONMQ_SOAK_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("MOONMQ_SOAK_SEED=%q: want an unsigned integer", v)
+		}
+		seed = n
+	}
+	t.Logf("fault order seed %d (MOONMQ_SOAK_SEED replays it)", seed)
+	return seed
 }
 
 // others are the node ids but id.
