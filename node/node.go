@@ -330,7 +330,23 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.kafka = ks
 	n.closers = append(n.closers, func() { ks.Close() })
-	go func() { n.serveErr <- ks.Serve() }()
+	go func() {
+		// A clustered node takes requests only once it has registered and
+		// caught up with the metadata the active controller had then (a
+		// Kafka broker waits for its first metadata publish too): what it
+		// applied locally before may be stale, and a replica that still
+		// believes it leads in an old epoch must not answer a produce
+		// (acks=1 needs only its own fsync). Clients wait in the backlog
+		// meanwhile. A single node's controller is ready before Open gets
+		// here.
+		select {
+		case <-ctrl.Ready():
+		case <-readyCtx.Done():
+			n.serveErr <- nil
+			return
+		}
+		n.serveErr <- ks.Serve()
+	}()
 
 	listeners := httpapi.Listeners{Kafka: ks.Addr().String(), Advertised: ks.Advertised()}
 	if n.http != nil {
