@@ -463,3 +463,48 @@ func TestNodesStartInAnyOrder(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("created after %v", time.Since(start))
 }
+
+// A broker that restarts faster than the session timeout (the liveness
+// check never saw it gone) registers with a new incarnation: its
+// leaderships move with new epochs and it leaves the ISRs, so it never
+// writes again in an epoch it led before the crash; the registration then
+// unfences it. The same process registering again changes nothing.
+func TestRestartedBrokerIsFencedAndUnfenced(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.awaitReady()
+	ctx := testCtx(t)
+	l := tc.leader()
+	_, err := l.CreateTopic(ctx, "r", 6, 3, nil, false)
+	require.NoError(t, err)
+	victim := tc.follower().NodeID()
+	before, _ := l.Topic("r")
+	inc := brokerOf(l, victim).Incarnation
+	require.NotEmpty(t, inc)
+
+	// The same incarnation again (a retried registration): nothing moves.
+	_, _, err = l.registerBrokerLocal(ctx, brokerOf(l, victim))
+	require.NoError(t, err)
+	same, _ := l.Topic("r")
+	require.Equal(t, before.Partitions, same.Partitions)
+
+	tc.crash(victim)
+	tc.start(victim, nil)
+	tc.awaitReady()
+	l = tc.leader()
+	require.Eventually(t, func() bool {
+		b := brokerOf(l, victim)
+		return b.Incarnation != inc && !b.Fenced
+	}, 20*time.Second, 10*time.Millisecond, "registered again with a new incarnation, unfenced")
+	after, _ := l.Topic("r")
+	led := 0
+	for i, p := range after.Partitions {
+		was := before.Partitions[i]
+		if was.Leader == victim {
+			led++
+			require.NotEqual(t, victim, p.Leader, "partition %d: its leadership moved", i)
+			require.Greater(t, p.LeaderEpoch, was.LeaderEpoch, "partition %d: in a new epoch", i)
+		}
+		require.NotContains(t, p.ISR, victim, "partition %d: it rejoins the ISR by catching up", i)
+	}
+	require.Positive(t, led, "the victim led some partitions")
+}

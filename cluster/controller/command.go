@@ -169,7 +169,8 @@ type storedBroker struct {
 	Rack string `json:"rack,omitempty"`
 	// Fenced is absent in state written before brokers could be fenced:
 	// they were all alive.
-	Fenced bool `json:"fenced,omitempty"`
+	Fenced      bool   `json:"fenced,omitempty"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 func encodeBroker(b metadata.Broker) ([]byte, error) {

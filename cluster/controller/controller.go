@@ -379,7 +379,7 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 		return nil, fmt.Errorf("controller: start raft: %w", err)
 	}
 	c.raft = r
-	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack}
+	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack, Incarnation: newIncarnation()}
 
 	if c.multi() {
 		c.mux.start(c.serveRPC)
@@ -448,6 +448,9 @@ func (c *Controller) awaitLeadership(ctx context.Context) error {
 
 // newClusterID returns a Kafka-style cluster id: a random UUID in unpadded
 // URL-safe base64 (22 characters).
+// newIncarnation names this start of the broker's process.
+func newIncarnation() string { return uuid.NewString() }
+
 func newClusterID() string {
 	id := uuid.New()
 	return base64.RawURLEncoding.EncodeToString(id[:])
@@ -810,6 +813,21 @@ func (c *Controller) allocateProducerIDsLocal(ctx context.Context, a producerIDA
 // index answered is at least the active controller's applied index, so
 // the registering node, once it applied it, has caught up.
 func (c *Controller) registerBrokerLocal(ctx context.Context, b metadata.Broker) (none, uint64, error) {
+	if c.multi() {
+		// A restart the liveness check did not notice (shorter than the
+		// session timeout) is a fence, then the registration below.
+		_, _, err := c.commit(ctx, "fence restarted broker", func(st *state) ([]record, error) {
+			if !restarted(st, b) {
+				return nil, nil
+			}
+			c.logger.Info("fencing a broker that restarted: its leaderships move and it rejoins the ISRs by catching up",
+				"broker", b.ID)
+			return planFenceBroker(st, b.ID, eligibleIn(st, c.live))
+		})
+		if err != nil {
+			return none{}, 0, err
+		}
+	}
 	clusterID := newClusterID()
 	_, index, err := c.commit(ctx, "register broker", func(st *state) ([]record, error) {
 		// With the cluster id if the active controller has not chosen it

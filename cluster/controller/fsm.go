@@ -211,7 +211,7 @@ func (x *txn) apply(r record) error {
 		x.clusterID = r.ClusterID
 
 	case *registerBrokerRecord:
-		b := metadata.Broker{ID: r.BrokerID, Host: r.Host, Port: r.Port, Rack: r.Rack}
+		b := metadata.Broker{ID: r.BrokerID, Host: r.Host, Port: r.Port, Rack: r.Rack, Incarnation: r.Incarnation}
 		if err := validateBroker(b); err != nil {
 			return err
 		}

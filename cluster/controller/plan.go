@@ -29,7 +29,8 @@ func planInitCluster(st *state, clusterID string) ([]record, error) {
 
 // planRegisterBroker registers b (unfenced). A fenced broker registering
 // again (it restarted) is unfenced by it and leads again the offline
-// partitions whose ISR holds it.
+// partitions whose ISR holds it. A broker that restarted without being
+// fenced is fenced first, by its own entry (see restarted).
 func planRegisterBroker(st *state, b metadata.Broker, eligible func(int32) bool) ([]record, error) {
 	b.Fenced = false
 	if err := validateBroker(b); err != nil {
@@ -39,11 +40,25 @@ func planRegisterBroker(st *state, b metadata.Broker, eligible func(int32) bool)
 	if ok && cur == b {
 		return nil, nil
 	}
-	recs := []record{&registerBrokerRecord{BrokerID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack}}
+	recs := []record{&registerBrokerRecord{BrokerID: b.ID, Host: b.Host, Port: b.Port, Rack: b.Rack, Incarnation: b.Incarnation}}
 	if ok && cur.Fenced {
 		recs = append(recs, planOfflineLeaders(st, func(r int32) bool { return r == b.ID || eligible(r) })...)
 	}
 	return recs, nil
+}
+
+// restarted reports whether b's registration comes from a new process of
+// a broker registered and unfenced now: its incarnation changed. Such a
+// broker may have lost what it had not flushed (a topic with
+// flush.policy=interval acknowledges before the fsync), yet it is still in
+// ISRs and may still lead in its old epochs, where it would write other
+// records at offsets its followers hold. The controller fences it first
+// (its leaderships move with new epochs, it leaves the ISRs), and the
+// registration then unfences it, as Kafka's controller handles a broker
+// that registers with a new incarnation id.
+func restarted(st *state, b metadata.Broker) bool {
+	cur, ok := st.brokers[b.ID]
+	return ok && !cur.Fenced && b.Incarnation != "" && cur.Incarnation != b.Incarnation
 }
 
 func validateBroker(b metadata.Broker) error {

@@ -44,10 +44,11 @@ type clusterRecord struct {
 // address clients reach it at and its rack. A later one for the same id
 // replaces it.
 type registerBrokerRecord struct {
-	BrokerID int32  `json:"broker_id"`
-	Host     string `json:"host"`
-	Port     int32  `json:"port"`
-	Rack     string `json:"rack,omitempty"`
+	BrokerID    int32  `json:"broker_id"`
+	Host        string `json:"host"`
+	Port        int32  `json:"port"`
+	Rack        string `json:"rack,omitempty"`
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // fenceBrokerRecord fences a registered broker (KRaft FenceBrokerRecord):

@@ -118,6 +118,13 @@ type Broker struct {
 	// for the session timeout (or shut down): it leads nothing, is not in
 	// any ISR it was removed from, and Metadata does not list it.
 	Fenced bool
+	// Incarnation is chosen at random by each start of the broker's
+	// process (KRaft's incarnation id): a registration with another one
+	// is a restart, which the controller handles as a fence and an
+	// unfence, so the restarted broker leads nothing in the epochs it led
+	// before (its unflushed tail may be gone) and rejoins every ISR by
+	// catching up. Empty in metadata written before it existed.
+	Incarnation string
 }
 
 // ReplicationFactor is the number of replicas of the topic's partitions
