@@ -608,6 +608,10 @@ type (
 		ReplicationFactor int16             `json:"replication_factor"`
 		Configs           map[string]string `json:"configs,omitempty"`
 		ValidateOnly      bool              `json:"validate_only,omitempty"`
+		// Assignment, when set, is each partition's replicas as the
+		// client chose them (Partitions and ReplicationFactor follow
+		// from it).
+		Assignment [][]int32 `json:"assignment,omitempty"`
 	}
 	topicArgs struct {
 		Name         string              `json:"name"`
@@ -615,6 +619,7 @@ type (
 		Ops          []metadata.ConfigOp `json:"ops,omitempty"`
 		Configs      map[string]string   `json:"configs,omitempty"`
 		ValidateOnly bool                `json:"validate_only,omitempty"`
+		Assignment   [][]int32           `json:"assignment,omitempty"` // new partitions' replicas, when chosen
 	}
 	producerIDArgs struct {
 		Broker int32 `json:"broker"`
@@ -657,6 +662,33 @@ func (c *Controller) CreateTopic(ctx context.Context, name string, partitions in
 		maps.Copy(configs, InternalTopicConfigs) // created the way it must stay
 	}
 	a := createTopicArgs{Name: name, Partitions: partitions, ReplicationFactor: replicationFactor, Configs: configs, ValidateOnly: validateOnly}
+	return c.createTopic(ctx, a)
+}
+
+// CreateTopicAssigned creates a topic whose partitions have the replicas
+// assignment names (partition i's in assignment[i], its first replica the
+// preferred leader), as CreateTopics with a manual replica assignment asks.
+// Every broker named must be registered and at least one replica of each
+// partition eligible (unfenced and live): it leads, and the eligible ones
+// form the ISR. Otherwise metadata.ErrInvalidReplicaAssignment.
+func (c *Controller) CreateTopicAssigned(ctx context.Context, name string, assignment [][]int32,
+	configs map[string]string, validateOnly bool,
+) (metadata.Topic, error) {
+	if err := ValidateTopicName(name); err != nil {
+		return metadata.Topic{}, err
+	}
+	if len(assignment) < 1 || len(assignment) > metadata.MaxPartitions {
+		return metadata.Topic{}, fmt.Errorf("%w: %d partitions; use 1 to %d", metadata.ErrInvalidPartitions, len(assignment), metadata.MaxPartitions)
+	}
+	if metadata.IsInternalTopic(name) {
+		return metadata.Topic{}, fmt.Errorf("%w: internal topic %s is created by its owner", metadata.ErrInvalidRequest, name)
+	}
+	a := createTopicArgs{Name: name, Partitions: int32(len(assignment)), ReplicationFactor: int16(len(assignment[0])),
+		Configs: maps.Clone(configs), ValidateOnly: validateOnly, Assignment: assignment}
+	return c.createTopic(ctx, a)
+}
+
+func (c *Controller) createTopic(ctx context.Context, a createTopicArgs) (metadata.Topic, error) {
 	t, index, err := route(c, ctx, rpcCreateTopic, a, (*Controller).createTopicLocal)
 	c.afterChange(ctx, "create topic", index, true)
 	return t, err
@@ -672,12 +704,20 @@ func (c *Controller) createTopicLocal(ctx context.Context, a createTopicArgs) (m
 			// another, while a broker is down, must see that it exists).
 			return nil, fmt.Errorf("%w: %q", metadata.ErrTopicExists, a.Name)
 		}
-		brokers := c.placementBrokers(st)
-		if a.ReplicationFactor < 1 || int(a.ReplicationFactor) > len(brokers) {
-			return nil, fmt.Errorf("%w: %d, but there are %d live brokers", metadata.ErrInvalidReplicationFactor, a.ReplicationFactor, len(brokers))
+		var parts []partitionAssignment
+		if a.Assignment != nil {
+			var err error
+			if parts, err = manualAssignment(st, 0, a.Assignment, len(a.Assignment[0]), eligibleIn(st, c.live)); err != nil {
+				return nil, err
+			}
+		} else {
+			brokers := c.placementBrokers(st)
+			if a.ReplicationFactor < 1 || int(a.ReplicationFactor) > len(brokers) {
+				return nil, fmt.Errorf("%w: %d, but there are %d live brokers", metadata.ErrInvalidReplicationFactor, a.ReplicationFactor, len(brokers))
+			}
+			parts = assign(0, a.Partitions, int(a.ReplicationFactor), brokers, start)
 		}
-		return planCreateTopic(st, a.Name, id, metadata.IsInternalTopic(a.Name),
-			assign(0, a.Partitions, int(a.ReplicationFactor), brokers, start), a.Configs)
+		return planCreateTopic(st, a.Name, id, metadata.IsInternalTopic(a.Name), parts, a.Configs)
 	}, a.ValidateOnly)
 }
 
@@ -732,6 +772,18 @@ func (c *Controller) CreatePartitions(ctx context.Context, name string, total in
 		(*Controller).createPartitionsLocal)
 }
 
+// CreatePartitionsAssigned is CreatePartitions with the new partitions'
+// replicas chosen by the client (assignment[i] for partition current+i),
+// checked as CreateTopicAssigned checks them; each must have the topic's
+// replication factor.
+func (c *Controller) CreatePartitionsAssigned(ctx context.Context, name string, total int32, assignment [][]int32, validateOnly bool) (metadata.Topic, error) {
+	if len(assignment) == 0 {
+		return metadata.Topic{}, fmt.Errorf("%w: an empty assignment", metadata.ErrInvalidReplicaAssignment)
+	}
+	return c.topicChange(ctx, rpcCreatePartitions, "create partitions",
+		topicArgs{Name: name, Total: total, ValidateOnly: validateOnly, Assignment: assignment}, (*Controller).createPartitionsLocal)
+}
+
 func (c *Controller) createPartitionsLocal(ctx context.Context, a topicArgs) (metadata.Topic, uint64, error) {
 	start := rand.IntN(1 << 20)
 	return c.changeLocked(ctx, "create partitions", a.Name, func(st *state) ([]record, error) {
@@ -744,6 +796,16 @@ func (c *Controller) createPartitionsLocal(ctx context.Context, a topicArgs) (me
 			return nil, fmt.Errorf("%w: topic %q has %d partitions; the new total must be %d to %d", metadata.ErrInvalidPartitions, a.Name, cur, cur+1, metadata.MaxPartitions)
 		}
 		rf := len(t.Partitions[0].Replicas)
+		if a.Assignment != nil {
+			if int32(len(a.Assignment)) != a.Total-cur {
+				return nil, fmt.Errorf("%w: %d replica lists for %d new partitions", metadata.ErrInvalidReplicaAssignment, len(a.Assignment), a.Total-cur)
+			}
+			parts, err := manualAssignment(st, cur, a.Assignment, rf, eligibleIn(st, c.live))
+			if err != nil {
+				return nil, err
+			}
+			return planCreatePartitions(st, a.Name, a.Total, parts)
+		}
 		brokers := c.placementBrokers(st)
 		if rf > len(brokers) {
 			return nil, fmt.Errorf("%w: topic %q has %d replicas per partition, but there are %d live brokers", metadata.ErrInvalidReplicationFactor, a.Name, rf, len(brokers))

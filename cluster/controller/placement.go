@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 
@@ -82,4 +83,38 @@ func rackAlternated(brokers []metadata.Broker) []int32 {
 		}
 	}
 	return out
+}
+
+// manualAssignment turns the replica lists a client chose for partitions
+// first, first+1, ... into assignments, as Kafka's controller checks them:
+// every list has rf distinct replicas, each a registered broker; the
+// first eligible replica leads (the first replica is the preferred
+// leader) and the eligible ones form the ISR; a partition with no eligible
+// replica is refused (it would start offline).
+func manualAssignment(st *state, first int32, lists [][]int32, rf int, eligible func(int32) bool) ([]partitionAssignment, error) {
+	out := make([]partitionAssignment, len(lists))
+	for i, replicas := range lists {
+		p := first + int32(i)
+		if len(replicas) != rf || rf < 1 {
+			return nil, fmt.Errorf("%w: partition %d has %d replicas, want %d (every partition the same number)",
+				metadata.ErrInvalidReplicaAssignment, p, len(replicas), rf)
+		}
+		var isr []int32
+		for j, b := range replicas {
+			if slices.Contains(replicas[:j], b) {
+				return nil, fmt.Errorf("%w: partition %d lists broker %d twice", metadata.ErrInvalidReplicaAssignment, p, b)
+			}
+			if _, ok := st.brokers[b]; !ok {
+				return nil, fmt.Errorf("%w: partition %d: broker %d is not registered", metadata.ErrInvalidReplicaAssignment, p, b)
+			}
+			if eligible(b) {
+				isr = append(isr, b)
+			}
+		}
+		if len(isr) == 0 {
+			return nil, fmt.Errorf("%w: partition %d: none of brokers %v is alive and unfenced", metadata.ErrInvalidReplicaAssignment, p, replicas)
+		}
+		out[i] = partitionAssignment{Replicas: slices.Clone(replicas), Leader: isr[0], ISR: isr}
+	}
+	return out, nil
 }

@@ -94,3 +94,41 @@ func TestAssignRackAware(t *testing.T) {
 	}
 	require.Equal(t, []int32{3, 2, 1, 6, 5, 4}, rackAlternated(brokersWithRacks("c", "b", "a", "c", "b", "a")))
 }
+
+// A client's replica assignment is taken as given: the first eligible
+// replica leads, the eligible ones are the ISR; lists of the wrong size,
+// repeated or unregistered brokers and partitions with no eligible replica
+// are refused.
+func TestManualAssignment(t *testing.T) {
+	st := new(state)
+	*st = newState()
+	for _, id := range []int32{1, 2, 3} {
+		st.brokers[id] = metadata.Broker{ID: id}
+	}
+	down := func(id int32) bool { return id != 3 }
+	got, err := manualAssignment(st, 4, [][]int32{{3, 1}, {2, 3}}, 2, down)
+	require.NoError(t, err)
+	require.Equal(t, []partitionAssignment{
+		{Replicas: []int32{3, 1}, Leader: 1, ISR: []int32{1}},
+		{Replicas: []int32{2, 3}, Leader: 2, ISR: []int32{2}},
+	}, got)
+
+	all := func(int32) bool { return true }
+	for _, tc := range []struct {
+		lists [][]int32
+		rf    int
+		want  string
+	}{
+		{[][]int32{{1, 2}, {3}}, 2, "partition 5 has 1 replicas, want 2"},
+		{[][]int32{{1, 1}}, 2, "partition 4 lists broker 1 twice"},
+		{[][]int32{{1, 9}}, 2, "partition 4: broker 9 is not registered"},
+		{[][]int32{{}}, 0, "partition 4 has 0 replicas, want 0"},
+	} {
+		_, err := manualAssignment(st, 4, tc.lists, tc.rf, all)
+		require.ErrorIs(t, err, metadata.ErrInvalidReplicaAssignment)
+		require.ErrorContains(t, err, tc.want)
+	}
+	_, err = manualAssignment(st, 0, [][]int32{{3}}, 1, down)
+	require.ErrorIs(t, err, metadata.ErrInvalidReplicaAssignment)
+	require.ErrorContains(t, err, "none of brokers [3] is alive")
+}

@@ -23,6 +23,7 @@ var (
 	ErrUnknownTopic             = errors.New("unknown topic")                          // UNKNOWN_TOPIC_OR_PARTITION
 	ErrInvalidPartitions        = errors.New("invalid number of partitions")           // INVALID_PARTITIONS
 	ErrInvalidReplicationFactor = errors.New("invalid replication factor")             // INVALID_REPLICATION_FACTOR
+	ErrInvalidReplicaAssignment = errors.New("invalid replica assignment")             // INVALID_REPLICA_ASSIGNMENT
 	ErrInvalidTopicName         = errors.New("invalid topic name")                     // INVALID_TOPIC_EXCEPTION
 	ErrNotController            = errors.New("this node is not the active controller") // NOT_CONTROLLER
 	ErrInvalidRequest           = errors.New("invalid request")                        // INVALID_REQUEST

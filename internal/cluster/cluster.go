@@ -59,7 +59,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/internal/faultproxy"
 	"github.com/moonmq/moonmq/internal/testbroker"
@@ -638,22 +640,32 @@ type PartitionState struct {
 	Replicas, ISR       []int32
 }
 
-// Partitions asks adm's metadata for topic's partitions.
-func Partitions(ctx context.Context, adm *kadm.Client, topic string) (map[int32]PartitionState, error) {
-	md, err := adm.Metadata(ctx, topic)
+// Partitions asks the cluster, through cl, for topic's partitions as a
+// broker describes them now. It sends a Metadata request of its own:
+// kadm's Metadata answers from franz-go's cache (up to MetadataMinAge, 5 s
+// by default, old), which after a fault can describe the cluster as it was.
+func Partitions(ctx context.Context, cl *kgo.Client, topic string) (map[int32]PartitionState, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
-	td, ok := md.Topics[topic]
-	if !ok {
-		return nil, fmt.Errorf("metadata of %s: topic missing", topic)
+	if len(resp.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %s: %d topics in the answer", topic, len(resp.Topics))
 	}
-	if td.Err != nil {
-		return nil, fmt.Errorf("metadata of %s: %w", topic, td.Err)
+	td := resp.Topics[0]
+	if err := kerr.ErrorForCode(td.ErrorCode); err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", topic, err)
 	}
 	out := map[int32]PartitionState{}
-	for p, pd := range td.Partitions {
-		out[p] = PartitionState{Leader: pd.Leader, LeaderEpoch: pd.LeaderEpoch, Replicas: pd.Replicas, ISR: pd.ISR}
+	for _, pd := range td.Partitions {
+		if err := kerr.ErrorForCode(pd.ErrorCode); err != nil && !errors.Is(err, kerr.LeaderNotAvailable) {
+			return nil, fmt.Errorf("metadata of %s[%d]: %w", topic, pd.Partition, err)
+		}
+		out[pd.Partition] = PartitionState{Leader: pd.Leader, LeaderEpoch: pd.LeaderEpoch, Replicas: pd.Replicas, ISR: pd.ISR}
 	}
 	return out, nil
 }

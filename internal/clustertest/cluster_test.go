@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/internal/cluster"
 	"github.com/moonmq/moonmq/internal/history"
@@ -21,10 +22,10 @@ import (
 func TestThreeNodeCluster(t *testing.T) {
 	cluster.SkipUnlessSupported(t)
 	c := cluster.Start(t, cluster.Options{Nodes: 3})
-	_, adm := c.Client()
+	cl, adm := c.Client()
 	ctx := ctxT(t, 3*time.Minute)
 	const topic, partitions = "orders", 3
-	parts := createTopic(t, adm, topic, partitions, 3, nil)
+	parts := createTopic(t, cl, topic, partitions, 3, nil)
 
 	// Placement spreads the leaders: three partitions, one per broker.
 	leaders := map[int32]int{}
@@ -74,7 +75,7 @@ func TestThreeNodeCluster(t *testing.T) {
 
 	// kcat at a follower of partition 0: librdkafka reads the metadata
 	// and goes to the leader.
-	leader, _ := leaderOf(t, adm, topic, 0, -1, 30*time.Second)
+	leader, _ := leaderOf(t, cl, topic, 0, -1, 30*time.Second)
 	follower := c.Node(others(c, leader)[0])
 	out := testbroker.Kcat(t, "", "-b", follower.Kafka, "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-f", "%o %s\n")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -84,4 +85,38 @@ func TestThreeNodeCluster(t *testing.T) {
 		"-X", "enable.idempotence=true", "-X", "acks=all")
 	out = testbroker.Kcat(t, "", "-b", follower.Kafka, "-C", "-t", topic, "-p", "0", "-o", "-1", "-e", "-f", "%o %s\n")
 	require.Equal(t, fmt.Sprintf("%d from-kcat\n", n/partitions), out)
+
+	// min.insync.replicas defaults to a majority of the replication
+	// factor, as DescribeConfigs says.
+	cfgs, err := adm.DescribeTopicConfigs(ctx, topic)
+	require.NoError(t, err)
+	mir, err := cfgs.On(topic, nil)
+	require.NoError(t, err)
+	var minISR string
+	for _, c := range mir.Configs {
+		if c.Key == "min.insync.replicas" {
+			minISR = c.MaybeValue()
+		}
+	}
+	require.Equal(t, "2", minISR, "a majority of 3 replicas")
+
+	// A replica assignment chosen by the client is kept: the first
+	// replica of each partition leads, every replica is in sync.
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "assigned", -1, -1
+	for i, replicas := range [][]int32{{3, 1}, {2, 3}} {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(i), replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	req.Topics = append(req.Topics, rt)
+	cresp, err := req.RequestWith(ctx, nc[follower.ID])
+	require.NoError(t, err)
+	require.Zero(t, cresp.Topics[0].ErrorCode, "%v", cresp.Topics[0].ErrorMessage)
+	got := waitHealthy(t, cl, "assigned", 2, 2, time.Minute)
+	require.Equal(t, []int32{3, 1}, got[0].Replicas)
+	require.Equal(t, []int32{2, 3}, got[1].Replicas)
+	require.Equal(t, int32(3), got[0].Leader)
+	require.Equal(t, int32(2), got[1].Leader)
 }

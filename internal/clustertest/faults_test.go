@@ -52,8 +52,8 @@ func TestFaultsKeepAcknowledgedWrites(t *testing.T) {
 		t.Logf("isolating through proxies (gossip stays connected): %v", err)
 	}
 	c := cluster.Start(t, cluster.Options{Nodes: 3, SessionTimeout: session, Network: network})
-	_, adm := c.Client()
-	createTopic(t, adm, topic, partitions, 3, nil)
+	cl, _ := c.Client()
+	createTopic(t, cl, topic, partitions, 3, nil)
 	nc := newNodeClients(t, c)
 
 	h := &history.History{}
@@ -74,13 +74,28 @@ func TestFaultsKeepAcknowledgedWrites(t *testing.T) {
 			prods = append(prods, newProducer(t, c, h, name, topic))
 		}
 	}
+	// Each producer is paced to perProducerRate: the history keeps
+	// every record (a few hundred bytes each, with the checker's maps), so
+	// an unpaced soak of half an hour would fill the machine's memory
+	// (58 million records did). Paced, many batches are still in flight at
+	// every fault.
+	const perProducerRate, tick = 3000, 10 * time.Millisecond
 	var wg sync.WaitGroup
 	for _, pr := range prods {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; ctx.Err() == nil; i++ {
-				pr.produce(ctx, int32(i%partitions)) // blocks while its buffer is full
+			pace := time.NewTicker(tick)
+			defer pace.Stop()
+			for i := 0; ctx.Err() == nil; {
+				for range perProducerRate * tick / time.Second {
+					pr.produce(ctx, int32(i%partitions)) // blocks while its buffer is full
+					i++
+				}
+				select {
+				case <-pace.C:
+				case <-ctx.Done():
+				}
 			}
 		}()
 	}
@@ -99,18 +114,18 @@ func TestFaultsKeepAcknowledgedWrites(t *testing.T) {
 	faults := []fault{
 		{"SIGKILL the leader, restart it once another leads", func(t *testing.T, c *cluster.Cluster, leader int32) {
 			c.Kill(leader)
-			leaderOf(t, adm, topic, 0, leader, session+30*time.Second)
+			leaderOf(t, cl, topic, 0, leader, session+30*time.Second)
 			c.Restart(leader)
 		}},
 		{"SIGSTOP the leader until another leads (past the session timeout), then SIGCONT", func(t *testing.T, c *cluster.Cluster, leader int32) {
 			c.Stop(leader)
-			leaderOf(t, adm, topic, 0, leader, session+30*time.Second)
+			leaderOf(t, cl, topic, 0, leader, session+30*time.Second)
 			c.Cont(leader)
 		}},
 		{"cut the leader off from the other nodes until another leads, then heal", func(t *testing.T, c *cluster.Cluster, leader int32) {
 			c.Isolate(leader)
 			if network == cluster.Namespaces {
-				leaderOf(t, adm, topic, 0, leader, session+30*time.Second)
+				leaderOf(t, cl, topic, 0, leader, session+30*time.Second)
 			} else {
 				// Gossip still reaches a node the proxies cut off,
 				// so it may stay leader (and stall) until healed.
@@ -140,7 +155,7 @@ func TestFaultsKeepAcknowledgedWrites(t *testing.T) {
 			follower := others(c, leader)[rng.IntN(len(c.Nodes)-1)]
 			c.Isolate(follower)
 			if network == cluster.Namespaces {
-				outOfISR(t, adm, topic, 0, follower, session+30*time.Second)
+				outOfISR(t, cl, topic, 0, follower, session+30*time.Second)
 			} else {
 				pause(ctx, 2*session)
 			}
@@ -172,13 +187,13 @@ func TestFaultsKeepAcknowledgedWrites(t *testing.T) {
 		// The faults hit partition 0's leader: leaderOf polls one
 		// partition, and moving it is what the fault is for; the other
 		// partitions' leaders are hit whenever they share the node.
-		leader, epoch := leaderOf(t, adm, topic, 0, -1, 30*time.Second)
+		leader, epoch := leaderOf(t, cl, topic, 0, -1, 30*time.Second)
 		t.Logf("cycle %d: %s (node %d, partition 0 at leader epoch %d); %d acknowledged so far", cycle, f.name, leader, epoch, ackedNow())
 		observeEpochs(ctx, c, nc, h, topic)
 		f.do(t, c, leader)
 		observeEpochs(ctx, c, nc, h, topic)
 		c.WaitAllReady()
-		waitHealthy(t, adm, topic, partitions, 3, 60*time.Second)
+		waitHealthy(t, cl, topic, partitions, 3, 60*time.Second)
 		progress(fmt.Sprintf("after cycle %d (%s)", cycle, f.name))
 		observeEpochs(ctx, c, nc, h, topic)
 		done++

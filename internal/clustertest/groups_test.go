@@ -83,9 +83,9 @@ func committed(t *testing.T, adm *kadm.Client, group, topic string) map[int32]in
 func TestGroupKeepsOffsetsWhenCoordinatorDies(t *testing.T) {
 	cluster.SkipUnlessSupported(t)
 	c := cluster.Start(t, cluster.Options{Nodes: 3, SessionTimeout: 3 * time.Second})
-	_, adm := c.Client()
+	cl, adm := c.Client()
 	const topic, group, partitions, n = "work", "workers", 3, 300
-	createTopic(t, adm, topic, partitions, 3, nil)
+	createTopic(t, cl, topic, partitions, 3, nil)
 	produceAll(t, c, &history.History{}, topic, partitions, n)
 
 	want := consumeAndCommit(t, c, group, topic, n/2)
@@ -114,7 +114,7 @@ func TestGroupKeepsOffsetsWhenCoordinatorDies(t *testing.T) {
 
 	// The group resumes after the committed offsets: the rest, once.
 	ctx := ctxT(t, time.Minute)
-	cl, _ := c.Client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
+	cl, _ = c.Client(kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit())
 	rest, seen := 0, map[[2]int64]bool{}
 	var total int64
 	for _, o := range want {
@@ -140,9 +140,9 @@ func TestGroupKeepsOffsetsWhenCoordinatorDies(t *testing.T) {
 func TestFullClusterRestartKeepsEverything(t *testing.T) {
 	cluster.SkipUnlessSupported(t)
 	c := cluster.Start(t, cluster.Options{Nodes: 3, SessionTimeout: 3 * time.Second})
-	_, adm := c.Client()
+	cl, adm := c.Client()
 	const topic, group, partitions, n = "keep", "keepers", 3, 600
-	createTopic(t, adm, topic, partitions, 3, map[string]*string{"retention.ms": kadm.StringPtr("86400000")})
+	createTopic(t, cl, topic, partitions, 3, map[string]*string{"retention.ms": kadm.StringPtr("86400000")})
 	h := &history.History{}
 	produceAll(t, c, h, topic, partitions, n)
 	want := consumeAndCommit(t, c, group, topic, n/3)
@@ -151,8 +151,8 @@ func TestFullClusterRestartKeepsEverything(t *testing.T) {
 	c.LaunchAll()
 	c.WaitAllReady()
 
-	_, adm = c.Client()
-	waitHealthy(t, adm, topic, partitions, 3, 60*time.Second)
+	cl, adm = c.Client()
+	waitHealthy(t, cl, topic, partitions, 3, 60*time.Second)
 	ctx := ctxT(t, 30*time.Second)
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	require.NoError(t, err)

@@ -30,24 +30,24 @@ func ctxT(t *testing.T, d time.Duration) context.Context {
 
 // createTopic creates topic with partitions and replication factor rf and
 // waits until every partition has a leader and a full ISR.
-func createTopic(t *testing.T, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) map[int32]cluster.PartitionState {
+func createTopic(t *testing.T, cl *kgo.Client, topic string, partitions int32, rf int16, configs map[string]*string) map[int32]cluster.PartitionState {
 	t.Helper()
-	resp, err := adm.CreateTopic(ctxT(t, 30*time.Second), partitions, rf, configs, topic)
+	resp, err := kadm.NewClient(cl).CreateTopic(ctxT(t, 30*time.Second), partitions, rf, configs, topic)
 	require.NoError(t, err)
 	require.NoError(t, resp.Err)
-	return waitHealthy(t, adm, topic, int(partitions), int(rf), 60*time.Second)
+	return waitHealthy(t, cl, topic, int(partitions), int(rf), 60*time.Second)
 }
 
 // waitHealthy polls metadata until topic has its partitions, each with a
 // leader, rf replicas and all of them in the ISR.
-func waitHealthy(t *testing.T, adm *kadm.Client, topic string, partitions, rf int, timeout time.Duration) map[int32]cluster.PartitionState {
+func waitHealthy(t *testing.T, cl *kgo.Client, topic string, partitions, rf int, timeout time.Duration) map[int32]cluster.PartitionState {
 	t.Helper()
 	var last map[int32]cluster.PartitionState
 	var lastErr error
 	testbroker.WaitFor(t, timeout, fmt.Sprintf("%s: %d partitions, each with a leader and %d replicas in sync", topic, partitions, rf), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		last, lastErr = cluster.Partitions(ctx, adm, topic)
+		last, lastErr = cluster.Partitions(ctx, cl, topic)
 		if lastErr != nil || len(last) != partitions {
 			return false
 		}
@@ -63,13 +63,13 @@ func waitHealthy(t *testing.T, adm *kadm.Client, topic string, partitions, rf in
 
 // leaderOf polls metadata until partition p of topic has a leader (other
 // than not, when not >= 0) and returns it with its epoch.
-func leaderOf(t *testing.T, adm *kadm.Client, topic string, p, not int32, timeout time.Duration) (int32, int32) {
+func leaderOf(t *testing.T, cl *kgo.Client, topic string, p, not int32, timeout time.Duration) (int32, int32) {
 	t.Helper()
 	var leader, epoch int32 = -1, -1
 	testbroker.WaitFor(t, timeout, fmt.Sprintf("a leader of %s[%d] other than %d", topic, p, not), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		parts, err := cluster.Partitions(ctx, adm, topic)
+		parts, err := cluster.Partitions(ctx, cl, topic)
 		if err != nil {
 			return false
 		}
@@ -85,12 +85,12 @@ func leaderOf(t *testing.T, adm *kadm.Client, topic string, p, not int32, timeou
 
 // outOfISR polls metadata until broker id is no longer in the ISR of
 // partition p of topic.
-func outOfISR(t *testing.T, adm *kadm.Client, topic string, p, id int32, timeout time.Duration) {
+func outOfISR(t *testing.T, cl *kgo.Client, topic string, p, id int32, timeout time.Duration) {
 	t.Helper()
 	testbroker.WaitFor(t, timeout, fmt.Sprintf("broker %d out of the ISR of %s[%d]", id, topic, p), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		parts, err := cluster.Partitions(ctx, adm, topic)
+		parts, err := cluster.Partitions(ctx, cl, topic)
 		return err == nil && parts[p].Leader >= 0 && !slices.Contains(parts[p].ISR, id)
 	})
 }

@@ -44,6 +44,7 @@ var errorMap = []struct {
 	{metadata.ErrTopicExists, kerr.TopicAlreadyExists},
 	{metadata.ErrInvalidPartitions, kerr.InvalidPartitions},
 	{metadata.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
+	{metadata.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
 	{metadata.ErrInvalidTopicName, kerr.InvalidTopicException},
 	{metadata.ErrInvalidConfig, kerr.InvalidConfig},
 	{topicconfig.ErrInvalid, kerr.InvalidConfig},

@@ -169,6 +169,10 @@ type Metadata interface {
 	CreateTopic(ctx context.Context, name string, partitions int32, replicationFactor int16, configs map[string]string, validateOnly bool) (metadata.Topic, error)
 	DeleteTopic(ctx context.Context, name string) (metadata.Topic, error)
 	CreatePartitions(ctx context.Context, name string, total int32, validateOnly bool) (metadata.Topic, error)
+	// CreateTopicAssigned and CreatePartitionsAssigned take the replicas
+	// a client chose for each (new) partition.
+	CreateTopicAssigned(ctx context.Context, name string, assignment [][]int32, configs map[string]string, validateOnly bool) (metadata.Topic, error)
+	CreatePartitionsAssigned(ctx context.Context, name string, total int32, assignment [][]int32, validateOnly bool) (metadata.Topic, error)
 	AlterConfigs(ctx context.Context, name string, ops []metadata.ConfigOp, validateOnly bool) (metadata.Topic, error)
 	ReplaceConfigs(ctx context.Context, name string, configs map[string]string, validateOnly bool) (metadata.Topic, error)
 	AllocateProducerIDs(ctx context.Context, n int64) (int64, error)

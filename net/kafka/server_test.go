@@ -432,3 +432,68 @@ func TestHostileRequestsCostOnlyTheirAnswer(t *testing.T) {
 	rc.recv(presp)
 	require.Equal(t, kerr.InvalidTopicException.Code, presp.Topics[0].Partitions[0].ErrorCode)
 }
+
+// CreateTopics and CreatePartitions with a replica assignment: the
+// replicas are taken as listed (here the only broker), partitions must be
+// 0..n-1 once each, and a broker that is not registered is
+// INVALID_REPLICA_ASSIGNMENT, with nothing created.
+func TestCreateTopicsWithReplicaAssignment(t *testing.T) {
+	s := startServer(t, node.Config{})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	create := func(name string, parts ...[]int32) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, -1, -1
+		for i, r := range parts {
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Partition, a.Replicas = int32(len(parts)-1-i), r // listed backwards: order is by index
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		return resp.Topics[0]
+	}
+	got := create("assigned", []int32{1}, []int32{1})
+	require.Zero(t, got.ErrorCode, "%v", got.ErrorMessage)
+	require.Equal(t, int32(2), got.NumPartitions)
+	require.Equal(t, int16(1), got.ReplicationFactor)
+
+	bad := create("elsewhere", []int32{2})
+	require.Equal(t, kerr.InvalidReplicaAssignment.Code, bad.ErrorCode)
+	require.Contains(t, *bad.ErrorMessage, "broker 2 is not registered")
+	twice := create("twice", []int32{1, 1})
+	require.Equal(t, kerr.InvalidReplicaAssignment.Code, twice.ErrorCode)
+	md := kmsg.NewPtrMetadataRequest()
+	mresp, err := md.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	for _, tp := range mresp.Topics {
+		require.NotContains(t, []string{"elsewhere", "twice"}, *tp.Topic, "a refused assignment creates nothing")
+	}
+
+	grow := func(count int32, replicas ...[]int32) kmsg.CreatePartitionsResponseTopic {
+		t.Helper()
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "assigned", count
+		for _, r := range replicas {
+			a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+			a.Replicas = r
+			rt.Assignment = append(rt.Assignment, a)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		return resp.Topics[0]
+	}
+	g := grow(3, []int32{7})
+	require.Equal(t, kerr.InvalidReplicaAssignment.Code, g.ErrorCode)
+	g = grow(4, []int32{1})
+	require.Equal(t, kerr.InvalidReplicaAssignment.Code, g.ErrorCode, "one list for two new partitions")
+	g = grow(3, []int32{1})
+	require.Zero(t, g.ErrorCode, "%v", g.ErrorMessage)
+}

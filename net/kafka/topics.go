@@ -49,14 +49,16 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 		return rt
 	}
 	partitions, rf := t.NumPartitions, t.ReplicationFactor
+	var assignment [][]int32
 	if len(t.ReplicaAssignment) > 0 {
 		if partitions != -1 || rf != -1 {
 			return fail(kerr.InvalidRequest.Code, "both replica assignment and partitions/replication factor were given")
 		}
-		partitions, rf = int32(len(t.ReplicaAssignment)), int16(len(t.ReplicaAssignment[0].Replicas))
-		if msg := c.checkAssignment(t.ReplicaAssignment); msg != "" {
+		var msg string
+		if assignment, msg = topicAssignment(t.ReplicaAssignment); msg != "" {
 			return fail(kerr.InvalidReplicaAssignment.Code, msg)
 		}
+		partitions = int32(len(assignment))
 	}
 	if partitions == -1 {
 		partitions = c.s.opts.DefaultPartitions
@@ -78,7 +80,13 @@ func (c *conn) createTopic(ctx context.Context, t kmsg.CreateTopicsRequestTopic,
 	if err := c.checkCapacity(partitions); err != nil {
 		return fail(c.errCode(err), err.Error())
 	}
-	topic, err := c.s.meta.CreateTopic(ctx, t.Topic, partitions, rf, configs, validateOnly)
+	var topic metadata.Topic
+	var err error
+	if assignment != nil {
+		topic, err = c.s.meta.CreateTopicAssigned(ctx, t.Topic, assignment, configs, validateOnly)
+	} else {
+		topic, err = c.s.meta.CreateTopic(ctx, t.Topic, partitions, rf, configs, validateOnly)
+	}
 	if err != nil {
 		return fail(c.errCode(err), err.Error())
 	}
@@ -101,18 +109,21 @@ func (c *conn) checkCapacity(partitions int32) error {
 	return c.s.broker.CheckCapacity(int(partitions))
 }
 
-func (c *conn) checkAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) string {
+// topicAssignment orders a CreateTopics replica assignment by partition:
+// the partitions must be exactly 0..n-1, each listed once. Whether the
+// brokers exist and are alive is the controller's to check.
+func topicAssignment(as []kmsg.CreateTopicsRequestTopicReplicaAssignment) ([][]int32, string) {
+	out := make([][]int32, len(as))
 	for _, a := range as {
-		if len(a.Replicas) != len(as[0].Replicas) {
-			return "every partition must have the same number of replicas"
+		if a.Partition < 0 || int(a.Partition) >= len(as) || out[a.Partition] != nil {
+			return nil, fmt.Sprintf("the assignment must list partitions 0 to %d once each (partition %d)", len(as)-1, a.Partition)
 		}
-		for _, b := range a.Replicas {
-			if b != c.s.opts.NodeID {
-				return fmt.Sprintf("broker %d does not exist", b)
-			}
+		if len(a.Replicas) == 0 {
+			return nil, fmt.Sprintf("partition %d has no replicas", a.Partition)
 		}
+		out[a.Partition] = a.Replicas
 	}
-	return ""
+	return out, ""
 }
 
 func createTopicConfigs(overrides map[string]string, replicationFactor int) []kmsg.CreateTopicsResponseTopicConfig {
@@ -180,15 +191,11 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
+		var assignment [][]int32
 		for _, a := range t.Assignment {
-			for _, b := range a.Replicas {
-				if b != c.s.opts.NodeID {
-					msg := fmt.Sprintf("broker %d does not exist", b)
-					rt.ErrorCode, rt.ErrorMessage = kerr.InvalidReplicaAssignment.Code, &msg
-				}
-			}
+			assignment = append(assignment, a.Replicas) // checked by the controller
 		}
-		if rt.ErrorCode == 0 && metadata.IsInternalTopic(t.Topic) {
+		if metadata.IsInternalTopic(t.Topic) {
 			// The group coordinator hashes groups over the partitions it
 			// found; growing the topic would move groups.
 			rt.ErrorCode = kerr.InvalidTopicException.Code
@@ -202,7 +209,13 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 			}
 		}
 		if rt.ErrorCode == 0 {
-			if _, err := c.s.meta.CreatePartitions(ctx, t.Topic, t.Count, req.ValidateOnly); err != nil {
+			var err error
+			if assignment != nil {
+				_, err = c.s.meta.CreatePartitionsAssigned(ctx, t.Topic, t.Count, assignment, req.ValidateOnly)
+			} else {
+				_, err = c.s.meta.CreatePartitions(ctx, t.Topic, t.Count, req.ValidateOnly)
+			}
+			if err != nil {
 				rt.ErrorCode, rt.ErrorMessage = c.errCode(err), errMessage(err)
 			}
 		}
