@@ -9,7 +9,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs per target inside `make test`; `make fuzz FUZZTIME=5m` for more.
 FUZZTIME ?= 10s
 
-.PHONY: build run cluster test unit e2e fuzz soak deps bench vet clean
+.PHONY: build run cluster test unit e2e fuzz soak kgo-suite deps bench vet clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -61,6 +61,12 @@ fuzz:
 SOAK ?= 30m
 soak: deps
 	MOONMQ_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 0 -run TestFaultsKeepAcknowledgedWrites ./internal/clustertest/
+
+# kgo-suite runs franz-go's own integration tests (pkg/kgo, at the version
+# go.mod requires) against a three-node cluster with replication factor 3;
+# see scripts/kgo-suite.sh for its knobs.
+kgo-suite: build
+	BIN=$(BIN) scripts/kgo-suite.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/...

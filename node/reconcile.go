@@ -130,6 +130,8 @@ func (r *reconciler) apply(d metadata.Delta) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var deleted []string
+	// changed: the groups' view of the topics must be refreshed (a broker
+	// registration alone leaves it as it is).
 	changed := d.Snapshot
 	if d.Snapshot {
 		deleted = r.applyImage(d)
@@ -138,7 +140,9 @@ func (r *reconciler) apply(d metadata.Delta) {
 		if d.Snapshot {
 			break
 		}
-		changed = true
+		if _, broker := ch.(*metadata.BrokerRegistered); !broker {
+			changed = true
+		}
 		switch ch := ch.(type) {
 		case *metadata.TopicCreated:
 			r.hostTopic(ch.Topic)
@@ -164,7 +168,6 @@ func (r *reconciler) apply(d metadata.Delta) {
 			r.removeTopic(ch.Topic.Name)
 			deleted = append(deleted, ch.Topic.Name)
 		case *metadata.BrokerRegistered:
-			changed = false // the groups do not depend on it
 			if r.repl != nil {
 				r.repl.brokerChanged(ch.Broker)
 			}

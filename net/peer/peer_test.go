@@ -80,6 +80,12 @@ func (c *cluster) DeleteTopic(context.Context, string) (metadata.Topic, error) {
 func (c *cluster) CreatePartitions(context.Context, string, int32, bool) (metadata.Topic, error) {
 	return metadata.Topic{}, errNotHere
 }
+func (c *cluster) CreateTopicAssigned(context.Context, string, [][]int32, map[string]string, bool) (metadata.Topic, error) {
+	return metadata.Topic{}, errNotHere
+}
+func (c *cluster) CreatePartitionsAssigned(context.Context, string, int32, [][]int32, bool) (metadata.Topic, error) {
+	return metadata.Topic{}, errNotHere
+}
 func (c *cluster) AlterConfigs(context.Context, string, []metadata.ConfigOp, bool) (metadata.Topic, error) {
 	return metadata.Topic{}, errNotHere
 }
