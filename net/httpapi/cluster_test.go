@@ -1,11 +1,17 @@
 package httpapi
 
 import (
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/replica"
 )
 
 // gather collects c alone and returns each sample's value by family name
@@ -87,4 +93,68 @@ func TestClusterCollector(t *testing.T) {
 	require.Equal(t, float64(0), got["moonmq_raft_state{state=follower}"])
 
 	require.Empty(t, gather(t, NewClusterCollector(func() *ClusterStats { return nil })), "nothing while the node opens")
+}
+
+// The README's table of metric families names every family the collectors
+// of this package export.
+func TestREADMEListsEveryFamily(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(raw)
+	b, err := replica.Open(replica.Options{DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	reg := prometheus.NewRegistry()
+	NewStorageMetrics(reg)
+	collectors := []prometheus.Collector{NewPartitionCollector(b), NewGroupCollector(func() []GroupStats { return nil }),
+		NewClusterCollector(func() *ClusterStats { return nil })}
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	names := 0
+	check := func(d *prometheus.Desc) {
+		m := fqName.FindStringSubmatch(d.String())
+		require.NotNil(t, m, d.String())
+		require.Contains(t, readme, "`"+m[1]+"`", "README's metric families do not list %s", m[1])
+		names++
+	}
+	for _, c := range collectors {
+		ch := make(chan *prometheus.Desc, 64)
+		c.Describe(ch)
+		close(ch)
+		for d := range ch {
+			check(d)
+		}
+	}
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		require.Contains(t, readme, "`"+f.GetName()+"`", "README's metric families do not list %s", f.GetName())
+		names++
+	}
+	require.Greater(t, names, 30)
+}
+
+// The README's list of /stats fields names every field of the document.
+func TestREADMEListsEveryStatsField(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	readme := string(raw)
+	seen := map[reflect.Type]bool{}
+	var walk func(reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Pointer || typ.Kind() == reflect.Slice {
+			typ = typ.Elem()
+		}
+		if typ.Kind() != reflect.Struct || seen[typ] || typ.PkgPath() != reflect.TypeFor[Stats]().PkgPath() {
+			return
+		}
+		seen[typ] = true
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			require.NotEmpty(t, name, "%s.%s has no json name", typ.Name(), f.Name)
+			require.Contains(t, readme, "`"+name+"`", "README's /stats fields do not list %s (%s.%s)", name, typ.Name(), f.Name)
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeFor[Stats]())
+	require.Greater(t, len(seen), 8)
 }
