@@ -27,11 +27,11 @@ type replicationCounts struct {
 // countReplication counts over topics, the metadata as this node
 // reconciled it, for broker self. The ISR counted is the committed one:
 // a change a leader proposed counts once the controller committed it and
-// this node applied it (moments later: the controller answers the
-// proposal only once the proposer applied it). A node without --peers
-// (minISR false) leads every partition alone and acknowledges acks=all at
-// its fsync, never refusing one for min.insync.replicas: it counts no
-// partition under it.
+// this node's reconciler applied it (moments after the controller's
+// answer, which waits until the proposer's metadata has it). A node
+// without --peers (minISR false) leads every partition alone and
+// acknowledges acks=all at its fsync, never refusing one for
+// min.insync.replicas: it counts no partition under it.
 func countReplication(self int32, topics map[string]metadata.Topic, minISR bool) replicationCounts {
 	var c replicationCounts
 	for _, t := range topics {

@@ -125,11 +125,12 @@ func (p *Partition) BecomeFollower(epoch, leader int32) error {
 	defer p.mu.Unlock()
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
-	if p.currentRole() != roleFollower || p.leaderID != leader || p.LeaderEpoch() != epoch {
-		p.leaderHW.Store(-1) // another leadership: its HW is not known yet
-	}
+	same := p.currentRole() == roleFollower && p.leaderID == leader && p.LeaderEpoch() == epoch
 	if err := p.enterEpoch(epoch, "follow"); err != nil {
 		return err
+	}
+	if !same {
+		p.leaderHW.Store(-1) // another leadership: its HW is not known yet
 	}
 	p.isr, p.leaderID = nil, leader
 	p.role.Store(int32(roleFollower))
