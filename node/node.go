@@ -353,14 +353,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		listeners.HTTP = n.http.Addr().String()
 	}
 	statsFn := func() *httpapi.Stats {
+		topics := httpapi.TopicStatsOf(b)
+		addReplication(topics, rec.reconciledTopics(), cfg.NodeID)
 		return &httpapi.Stats{
 			Version: cfg.Version, NodeID: cfg.NodeID, StartedAt: n.start,
 			UptimeSeconds: time.Since(n.start).Seconds(), Listeners: listeners,
-			Connections: ks.Connections(), Topics: httpapi.TopicStatsOf(b), Groups: groupStatsOf(groups, b),
+			Connections: ks.Connections(), Topics: topics, Groups: groupStatsOf(groups, b),
+			Cluster: n.clusterStats(),
 		}
 	}
 	stats.Store(&statsFn)
 	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
+	reg.MustRegister(httpapi.NewClusterCollector(n.clusterStats))
 	if n.http != nil {
 		n.http.SetReadiness(func() (bool, string) {
 			return readiness(n.shuttingDown.Load(), errors.Join(n.clusterErr(), n.reconcileErr()), groups.Ready(), b.PartitionStates(), ks.AcceptError())

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/cluster/metadata"
@@ -40,6 +42,12 @@ type reconciler struct {
 	// attached, so the coordinator sees every topic change exactly once.
 	mu     sync.Mutex
 	topics map[string]metadata.Topic // as reconciled
+	// view is a copy of topics published after each delta, for /stats and
+	// /metrics to read without waiting for a delta being applied (which
+	// may be slow: creating partition directories). The values are
+	// shared, not copied: a reconciled Topic is never modified in place
+	// (apply replaces it), and neither are the deltas' values it holds.
+	view   atomic.Pointer[map[string]metadata.Topic]
 	groups *group.Coordinator
 	// first is set until the first image is applied: only then are
 	// directories no topic names removed. firstErr is what that removal
@@ -173,6 +181,10 @@ func (r *reconciler) apply(d metadata.Delta) {
 			}
 		}
 	}
+	// Published after every delta, whatever it changed: a clone of the
+	// map, its values shared.
+	view := maps.Clone(r.topics)
+	r.view.Store(&view)
 	if changed && r.groups != nil {
 		r.groups.SetTopics(r.topicInfos())
 		for _, name := range deleted {
@@ -219,6 +231,15 @@ func (r *reconciler) applyImage(d metadata.Delta) []string {
 		r.firstErr = err
 	}
 	return deleted
+}
+
+// reconciledTopics is the metadata as last reconciled, by topic name (nil
+// before the first delta). The caller must not modify it.
+func (r *reconciler) reconciledTopics() map[string]metadata.Topic {
+	if v := r.view.Load(); v != nil {
+		return *v
+	}
+	return nil
 }
 
 // rehost gives a partition that was offline, and is serving again, the

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
@@ -38,6 +39,11 @@ type replicator struct {
 	maxLag time.Duration
 	tick   time.Duration
 	log    *slog.Logger
+
+	// isrShrinks and isrExpands count the ISR changes the leaders here
+	// proposed and the controller committed (Kafka's IsrShrinksPerSec and
+	// IsrExpandsPerSec).
+	isrShrinks, isrExpands atomic.Uint64
 
 	mu      sync.Mutex
 	led     map[replica.TopicPartition]*ledPartition
@@ -254,6 +260,28 @@ func (r *replicator) tickLeaders() {
 	}
 }
 
+// countISRChange counts a change the controller answered: committed when
+// the answer is a newer partition epoch of the same leadership (an ISR the
+// controller already had is answered with the current state, unchanged).
+// A change committed without an answer reaching here (a lost connection,
+// a timeout) is not counted: its resend is refused as stale.
+func (r *replicator) countISRChange(change replication.Change, np metadata.Partition) {
+	if np.LeaderEpoch != change.LeaderEpoch || np.PartitionEpoch <= change.PartitionEpoch {
+		return
+	}
+	if change.Shrink {
+		r.isrShrinks.Add(1)
+	} else {
+		r.isrExpands.Add(1)
+	}
+}
+
+// isrChanges is how many ISR shrinks and expansions of this node's leaders
+// the controller committed.
+func (r *replicator) isrChanges() (shrinks, expands uint64) {
+	return r.isrShrinks.Load(), r.isrExpands.Load()
+}
+
 // alter sends one ISR change to the controller and hands the answer back
 // to the leader that proposed it (if it still leads).
 func (r *replicator) alter(lp *ledPartition, change replication.Change) {
@@ -267,6 +295,7 @@ func (r *replicator) alter(lp *ledPartition, change replication.Change) {
 	res := replication.Result{Accepted: err == nil}
 	if err == nil {
 		res.ISR, res.LeaderEpoch, res.PartitionEpoch = np.ISR, np.LeaderEpoch, np.PartitionEpoch
+		r.countISRChange(change, np)
 	} else if r.ctx.Err() == nil {
 		r.log.Info("ISR change not committed", "topic", lp.tp.Topic, "partition", lp.tp.Partition,
 			"isr", change.ISR, "err", err)

@@ -508,3 +508,39 @@ func TestRestartedBrokerIsFencedAndUnfenced(t *testing.T) {
 	}
 	require.Positive(t, led, "the victim led some partitions")
 }
+
+// RaftStatus tells the active controller from the others and reports the
+// term and log positions; a closed controller is shut down; one voter is
+// its own leader.
+func TestRaftStatus(t *testing.T) {
+	single, _ := openTest(t)
+	st := single.RaftStatus()
+	require.Equal(t, "leader", st.State)
+	require.Positive(t, st.Term)
+	require.Positive(t, st.CommitIndex)
+
+	tc := newTestCluster(t, 3, nil)
+	tc.awaitReady()
+	l := tc.leader()
+	_, err := l.CreateTopic(testCtx(t), "t", 1, 3, nil, false)
+	require.NoError(t, err)
+	fsm := l.AppliedIndex()
+	ls := l.RaftStatus()
+	require.Equal(t, "leader", ls.State)
+	require.GreaterOrEqual(t, ls.LastLogIndex, ls.CommitIndex)
+	require.GreaterOrEqual(t, ls.CommitIndex, ls.AppliedIndex)
+	require.GreaterOrEqual(t, ls.AppliedIndex, fsm, "the FSM has at most what Raft handed it")
+	for _, c := range tc.nodes {
+		if c == l {
+			continue
+		}
+		// Followers learn the commit index with the next append: poll.
+		require.Eventually(t, func() bool {
+			st := c.RaftStatus()
+			return st.State == "follower" && st.Term == ls.Term && st.AppliedIndex >= ls.AppliedIndex
+		}, 10*time.Second, 5*time.Millisecond, "node %d: %+v, leader %+v", c.NodeID(), c.RaftStatus(), ls)
+	}
+	f := tc.follower()
+	tc.stop(f.NodeID())
+	require.Equal(t, RaftStatus{State: "shutdown"}, f.RaftStatus())
+}

@@ -68,6 +68,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -538,6 +539,30 @@ func (c *Controller) ControllerID() int32 {
 		return -1
 	}
 	return int32(n)
+}
+
+// RaftStatus is this node's Raft state, for metrics and /stats: its role,
+// term and log positions.
+type RaftStatus struct {
+	// State is "follower", "candidate", "leader" or "shutdown" (closed).
+	State string
+	// Term is the current term; LastLogIndex the last entry in the log
+	// (or snapshot), CommitIndex the last one known committed, and
+	// AppliedIndex the last one handed to the state machine.
+	Term, LastLogIndex, CommitIndex, AppliedIndex uint64
+}
+
+// RaftStatus reads Raft's counters without a round trip through its main
+// loop (unlike raft.Stats, which asks it for the configuration), so it
+// never waits on a busy or stuck Raft: a scrape must not.
+func (c *Controller) RaftStatus() RaftStatus {
+	if c.closed.Load() || c.raft == nil {
+		return RaftStatus{State: "shutdown"}
+	}
+	return RaftStatus{
+		State: strings.ToLower(c.raft.State().String()), Term: c.raft.CurrentTerm(),
+		LastLogIndex: c.raft.LastIndex(), CommitIndex: c.raft.CommitIndex(), AppliedIndex: c.raft.AppliedIndex(),
+	}
 }
 
 // AppliedIndex is the last log index the state includes. A subscriber

@@ -595,6 +595,11 @@ type PartitionState struct {
 	// their offsets answer a corruption error, everything else is served.
 	CorruptRanges []log.CorruptRange
 	Stats         log.Stats // zero for a partition that could not be opened
+	// Following is set while the replica follows a leader it has had a
+	// fetch answer from (in the current leadership); FollowerLag is then
+	// its lag behind that leader in offsets (Partition.FollowerLag).
+	Following   bool
+	FollowerLag int64
 }
 
 // PartitionStates describes every partition hosted here, online or not,
@@ -606,6 +611,7 @@ func (b *Manager) PartitionStates() []PartitionState {
 		if err := p.log.Failure(); err != nil {
 			st.Online, st.Error = false, err.Error()
 		}
+		st.FollowerLag, st.Following = p.FollowerLag()
 		out = append(out, st)
 	}
 	b.mu.RLock()

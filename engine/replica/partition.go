@@ -41,6 +41,10 @@ type Partition struct {
 	repMu    sync.Mutex
 	isr      ISR   // the ISR while a replicated leader
 	leaderID int32 // the leader while a follower
+	// leaderHW is the high watermark of the leader's last fetch answer
+	// while a follower (-1: none yet from this leader in this epoch); it
+	// gives the follower's lag (FollowerLag). Written under repMu.
+	leaderHW atomic.Int64
 
 	heal backoff // retries of Heal while the log is failed; owned by the healer
 }
@@ -51,6 +55,7 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 		return nil, err
 	}
 	p := &Partition{tp: tp, opts: opts, log: l, cfg: cfg, leaderID: -1}
+	p.leaderHW.Store(-1)
 	if opts.Replicated || l.HighWatermarkOwned() {
 		// On a cluster, or replicated when it closed (or crashed): until the
 		// node says whether it leads, it must not take writes a leader

@@ -101,6 +101,7 @@ func (p *Partition) BecomeLeader(epoch int32, isr ISR) error {
 		return err
 	}
 	p.isr, p.leaderID = isr, -1
+	p.leaderHW.Store(-1)
 	defer p.log.Wake() // waiters recheck the role
 	if isr == nil {
 		p.role.Store(int32(roleLocal))
@@ -124,8 +125,12 @@ func (p *Partition) BecomeFollower(epoch, leader int32) error {
 	defer p.mu.Unlock()
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
+	same := p.currentRole() == roleFollower && p.leaderID == leader && p.LeaderEpoch() == epoch
 	if err := p.enterEpoch(epoch, "follow"); err != nil {
 		return err
+	}
+	if !same {
+		p.leaderHW.Store(-1) // another leadership: its HW is not known yet
 	}
 	p.isr, p.leaderID = nil, leader
 	p.role.Store(int32(roleFollower))
@@ -409,7 +414,28 @@ func (p *Partition) SetFollowerHighWatermark(hw int64) {
 	defer p.repMu.Unlock()
 	if p.currentRole() == roleFollower {
 		p.log.SetHighWatermark(hw)
+		p.leaderHW.Store(hw)
 	}
+}
+
+// FollowerLag is how far a follower is behind its leader, as Kafka's
+// replica fetcher measures it (FetcherLagMetrics): the high watermark of
+// the leader's last fetch answer minus this replica's durable end (what
+// its next fetch reports), 0 when it is at or past it. ok is false unless
+// the replica follows and has had an answer from its leader in the
+// current leadership. The fetch answers carry no byte positions, so the
+// lag is in offsets only. It is a high-watermark lag: a lagging follower
+// that is still in the ISR holds the HW back, so it shows 0 until it
+// leaves the ISR (as in Kafka).
+func (p *Partition) FollowerLag() (lag int64, ok bool) {
+	if p.currentRole() != roleFollower {
+		return 0, false
+	}
+	hw := p.leaderHW.Load()
+	if hw < 0 {
+		return 0, false
+	}
+	return max(0, hw-p.log.CommittedEnd()), true
 }
 
 // EndOffsetForEpoch answers OffsetForLeaderEpoch: the largest epoch at or

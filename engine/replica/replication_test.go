@@ -386,3 +386,59 @@ func TestReplicatedManagerOpensFollowersOfNobody(t *testing.T) {
 	_, err = p.Append(producerBatch(-1, -1, -1, "x"))
 	require.NoError(t, err)
 }
+
+// A follower's lag is the leader's last answered high watermark minus its
+// own durable end (never negative), known only while it follows and once
+// an answer came in the current leadership; the manager reports it per
+// partition.
+func TestFollowerLag(t *testing.T) {
+	b, err := Open(Options{DataDir: t.TempDir(), Clock: clock.NewFake(epoch0)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	tp := TopicPartition{Topic: "lag", Partition: 0}
+	p, err := b.EnsurePartition(tp, nil)
+	require.NoError(t, err)
+	lagOf := func() (int64, bool) {
+		for _, ps := range b.PartitionStates() {
+			if ps.TopicPartition == tp {
+				return ps.FollowerLag, ps.Following
+			}
+		}
+		t.Fatalf("%v not in PartitionStates", tp)
+		return 0, false
+	}
+
+	_, ok := p.FollowerLag()
+	require.False(t, ok, "a partition alone on its node follows nobody")
+	require.NoError(t, p.BecomeFollower(1, 2))
+	_, ok = p.FollowerLag()
+	require.False(t, ok, "no answer from the leader yet")
+
+	batches := producerBatch(-1, -1, -1, "a", "b", "c", "d")
+	batch.SetBaseOffset(batches, 0)
+	batch.SetPartitionLeaderEpoch(batches, 1)
+	res, err := p.AppendAsFollower(batches)
+	require.NoError(t, err)
+	require.NoError(t, p.WaitDurable(context.Background(), res))
+	p.SetFollowerHighWatermark(10)
+	lag, ok := lagOf()
+	require.True(t, ok)
+	require.Equal(t, int64(6), lag, "the leader's HW 10, this replica's end 4")
+	p.SetFollowerHighWatermark(3)
+	lag, ok = lagOf()
+	require.True(t, ok)
+	require.Zero(t, lag, "ahead of the leader's HW: no lag")
+
+	require.NoError(t, p.BecomeFollower(1, 2))
+	_, ok = p.FollowerLag()
+	require.True(t, ok, "the same leadership again keeps what the leader said")
+	require.NoError(t, p.BecomeFollower(2, 3))
+	_, ok = p.FollowerLag()
+	require.False(t, ok, "a new leadership: its HW is not known yet")
+	p.SetFollowerHighWatermark(4)
+	_, ok = p.FollowerLag()
+	require.True(t, ok)
+	require.NoError(t, p.BecomeLeader(3, nil))
+	_, ok = lagOf()
+	require.False(t, ok, "a leader has no follower lag")
+}

@@ -2,7 +2,8 @@
 // process is alive), /readyz (200 only while the node serves everything it
 // should: see SetReadiness), /metrics (Prometheus text), /stats (JSON) and,
 // when enabled, /debug/pprof. It also owns the storage-side Prometheus
-// collectors.
+// collectors and the cluster ones (controller, Raft, replication counts,
+// follower lag), which read the same snapshots as /stats.
 //
 // Invariant: handlers never block on the broker's locks for long; they read
 // snapshots supplied by the caller.

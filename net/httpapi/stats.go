@@ -17,6 +17,64 @@ type Stats struct {
 	Connections   int          `json:"connections"`
 	Topics        []TopicStats `json:"topics"`
 	Groups        []GroupStats `json:"groups"`
+	// Cluster is the node's view of the cluster: the controller, Raft,
+	// the brokers and its replication counts (nil until the node opened).
+	Cluster *ClusterStats `json:"cluster,omitempty"`
+}
+
+// ClusterStats is the /stats "cluster" object, and the source of the
+// cluster metric families (NewClusterCollector). A node without --peers
+// is a one-voter cluster: it is its own active controller, the only
+// broker, and leads every partition.
+type ClusterStats struct {
+	NodeID    int32  `json:"node_id"`
+	ClusterID string `json:"cluster_id"`
+	// ControllerID is the active controller (the Raft leader) as this
+	// node knows it, -1 while there is none; ActiveController says
+	// whether it is this node.
+	ControllerID     int32         `json:"controller_id"`
+	ActiveController bool          `json:"active_controller"`
+	Raft             RaftStats     `json:"raft"`
+	Brokers          []BrokerStats `json:"brokers"`
+
+	// Over the partitions the metadata this node applied assigns to it:
+	// how many it leads and holds a replica of, and of those it leads, how
+	// many have an ISR smaller than their replicas or than
+	// min.insync.replicas (Kafka's LeaderCount, PartitionCount,
+	// UnderReplicatedPartitions, UnderMinIsrPartitionCount).
+	PartitionsLed             int `json:"partitions_led"`
+	PartitionsAssigned        int `json:"partitions_assigned"`
+	PartitionsUnderReplicated int `json:"partitions_under_replicated"`
+	PartitionsUnderMinISR     int `json:"partitions_under_min_isr"`
+	// ClusterPartitionsOffline counts the partitions of the whole cluster
+	// without a leader, in the metadata this node applied (the active
+	// controller's is the newest; /metrics exports it only there).
+	ClusterPartitionsOffline int `json:"cluster_partitions_offline"`
+	// ISRShrinks and ISRExpands count the ISR changes this node's leaders
+	// proposed and the controller committed, since the process started.
+	ISRShrinks uint64 `json:"isr_shrinks"`
+	ISRExpands uint64 `json:"isr_expands"`
+}
+
+// RaftStats is the node's Raft state.
+type RaftStats struct {
+	State        string `json:"state"` // follower, candidate, leader or shutdown
+	Term         uint64 `json:"term"`
+	LastLogIndex uint64 `json:"last_log_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+}
+
+// BrokerStats is one registered broker.
+type BrokerStats struct {
+	ID      int32  `json:"id"`
+	Address string `json:"address"` // host:port clients reach it at
+	Rack    string `json:"rack,omitempty"`
+	// Fenced: the controller took its leaderships and ISR memberships
+	// away (unreachable for the session timeout, or shut down). Alive:
+	// this node hears from it now (gossip; a node always hears itself).
+	Fenced bool `json:"fenced"`
+	Alive  bool `json:"alive"`
 }
 
 // Listeners are the bound and advertised addresses.
@@ -47,6 +105,20 @@ type PartitionStats struct {
 	State         string             `json:"state"`
 	Error         string             `json:"error,omitempty"`
 	CorruptRanges []CorruptRangeStat `json:"corrupt_ranges,omitempty"`
+
+	// Replication, as the metadata this node applied says: the leader (-1:
+	// none, the partition is offline), its epoch, the replicas and the
+	// ISR; Role is this replica's ("leader" or "follower"; absent while
+	// the metadata does not name the partition, as during its deletion).
+	// FollowerLag, on a follower that has heard from its leader, is the
+	// leader's high watermark minus this replica's durable end, in
+	// offsets.
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	ISR         []int32 `json:"isr"`
+	Role        string  `json:"role,omitempty"`
+	FollowerLag *int64  `json:"follower_lag,omitempty"`
 }
 
 // CorruptRangeStat is a damaged stretch of a partition's log: its offsets
@@ -89,6 +161,11 @@ func TopicStatsOf(b *replica.Manager) []TopicStats {
 			Partition: ps.Partition, LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset,
 			HighWatermark: st.HighWatermark, SizeBytes: st.Size, Segments: st.Segments,
 			State: "online", Error: ps.Error,
+			Leader: -1, LeaderEpoch: -1, Replicas: []int32{}, ISR: []int32{},
+		}
+		if ps.Following {
+			lag := ps.FollowerLag
+			p.FollowerLag = &lag
 		}
 		if !ps.Online {
 			p.State = "offline"

@@ -46,6 +46,7 @@ type partitionCollector struct {
 	logStart, logEnd, hw, size, segments, fsyncs *prometheus.Desc
 	online, corrupt, offline                     *prometheus.Desc
 	filesOpen, filesEvicted, capacity            *prometheus.Desc
+	followerLag, maxLag                          *prometheus.Desc
 }
 
 // NewPartitionCollector exposes per-partition log gauges for b, its
@@ -71,20 +72,29 @@ func NewPartitionCollector(b *replica.Manager) prometheus.Collector {
 			"File descriptors held by segment files (active segments and the cache of sealed ones)."),
 		filesEvicted: node("moonmq_segment_files_evicted_total", "Idle segment files closed to keep the file cache within its capacity."),
 		capacity:     node("moonmq_partitions_capacity", "Partitions this node can hold within its file descriptor limit."),
+		followerLag: d("moonmq_partition_follower_lag",
+			"On a follower replica: its leader's high watermark (from the last fetch answer) minus this replica's durable end, in offsets; absent on leaders and before the leader answered."),
+		maxLag: node("moonmq_follower_max_lag",
+			"The largest moonmq_partition_follower_lag over the partitions this node follows (0 when it follows none), as Kafka's ReplicaFetcherManager MaxLag."),
 	}
 }
 
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.logStart, c.logEnd, c.hw, c.size, c.segments, c.fsyncs, c.online, c.corrupt,
-		c.offline, c.filesOpen, c.filesEvicted, c.capacity} {
+		c.offline, c.filesOpen, c.filesEvicted, c.capacity, c.followerLag, c.maxLag} {
 		ch <- d
 	}
 }
 
 func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 	offline := 0
+	var maxLag int64
 	for _, ps := range c.b.PartitionStates() {
 		lv := []string{ps.Topic, strconv.Itoa(int(ps.Partition))}
+		if ps.Following {
+			ch <- prometheus.MustNewConstMetric(c.followerLag, prometheus.GaugeValue, float64(ps.FollowerLag), lv...)
+			maxLag = max(maxLag, ps.FollowerLag)
+		}
 		online := 1.0
 		if !ps.Online {
 			online = 0
@@ -104,6 +114,7 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.corrupt, prometheus.GaugeValue, float64(len(ps.CorruptRanges)), lv...)
 	}
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(offline))
+	ch <- prometheus.MustNewConstMetric(c.maxLag, prometheus.GaugeValue, float64(maxLag))
 	fc := c.b.FileCacheStats()
 	ch <- prometheus.MustNewConstMetric(c.filesOpen, prometheus.GaugeValue, float64(fc.Open))
 	ch <- prometheus.MustNewConstMetric(c.filesEvicted, prometheus.CounterValue, float64(fc.Evicted))
