@@ -261,10 +261,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		Dir: filepath.Join(cfg.DataDir, "meta"), NodeID: cfg.NodeID, Logger: n.log,
 		Host: advHost, Port: advPort, Rack: cluster.Rack,
 		DefaultReplicationFactor: cluster.DefaultReplicationFactor,
+		Incarnation:              controller.NewIncarnation(),
 	}
 	if cluster.Clustered() {
-		ms, err := membership.Open(ctx, membership.Options{NodeID: cfg.NodeID, BindAddr: cluster.GossipListen,
-			Join: cluster.Join, Logger: n.log})
+		ms, err := membership.Open(ctx, membership.Options{NodeID: cfg.NodeID, Incarnation: copts.Incarnation,
+			BindAddr: cluster.GossipListen, Join: cluster.Join, Logger: n.log})
 		if err != nil {
 			return nil, fmt.Errorf("gossip-listen: %w", err)
 		}
@@ -380,6 +381,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		"startup", time.Since(n.start).Round(time.Millisecond))
 	return n, nil
 }
+
+// The gossip tells the controller which process of a broker it hears from.
+var _ controller.IncarnationLiveness = (*membership.Membership)(nil)
 
 // Ready is closed once the node serves everything: storage and metadata
 // are open when Open returns, the reconciler has hosted what the metadata

@@ -118,6 +118,28 @@ func (c *Controller) live(id int32) bool {
 	return id == c.opts.NodeID || c.opts.Liveness == nil || c.opts.Liveness.Alive(id)
 }
 
+// liveAs reports whether broker id is reachable as the process registered
+// with incarnation inc: a new process of the broker that has not
+// registered yet (its gossip carries another incarnation) is not, so it is
+// neither unfenced nor elected before its registration handles the
+// restart. Without incarnations on either side, live decides.
+func (c *Controller) liveAs(id int32, inc string) bool {
+	if !c.live(id) {
+		return false
+	}
+	il, ok := c.opts.Liveness.(IncarnationLiveness)
+	if !ok || inc == "" || id == c.opts.NodeID {
+		return true
+	}
+	got, known := il.Incarnation(id)
+	return !known || got == "" || got == inc
+}
+
+// liveIn is liveAs for the brokers as st registered them.
+func (c *Controller) liveIn(st *state) func(int32) bool {
+	return func(id int32) bool { return c.liveAs(id, st.brokers[id].Incarnation) }
+}
+
 // route runs a write on the active controller: here if this node is it,
 // else over the controller RPC, retrying (with backoff, within ctx) while
 // there is no active controller or it moved. A remote refusal is returned
@@ -305,7 +327,7 @@ func (c *Controller) leaderLoop() {
 		if c.opts.LeaderRebalanceInterval > 0 && now.Sub(lastRebalance) >= c.opts.LeaderRebalanceInterval {
 			lastRebalance = now
 			c.leaderCommit("preferred leader rebalance", func(st *state) ([]record, error) {
-				return planPreferredLeaders(st, eligibleIn(st, c.live)), nil
+				return planPreferredLeaders(st, eligibleIn(st, c.liveIn(st))), nil
 			})
 		}
 	}
@@ -318,23 +340,29 @@ func (c *Controller) checkLiveness(now time.Time) {
 	if cl, ok := c.opts.Liveness.(ContactLiveness); ok {
 		contact = cl.LastContact
 	}
+	brokers := c.Brokers()
+	incarnation := make(map[int32]string, len(brokers))
+	for _, b := range brokers {
+		incarnation[b.ID] = b.Incarnation
+	}
+	alive := func(id int32) bool { return c.liveAs(id, incarnation[id]) }
 	c.tmu.Lock()
-	fence, unfence := c.tracker.observe(now, c.Brokers(), c.live, contact)
+	fence, unfence := c.tracker.observe(now, brokers, alive, contact)
 	c.tmu.Unlock()
 	for _, id := range fence {
 		c.logger.Warn("fencing broker: unreachable for the session timeout", "broker", id, "session_timeout", c.opts.SessionTimeout)
 		c.leaderCommit("fence broker", func(st *state) ([]record, error) {
-			return planFenceBroker(st, id, eligibleIn(st, c.live))
+			return planFenceBroker(st, id, eligibleIn(st, c.liveIn(st)))
 		})
 	}
 	for _, id := range unfence {
 		c.logger.Info("unfencing broker: reachable again", "broker", id)
 		c.leaderCommit("unfence broker", func(st *state) ([]record, error) {
-			return planUnfenceBroker(st, id, eligibleIn(st, c.live))
+			return planUnfenceBroker(st, id, eligibleIn(st, c.liveIn(st)))
 		})
 	}
 	c.leaderCommit("elect leaders of offline partitions", func(st *state) ([]record, error) {
-		return planOfflineLeaders(st, eligibleIn(st, c.live)), nil
+		return planOfflineLeaders(st, eligibleIn(st, c.liveIn(st))), nil
 	})
 }
 

@@ -14,10 +14,28 @@ import (
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
-// fakeLiveness is the Liveness the tests set by hand.
+// fakeLiveness is the Liveness the tests set by hand; it reports an
+// incarnation for the brokers given one (IncarnationLiveness).
 type fakeLiveness struct {
 	mu   sync.Mutex
 	down map[int32]bool
+	inc  map[int32]string
+}
+
+func (f *fakeLiveness) Incarnation(id int32) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	inc, ok := f.inc[id]
+	return inc, ok
+}
+
+func (f *fakeLiveness) setIncarnation(id int32, inc string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inc == nil {
+		f.inc = map[int32]string{}
+	}
+	f.inc[id] = inc
 }
 
 func (f *fakeLiveness) Alive(id int32) bool {
@@ -543,4 +561,39 @@ func TestRaftStatus(t *testing.T) {
 	f := tc.follower()
 	tc.stop(f.NodeID())
 	require.Equal(t, RaftStatus{State: "shutdown"}, f.RaftStatus())
+}
+
+// A fenced broker whose gossip comes back from another process than the
+// one registered (it restarted and has not registered yet) is not
+// unfenced for it: only its registration unfences it.
+func TestNewIncarnationIsUnfencedByItsRegistrationOnly(t *testing.T) {
+	tc := newTestCluster(t, 3, nil)
+	tc.awaitReady()
+	l := tc.leader()
+	victim := tc.follower().NodeID()
+	tc.crash(victim)
+	tc.live.set(victim, false)
+	require.Eventually(t, func() bool { return brokerOf(l, victim).Fenced }, 20*time.Second, 10*time.Millisecond)
+
+	// Its new process gossips before it registers.
+	tc.live.setIncarnation(victim, "not-registered-yet")
+	tc.live.set(victim, true)
+	// Rounds of the active controller's liveness loop, counted on itself
+	// (always alive; the victim is not, as the process registered).
+	lastAlive := func() time.Time {
+		l.tmu.Lock()
+		defer l.tmu.Unlock()
+		return l.tracker.lastAlive[l.NodeID()]
+	}
+	rounds := 0
+	for at := lastAlive(); rounds < 5; rounds++ {
+		require.Eventually(t, func() bool { return lastAlive() != at }, 10*time.Second, 5*time.Millisecond)
+		at = lastAlive()
+	}
+	require.True(t, brokerOf(l, victim).Fenced, "five liveness rounds later: still fenced")
+
+	tc.start(victim, nil)
+	tc.live.setIncarnation(victim, tc.nodes[victim-1].opts.Incarnation)
+	tc.awaitReady()
+	require.Eventually(t, func() bool { return !brokerOf(tc.leader(), victim).Fenced }, 20*time.Second, 10*time.Millisecond)
 }

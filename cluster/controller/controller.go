@@ -110,6 +110,11 @@ type Options struct {
 	// Liveness says which brokers are reachable (cluster/membership). nil:
 	// every broker is, so none is fenced for being unreachable.
 	Liveness Liveness
+	// Incarnation names this start of the broker's process in its
+	// registration (NewIncarnation; one is made when empty). The node gives
+	// its gossip the same, so the active controller can tell a restarted
+	// broker from the process it registered (IncarnationLiveness).
+	Incarnation string
 	// SessionTimeout is how long a broker may be unreachable before the
 	// active controller fences it. Default: 6s.
 	SessionTimeout time.Duration
@@ -380,7 +385,10 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 		return nil, fmt.Errorf("controller: start raft: %w", err)
 	}
 	c.raft = r
-	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack, Incarnation: newIncarnation()}
+	self := metadata.Broker{ID: opts.NodeID, Host: opts.Host, Port: opts.Port, Rack: opts.Rack, Incarnation: opts.Incarnation}
+	if self.Incarnation == "" {
+		self.Incarnation = NewIncarnation()
+	}
 
 	if c.multi() {
 		c.mux.start(c.serveRPC)
@@ -449,8 +457,9 @@ func (c *Controller) awaitLeadership(ctx context.Context) error {
 
 // newClusterID returns a Kafka-style cluster id: a random UUID in unpadded
 // URL-safe base64 (22 characters).
-// newIncarnation names this start of the broker's process.
-func newIncarnation() string { return uuid.NewString() }
+// NewIncarnation names a start of the broker's process
+// (Options.Incarnation).
+func NewIncarnation() string { return uuid.NewString() }
 
 func newClusterID() string {
 	id := uuid.New()
@@ -614,7 +623,7 @@ func (c *Controller) setBroken(err error) {
 // placementBrokers are the brokers new replicas may be placed on: the
 // eligible ones (registered, unfenced, live). The caller holds c.mu.
 func (c *Controller) placementBrokers(st *state) []metadata.Broker {
-	eligible := eligibleIn(st, c.live)
+	eligible := eligibleIn(st, c.liveIn(st))
 	var out []metadata.Broker
 	for _, id := range slices.Sorted(maps.Keys(st.brokers)) {
 		if eligible(id) {
@@ -732,7 +741,7 @@ func (c *Controller) createTopicLocal(ctx context.Context, a createTopicArgs) (m
 		var parts []partitionAssignment
 		if a.Assignment != nil {
 			var err error
-			if parts, err = manualAssignment(st, 0, a.Assignment, len(a.Assignment[0]), eligibleIn(st, c.live)); err != nil {
+			if parts, err = manualAssignment(st, 0, a.Assignment, len(a.Assignment[0]), eligibleIn(st, c.liveIn(st))); err != nil {
 				return nil, err
 			}
 		} else {
@@ -825,7 +834,7 @@ func (c *Controller) createPartitionsLocal(ctx context.Context, a topicArgs) (me
 			if int32(len(a.Assignment)) != a.Total-cur {
 				return nil, fmt.Errorf("%w: %d replica lists for %d new partitions", metadata.ErrInvalidReplicaAssignment, len(a.Assignment), a.Total-cur)
 			}
-			parts, err := manualAssignment(st, cur, a.Assignment, rf, eligibleIn(st, c.live))
+			parts, err := manualAssignment(st, cur, a.Assignment, rf, eligibleIn(st, c.liveIn(st)))
 			if err != nil {
 				return nil, err
 			}
@@ -909,7 +918,7 @@ func (c *Controller) registerBrokerLocal(ctx context.Context, b metadata.Broker)
 			}
 			c.logger.Info("fencing a broker that restarted: its leaderships move and it rejoins the ISRs by catching up",
 				"broker", b.ID)
-			return planFenceBroker(st, b.ID, eligibleIn(st, c.live))
+			return planFenceBroker(st, b.ID, eligibleIn(st, c.liveIn(st)))
 		})
 		if err != nil {
 			return none{}, 0, err
@@ -923,7 +932,7 @@ func (c *Controller) registerBrokerLocal(ctx context.Context, b metadata.Broker)
 		if err != nil {
 			return nil, err
 		}
-		reg, err := planRegisterBroker(st, b, eligibleIn(st, c.live))
+		reg, err := planRegisterBroker(st, b, eligibleIn(st, c.liveIn(st)))
 		return append(recs, reg...), err
 	})
 	if err != nil {
@@ -949,7 +958,7 @@ func (c *Controller) AlterPartition(ctx context.Context, req metadata.AlterParti
 func (c *Controller) alterPartitionLocal(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.Partition, uint64, error) {
 	var cur metadata.Partition
 	res, index, err := c.commit(ctx, "alter partition", func(st *state) ([]record, error) {
-		recs, p, err := planAlterPartition(st, req, eligibleIn(st, c.live))
+		recs, p, err := planAlterPartition(st, req, eligibleIn(st, c.liveIn(st)))
 		cur = p
 		return recs, err
 	})
@@ -984,7 +993,7 @@ func (c *Controller) controlledShutdownLocal(ctx context.Context, a brokerArgs) 
 	}
 	c.tmu.Unlock()
 	_, index, err := c.commit(ctx, "controlled shutdown", func(st *state) ([]record, error) {
-		return planFenceBroker(st, a.ID, eligibleIn(st, c.live))
+		return planFenceBroker(st, a.ID, eligibleIn(st, c.liveIn(st)))
 	})
 	if err != nil && noted {
 		c.tmu.Lock()

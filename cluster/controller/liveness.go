@@ -25,6 +25,15 @@ type ContactLiveness interface {
 	LastContact(id int32) (time.Time, bool)
 }
 
+// IncarnationLiveness is a Liveness that also knows which start of a
+// broker's process it hears from (cluster/membership carries it in its
+// gossip): a broker is live only as the incarnation it registered with.
+// false: not known (gone, or a member that does not say).
+type IncarnationLiveness interface {
+	Liveness
+	Incarnation(id int32) (string, bool)
+}
+
 // livenessTracker decides, on the active controller, which brokers to
 // fence and unfence. It is a pure state machine: time and what Liveness
 // said are inputs, so tests drive it without a clock.

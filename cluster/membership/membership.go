@@ -37,6 +37,10 @@ import (
 type Options struct {
 	// NodeID is this broker's id; the member's name.
 	NodeID int32
+	// Incarnation names this start of the broker's process (the one it
+	// registers with the controller); gossip carries it as the member's
+	// metadata, and Incarnation reports it of every member.
+	Incarnation string
 	// BindAddr is the host:port memberlist listens on (UDP and TCP). Port 0
 	// picks a free port (tests); Addr reports it.
 	BindAddr string
@@ -130,6 +134,7 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 	// Names are broker ids: a restarted node reuses its name at once.
 	conf.DeadNodeReclaimTime = time.Second
 	conf.Events = &events{m: m}
+	conf.Delegate = nodeMeta(opts.Incarnation)
 	conf.Ping = &pings{m: m}
 	conf.Logger = log.New(&logWriter{logger: m.logger}, "", 0)
 
@@ -244,6 +249,21 @@ func (m *Membership) Alive(id int32) bool {
 	return false
 }
 
+// Incarnation is the incarnation broker id's member gossips (see
+// Options.Incarnation), if it is alive and says one.
+func (m *Membership) Incarnation(id int32) (string, bool) {
+	if id == m.opts.NodeID {
+		return m.opts.Incarnation, m.opts.Incarnation != ""
+	}
+	name := strconv.FormatInt(int64(id), 10)
+	for _, n := range m.ml.Members() {
+		if n.Name == name {
+			return string(n.Meta), len(n.Meta) > 0
+		}
+	}
+	return "", false
+}
+
 // LastContact is when broker id last answered one of this member's
 // probes (or joined); false if never. Probes go round-robin, so for an
 // alive member it is at most about (members-1) probe intervals (500ms
@@ -313,6 +333,21 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 }
 
 func (e *events) NotifyUpdate(n *memberlist.Node) { e.m.notify() }
+
+// nodeMeta is the memberlist delegate that gives this member's metadata:
+// its incarnation. MoonMQ sends no user messages or state over gossip.
+type nodeMeta string
+
+func (d nodeMeta) NodeMeta(limit int) []byte {
+	if len(d) > limit {
+		return nil // memberlist's limit is 512 bytes; a UUID is 36
+	}
+	return []byte(d)
+}
+func (nodeMeta) NotifyMsg([]byte)                           {}
+func (nodeMeta) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (nodeMeta) LocalState(join bool) []byte                { return nil }
+func (nodeMeta) MergeRemoteState(buf []byte, join bool)     {}
 
 // pings records the members that answered a probe.
 type pings struct{ m *Membership }

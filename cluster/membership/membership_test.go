@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -18,7 +19,7 @@ func start(t *testing.T, n int) []*Membership {
 	var ms []*Membership
 	for i := range n {
 		opts := Options{NodeID: int32(i + 1), BindAddr: "127.0.0.1:0", Logger: testLogger(),
-			RejoinInterval: 100 * time.Millisecond}
+			RejoinInterval: 100 * time.Millisecond, Incarnation: fmt.Sprintf("inc-%d", i+1)}
 		if i > 0 {
 			opts.Join = []string{ms[0].Addr()}
 		}
@@ -116,4 +117,16 @@ func TestOpenRejectsBadOptions(t *testing.T) {
 	m, err := Open(context.Background(), Options{NodeID: 1, BindAddr: "localhost:0", Logger: testLogger()})
 	require.NoError(t, err)
 	require.NoError(t, m.Close())
+}
+
+// Every member learns the others' incarnations from their gossip.
+func TestIncarnationsGossiped(t *testing.T) {
+	ms := start(t, 2)
+	require.Eventually(t, func() bool { inc, ok := ms[0].Incarnation(2); return ok && inc == "inc-2" },
+		10*time.Second, 10*time.Millisecond)
+	inc, ok := ms[1].Incarnation(2)
+	require.True(t, ok)
+	require.Equal(t, "inc-2", inc, "its own")
+	_, ok = ms[0].Incarnation(9)
+	require.False(t, ok)
 }
