@@ -194,6 +194,7 @@ func TestFaultsKeepAcknowledgedWrites(t *testing.T) {
 		observeEpochs(ctx, c, nc, h, topic)
 		c.WaitAllReady()
 		waitHealthy(t, cl, topic, partitions, 3, 60*time.Second)
+		waitConverged(t, c, 60*time.Second)
 		progress(fmt.Sprintf("after cycle %d (%s)", cycle, f.name))
 		observeEpochs(ctx, c, nc, h, topic)
 		done++

@@ -2,8 +2,10 @@ package clustertest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -118,6 +120,67 @@ func controllerOf(t *testing.T, c *cluster.Cluster, nc nodeClients, not int32, t
 		return false
 	})
 	return ctrl
+}
+
+// waitConverged polls every node's /stats until each one hears every
+// broker over gossip and the metadata it applied fences none. After a
+// partition heals, gossip takes a moment to call everyone alive again; a
+// fault started before then meets a cluster the healing has not finished
+// with (a broker the new controller fences at its first look).
+func waitConverged(t *testing.T, c *cluster.Cluster, timeout time.Duration) {
+	t.Helper()
+	var last string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: %s", last)
+		}
+	}()
+	testbroker.WaitFor(t, timeout, "every node hearing every broker, none fenced", func() bool {
+		for _, nd := range c.Nodes {
+			var st struct {
+				Cluster struct {
+					Brokers []struct {
+						ID     int32 `json:"id"`
+						Fenced bool  `json:"fenced"`
+						Alive  bool  `json:"alive"`
+					} `json:"brokers"`
+				} `json:"cluster"`
+			}
+			if err := getJSON("http://"+nd.HTTP+"/stats", &st); err != nil {
+				last = fmt.Sprintf("node %d: %v", nd.ID, err)
+				return false
+			}
+			if len(st.Cluster.Brokers) != len(c.Nodes) {
+				last = fmt.Sprintf("node %d knows %d brokers", nd.ID, len(st.Cluster.Brokers))
+				return false
+			}
+			for _, b := range st.Cluster.Brokers {
+				if b.Fenced || !b.Alive {
+					last = fmt.Sprintf("node %d: broker %d fenced %v, alive %v", nd.ID, b.ID, b.Fenced, b.Alive)
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+func getJSON(url string, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // quickMetadata lets a client refresh metadata soon after a leader died,
