@@ -1,6 +1,8 @@
 package txn
 
 import (
+	"fmt"
+	"hash/crc32"
 	"math"
 	"testing"
 
@@ -131,4 +133,22 @@ func TestSnapshotChecksum(t *testing.T) {
 	if _, _, err := LoadSnapshot(b); err == nil {
 		t.Fatal("a damaged snapshot was loaded")
 	}
+}
+
+// A snapshot written before transactions (version 2) loads with no
+// transaction open, no marker seen, and its producers aged by their last
+// batch.
+func TestSnapshotV2Loads(t *testing.T) {
+	body := []byte(`{"version":2,"offset":40,"producers":{"7":{"epoch":3,"batches":[{"FirstSeq":0,"LastSeq":1,"BaseOffset":38,"LastOffset":39,"Timestamp":1234}]}}}`)
+	b := append(fmt.Appendf(nil, "%08x\n", crc32.Checksum(body, castagnoli)), body...)
+	s, off, err := LoadSnapshot(b)
+	require.NoError(t, err)
+	require.Equal(t, int64(40), off)
+	p := s.producers[7]
+	require.Equal(t, int16(3), p.epoch)
+	require.Equal(t, int64(-1), p.txnFirst)
+	require.Equal(t, int32(-1), p.coordinatorEpoch)
+	require.Equal(t, int64(1234), p.lastTimestamp)
+	require.True(t, s.NeedsVerification(7, 3))
+	require.Equal(t, int64(50), s.Stable().LastStable(50, 0))
 }

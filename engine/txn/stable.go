@@ -1,0 +1,81 @@
+package txn
+
+import "slices"
+
+// CompletedTxn is a transaction a marker ended on this partition: from the
+// producer's first transactional batch here to the marker.
+type CompletedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64 // the marker's offset
+	Aborted     bool
+}
+
+// AbortedTxn is an entry of the partition's aborted-transaction index
+// (Kafka's AbortedTxn): an aborted transaction's producer and offsets, and
+// the last stable offset when its marker was written (the first offset of
+// another producer's transaction still open then, or the offset after the
+// marker), which bounds the index search of a read_committed fetch.
+type AbortedTxn struct {
+	ProducerID       int64
+	FirstOffset      int64
+	LastOffset       int64
+	LastStableOffset int64
+}
+
+// StableView is what the last stable offset is computed from: the first
+// offset of the earliest open transaction (-1: none) and the completed
+// transactions whose marker may not be below the high watermark yet. It is
+// a value: the partition publishes a new one after every change and reads
+// it without the append lock.
+type StableView struct {
+	FirstOngoing int64
+	Unreplicated []CompletedTxn // by marker offset
+}
+
+// Stable returns the current view.
+func (s *ProducerState) Stable() StableView {
+	v := StableView{FirstOngoing: -1, Unreplicated: slices.Clone(s.unreplicated)}
+	for _, p := range s.producers {
+		if p.txnFirst >= 0 && (v.FirstOngoing < 0 || p.txnFirst < v.FirstOngoing) {
+			v.FirstOngoing = p.txnFirst
+		}
+	}
+	return v
+}
+
+// OnHighWatermark forgets the completed transactions whose marker is below
+// hw: replicated, they no longer hold the LSO back.
+func (s *ProducerState) OnHighWatermark(hw int64) {
+	s.unreplicated = slices.DeleteFunc(s.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < hw })
+}
+
+// OpenTransactions returns, by producer id, the first offset of each
+// transaction open on the partition.
+func (s *ProducerState) OpenTransactions() map[int64]int64 {
+	out := map[int64]int64{}
+	for id, p := range s.producers {
+		if p.txnFirst >= 0 {
+			out[id] = p.txnFirst
+		}
+	}
+	return out
+}
+
+// LastStable is the last stable offset for high watermark hw and log start
+// logStart (Kafka's UnifiedLog.lastStableOffset): the first offset of the
+// earliest transaction still open, or completed with its marker at or above
+// hw, if it is below hw (never below the log start); else hw. A
+// read_committed consumer reads below it.
+func (v StableView) LastStable(hw, logStart int64) int64 {
+	first := v.FirstOngoing
+	for _, c := range v.Unreplicated {
+		if c.LastOffset >= hw && (first < 0 || c.FirstOffset < first) {
+			first = c.FirstOffset
+		}
+	}
+	if first < 0 || first >= hw {
+		return hw
+	}
+	return max(first, logStart)
+}
