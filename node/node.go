@@ -113,7 +113,7 @@ func (c Config) Validate() error {
 // before anything is opened.
 func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Coordinator) kafka.Options {
 	return kafka.Options{
-		Listen: c.Listen, Listener: ln, Advertise: c.Advertise, NodeID: c.NodeID,
+		Listen: c.Listen, Listener: ln, Advertise: c.Advertise, NodeID: c.NodeID, Clustered: c.Cluster.Clustered(),
 		MaxRequestSize: c.MaxRequestSize, AutoCreateTopics: c.AutoCreateTopics,
 		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
 		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
