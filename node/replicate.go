@@ -312,20 +312,23 @@ func (r *replicator) checkStorage() {
 		}
 		h.reporting = true
 		r.wg.Add(1)
-		go r.reportStorage(tp, h, cause)
+		go r.reportStorage(tp, h, cause, h.refused == 0)
 	}
 }
 
 // reportStorage sends one storage report (offline when cause is not nil)
 // and keeps the controller's answer, so the next tick does not send it
-// again before the reconciler applied the change.
-func (r *replicator) reportStorage(tp replica.TopicPartition, h *hostedReplica, cause error) {
+// again before the reconciler applied the change. first is set unless it
+// is sent again after a failed attempt (which says so itself).
+func (r *replicator) reportStorage(tp replica.TopicPartition, h *hostedReplica, cause error, first bool) {
 	defer r.wg.Done()
 	offline := cause != nil
-	if offline {
+	switch {
+	case !first:
+	case offline:
 		r.log.Warn("reporting a replica offline: its storage failed; its leadership moves and it leaves the ISR until it serves again",
 			"topic", tp.Topic, "partition", tp.Partition, "cause", cause)
-	} else {
+	default:
 		r.log.Info("reporting a replica online again", "topic", tp.Topic, "partition", tp.Partition)
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
