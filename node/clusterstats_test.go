@@ -65,6 +65,10 @@ func (f *fakeAlterer) AlterPartition(context.Context, metadata.AlterPartitionReq
 	return f.p, f.err
 }
 
+func (f *fakeAlterer) ReportReplicaStorage(context.Context, int32, string, [16]byte, int32, bool) (metadata.Partition, error) {
+	return f.p, f.err
+}
+
 // The ISR shrink and expansion counters count the changes the controller
 // committed for this node's leaders: not a refused one, not one without
 // an answer, not one the controller already had.
@@ -79,7 +83,7 @@ func TestReplicatorCountsCommittedISRChanges(t *testing.T) {
 	fetcher, err := peer.NewFetcher(peer.FetcherOptions{NodeID: 1, Logger: logger})
 	require.NoError(t, err)
 	alt := &fakeAlterer{}
-	r := newReplicator(1, alt, fetcher, nil, logger)
+	r := newReplicator(1, alt, b, fetcher, nil, logger)
 	t.Cleanup(r.close)
 	require.NoError(t, r.setRole(tp, [16]byte{}, nil,
 		metadata.Partition{Leader: 1, LeaderEpoch: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}}, p))

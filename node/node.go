@@ -36,6 +36,7 @@ import (
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/vfs"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/net/peer"
@@ -90,6 +91,10 @@ type Config struct {
 
 	Version string
 	Logger  *slog.Logger
+
+	// partitionFS is the partition logs' filesystem (nil: the OS's): the
+	// node's tests pass a vfs.Faults to fail one replica's disk.
+	partitionFS vfs.FS
 }
 
 // Validate checks what Open would refuse before touching anything.
@@ -113,7 +118,7 @@ func (c Config) Validate() error {
 // before anything is opened.
 func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Coordinator) kafka.Options {
 	return kafka.Options{
-		Listen: c.Listen, Listener: ln, Advertise: c.Advertise, NodeID: c.NodeID,
+		Listen: c.Listen, Listener: ln, Advertise: c.Advertise, NodeID: c.NodeID, Clustered: c.Cluster.Clustered(),
 		MaxRequestSize: c.MaxRequestSize, AutoCreateTopics: c.AutoCreateTopics,
 		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
 		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
@@ -232,7 +237,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, Clock: cfg.Clock, OnFsync: storage.ObserveFsync,
-		Replicated: cluster.Clustered(),
+		Replicated: cluster.Clustered(), FS: cfg.partitionFS,
 		OnOnline: func(tp replica.TopicPartition) {
 			if rec := healed.Load(); rec != nil {
 				rec.rehost(tp)
@@ -296,7 +301,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, err
 		}
-		rec.repl = newReplicator(cfg.NodeID, ctrl, fetcher, cfg.Clock, n.log)
+		rec.repl = newReplicator(cfg.NodeID, ctrl, b, fetcher, cfg.Clock, n.log)
 		rec.repl.start()
 		// Closed before the partitions (closers run backwards): no fetch
 		// appends to a closed log.

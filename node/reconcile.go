@@ -27,7 +27,9 @@ import (
 //
 // A partition that fails to open does not stop it: the replica manager
 // keeps it offline (reported in /readyz, /stats and /metrics) and retries
-// it, with the leader epoch given here.
+// it, with the leader epoch given here. On a cluster the replicator still
+// tracks it, and reports it offline to the controller, which moves its
+// leadership elsewhere until it is back.
 type reconciler struct {
 	sub     *controller.Subscription
 	b       *replica.Manager
@@ -265,8 +267,9 @@ func (r *reconciler) hostTopic(t metadata.Topic) {
 // hostPartition opens a partition this node has a replica of, as its
 // leader in the partition's epoch if it leads it, in a directory of the
 // topic's id (an earlier topic's of the same name is removed: its delete
-// was never applied here). (Followers keep their
-// epoch: replication between nodes is not there yet.)
+// was never applied here), and gives it its role on a cluster (followers
+// take their leader's epoch there). The replicator tracks the replica
+// first, so its storage is reported even while it cannot be opened.
 func (r *reconciler) hostPartition(topic string, id [16]byte, configs map[string]string, p metadata.Partition) {
 	tp := replica.TopicPartition{Topic: topic, Partition: p.ID}
 	if !slices.Contains(p.Replicas, r.nodeID) {
@@ -274,6 +277,9 @@ func (r *reconciler) hostPartition(topic string, id [16]byte, configs map[string
 			r.repl.forget(tp)
 		}
 		return
+	}
+	if r.repl != nil {
+		r.repl.track(tp, id, p)
 	}
 	var (
 		part *replica.Partition

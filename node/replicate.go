@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,17 +29,32 @@ import (
 // controller's answers to the ISR changes they propose (AlterPartition) —
 // in one goroutine that stops on close.
 //
+// It also reports the storage of every replica this node hosts to the
+// controller, as a Kafka broker reports its offline log directories
+// (KIP-858), per partition: at each tick it compares what the replica
+// manager says of a replica (it could not be opened, or its log failed a
+// write or an fsync: StorageFailure) with whether the metadata lists this
+// node in the partition's Offline, and when they differ it sends
+// ReportReplicaStorage (at most one report in flight per partition; a
+// failed one is sent again at the next tick, so a lost answer or a
+// restart converges). The controller then moves the leadership off an
+// offline replica and takes it out of the ISR, and lets it back once it is
+// reported online. A follower whose storage failed follows nobody until it
+// serves again (its log takes no batches), then catches up and rejoins the
+// ISR as any follower does.
+//
 // The reconciler calls it with every partition change it applies, in
 // metadata order; a newer controller state always wins over a change in
 // flight (replication.Leader drops it).
 type replicator struct {
-	self   int32
-	ctrl   partitionAlterer
-	fetch  *peer.Fetcher
-	clock  clock.Clock
-	maxLag time.Duration
-	tick   time.Duration
-	log    *slog.Logger
+	self    int32
+	ctrl    replicaController
+	storage storageState
+	fetch   *peer.Fetcher
+	clock   clock.Clock
+	maxLag  time.Duration
+	tick    time.Duration
+	log     *slog.Logger
 
 	// isrShrinks and isrExpands count the ISR changes the leaders here
 	// proposed and the controller committed (Kafka's IsrShrinksPerSec and
@@ -49,15 +65,43 @@ type replicator struct {
 	led     map[replica.TopicPartition]*ledPartition
 	follows map[replica.TopicPartition]followed
 	brokers map[int32]metadata.Broker
+	// hosted holds every replica of a partition this node hosts, whether
+	// its storage serves or not (the reconciler skips roles for one the
+	// replica manager holds offline), for the storage reports.
+	hosted map[replica.TopicPartition]*hostedReplica
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// partitionAlterer is the controller's AlterPartition (a seam for tests).
-type partitionAlterer interface {
+// replicaController is what the replicator asks of the controller: the
+// ISR changes of this node's leaders and the storage of its replicas (a
+// seam for tests).
+type replicaController interface {
 	AlterPartition(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.Partition, error)
+	ReportReplicaStorage(ctx context.Context, broker int32, topic string, topicID [16]byte, partition int32, offline bool) (metadata.Partition, error)
+}
+
+// storageState is the replica manager's view of a replica's storage: why
+// it cannot take appends, or nil while it serves.
+type storageState interface {
+	StorageFailure(tp replica.TopicPartition) error
+}
+
+// hostedReplica is one replica this node hosts, as the metadata last
+// described its partition (or the controller's answer to a report, when
+// newer).
+type hostedReplica struct {
+	topicID [16]byte
+	mp      metadata.Partition
+	// failed is the storage state the last tick saw: a follower follows
+	// again when it changes back.
+	failed bool
+	// reporting is set while a report is out: at most one at a time.
+	reporting bool
+	// refused counts the reports in a row that failed, to log fewer.
+	refused int
 }
 
 type ledPartition struct {
@@ -89,20 +133,21 @@ const (
 	followerBackoff = 100 * time.Millisecond
 )
 
-func newReplicator(self int32, ctrl partitionAlterer, fetch *peer.Fetcher, clk clock.Clock, logger *slog.Logger) *replicator {
+func newReplicator(self int32, ctrl replicaController, storage storageState, fetch *peer.Fetcher, clk clock.Clock, logger *slog.Logger) *replicator {
 	if clk == nil {
 		clk = clock.Real
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &replicator{
-		self: self, ctrl: ctrl, fetch: fetch, clock: clk, maxLag: defaultReplicaMaxLag, tick: isrTickInterval,
+		self: self, ctrl: ctrl, storage: storage, fetch: fetch, clock: clk, maxLag: defaultReplicaMaxLag, tick: isrTickInterval,
 		log: logger.With("component", "replication"),
 		led: map[replica.TopicPartition]*ledPartition{}, follows: map[replica.TopicPartition]followed{},
-		brokers: map[int32]metadata.Broker{}, ctx: ctx, cancel: cancel,
+		brokers: map[int32]metadata.Broker{}, hosted: map[replica.TopicPartition]*hostedReplica{},
+		ctx: ctx, cancel: cancel,
 	}
 }
 
-// start runs the leaders' clock until close.
+// start runs the leaders' clock and the storage reports until close.
 func (r *replicator) start() {
 	r.wg.Add(1)
 	go func() {
@@ -115,6 +160,7 @@ func (r *replicator) start() {
 				return
 			case <-t.C():
 				r.tickLeaders()
+				r.checkStorage()
 			}
 		}
 	}()
@@ -141,11 +187,15 @@ func (r *replicator) setRole(tp replica.TopicPartition, id [16]byte, configs map
 		delete(r.led, tp)
 		lp.p.UpdateISR(lp.l.Resign)
 	}
-	if err := p.BecomeFollower(mp.LeaderEpoch, mp.Leader); err != nil {
+	err := p.BecomeFollower(mp.LeaderEpoch, mp.Leader)
+	if errors.Is(err, replica.ErrFencedLeaderEpoch) {
 		return err
 	}
+	// Any other error is the high watermark checkpoint's (a replica whose
+	// storage failed): the role is taken all the same, and the replica
+	// must follow once its storage serves again.
 	r.follows[tp] = followed{p: p, leader: mp.Leader, epoch: mp.LeaderEpoch}
-	return r.followLocked(tp)
+	return errors.Join(err, r.followLocked(tp))
 }
 
 func (r *replicator) leadLocked(tp replica.TopicPartition, id [16]byte, configs map[string]string, mp metadata.Partition, p *replica.Partition) error {
@@ -169,19 +219,24 @@ func (r *replicator) leadLocked(tp replica.TopicPartition, id [16]byte, configs 
 	if err := l.Become(now, state); err != nil {
 		return fmt.Errorf("lead %s-%d in epoch %d: %w", tp.Topic, tp.Partition, mp.LeaderEpoch, err)
 	}
-	if err := p.BecomeLeader(mp.LeaderEpoch, l); err != nil {
+	err := p.BecomeLeader(mp.LeaderEpoch, l)
+	if errors.Is(err, replica.ErrFencedLeaderEpoch) {
 		return err
 	}
+	// Any other error came after the role was taken (the high watermark
+	// checkpoint of a replica whose storage failed): it leads with l.
 	r.led[tp] = &ledPartition{tp: tp, topicID: id, p: p, l: l}
-	return nil
+	return err
 }
 
 // followLocked hands a follower to the fetcher, once its leader's address
-// is known; a partition without a leader (offline) follows nobody.
+// is known; a partition without a leader (offline) follows nobody, and
+// neither does a replica whose storage failed (its log takes no batches):
+// checkStorage follows again once it serves.
 func (r *replicator) followLocked(tp replica.TopicPartition) error {
 	f := r.follows[tp]
 	b, ok := r.brokers[f.leader]
-	if f.leader < 0 || !ok || b.Fenced {
+	if f.leader < 0 || !ok || b.Fenced || r.storage.StorageFailure(tp) != nil {
 		r.fetch.Unfollow(tp)
 		return nil
 	}
@@ -207,13 +262,97 @@ func authoritative(err error) bool {
 }
 
 // forget stops replicating tp here (its topic was deleted, or this node
-// no longer hosts a replica).
+// no longer hosts a replica) and reporting its storage.
 func (r *replicator) forget(tp replica.TopicPartition) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.led, tp)
 	delete(r.follows, tp)
+	delete(r.hosted, tp)
 	r.fetch.Unfollow(tp)
+}
+
+// track notes that this node hosts a replica of partition tp of the topic
+// with id, as mp describes it now: whether the replica manager could open
+// it or not, its storage is reported from here on. A state older than
+// one a report's answer brought (the reconciler is behind) is not taken.
+func (r *replicator) track(tp replica.TopicPartition, id [16]byte, mp metadata.Partition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.hosted[tp]
+	if h == nil || h.topicID != id {
+		r.hosted[tp] = &hostedReplica{topicID: id, mp: mp}
+		return
+	}
+	if mp.PartitionEpoch >= h.mp.PartitionEpoch {
+		h.mp = mp
+	}
+}
+
+// checkStorage compares the storage of every hosted replica with what the
+// metadata says of it, sends a report where they differ (unless one is
+// out), and makes a follower whose storage failed or healed stop or
+// resume following.
+func (r *replicator) checkStorage() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tp, h := range r.hosted {
+		cause := r.storage.StorageFailure(tp)
+		failed := cause != nil
+		if failed != h.failed {
+			h.failed = failed
+			if _, ok := r.follows[tp]; ok {
+				if err := r.followLocked(tp); err != nil {
+					r.log.Warn("follow the leader again", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+				}
+			}
+		}
+		if failed == slices.Contains(h.mp.Offline, r.self) || h.reporting {
+			continue
+		}
+		h.reporting = true
+		r.wg.Add(1)
+		go r.reportStorage(tp, h, cause, h.refused == 0)
+	}
+}
+
+// reportStorage sends one storage report (offline when cause is not nil)
+// and keeps the controller's answer, so the next tick does not send it
+// again before the reconciler applied the change. first is set unless it
+// is sent again after a failed attempt (which says so itself).
+func (r *replicator) reportStorage(tp replica.TopicPartition, h *hostedReplica, cause error, first bool) {
+	defer r.wg.Done()
+	offline := cause != nil
+	switch {
+	case !first:
+	case offline:
+		r.log.Warn("reporting a replica offline: its storage failed; its leadership moves and it leaves the ISR until it serves again",
+			"topic", tp.Topic, "partition", tp.Partition, "cause", cause)
+	default:
+		r.log.Info("reporting a replica online again", "topic", tp.Topic, "partition", tp.Partition)
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	np, err := r.ctrl.ReportReplicaStorage(ctx, r.self, tp.Topic, h.topicID, tp.Partition, offline)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h.reporting = false
+	if err != nil {
+		h.refused++
+		if r.ctx.Err() == nil {
+			logf := r.log.Debug
+			if h.refused == 1 || h.refused%20 == 0 {
+				logf = r.log.Warn
+			}
+			logf("replica storage report not committed; sending it again", "topic", tp.Topic, "partition", tp.Partition,
+				"offline", offline, "attempts", h.refused, "err", err)
+		}
+		return
+	}
+	h.refused = 0
+	if r.hosted[tp] == h && np.PartitionEpoch > h.mp.PartitionEpoch {
+		h.mp = np
+	}
 }
 
 // brokerChanged notes a broker's registration; followers of it follow its

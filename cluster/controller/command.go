@@ -58,6 +58,10 @@ type partitionAssignment struct {
 	// PartitionEpoch is absent in state written before partitions had one
 	// (nothing had changed them: 0).
 	PartitionEpoch int32 `json:"partition_epoch,omitempty"`
+	// Offline (metadata.Partition.Offline) is absent when empty, and in
+	// state written before replicas could be reported offline; v1
+	// commands never carry it.
+	Offline []int32 `json:"offline,omitempty"`
 }
 
 type configOpRecord struct {
@@ -120,7 +124,7 @@ func encodeTopic(t *metadata.Topic) ([]byte, error) {
 	}
 	for i, p := range t.Partitions {
 		rec.Partitions[i] = partitionAssignment{Replicas: p.Replicas, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR,
-			PartitionEpoch: p.PartitionEpoch}
+			PartitionEpoch: p.PartitionEpoch, Offline: p.Offline}
 	}
 	js, err := json.Marshal(&rec)
 	if err != nil {
@@ -153,7 +157,7 @@ func decodeTopic(b []byte) (*metadata.Topic, error) {
 	}
 	for i, r := range rec.Partitions {
 		t.Partitions[i] = metadata.Partition{ID: int32(i), Replicas: r.Replicas, Leader: r.Leader, LeaderEpoch: r.LeaderEpoch, ISR: r.ISR,
-			PartitionEpoch: r.PartitionEpoch}
+			PartitionEpoch: r.PartitionEpoch, Offline: nonEmpty(r.Offline)}
 	}
 	if t.Configs == nil {
 		t.Configs = map[string]string{}

@@ -10,7 +10,8 @@
 // (cluster.go) and answers once the caller's own state has the change.
 // The active controller also fences brokers its Liveness reports gone for
 // the session timeout, moving their leaderships (liveness.go,
-// partitions.go), and moves leaderships back to preferred replicas.
+// partitions.go), moves leaderships off replicas whose broker reports their
+// storage failed, and moves leaderships back to preferred replicas.
 // Readers see the metadata through cluster/metadata's types.
 //
 // Invariants:
@@ -43,6 +44,10 @@
 //     leader change its LeaderEpoch; an ISR is never empty; only ISR
 //     members are elected (unclean election is off), so a partition whose
 //     last ISR member is fenced is offline (Leader -1) until it returns.
+//     A replica its broker reported offline (its storage failed:
+//     ReportReplicaStorage) is listed in the partition's Offline, leaves
+//     the ISR unless it is the last member, never leads and is never
+//     elected or added to an ISR until its broker reports it online.
 //   - A new active controller plans nothing until it has applied the whole
 //     log of its term (a Barrier), and gives every broker a full session
 //     timeout before fencing it.
@@ -662,6 +667,15 @@ type (
 	brokerArgs struct {
 		ID int32 `json:"id"`
 	}
+	// replicaStorageArgs is a broker's report on its replica of a
+	// partition (ReportReplicaStorage).
+	replicaStorageArgs struct {
+		Broker    int32    `json:"broker"`
+		Topic     string   `json:"topic"`
+		TopicID   [16]byte `json:"topic_id"`
+		Partition int32    `json:"partition"`
+		Offline   bool     `json:"offline"`
+	}
 	// none is the result of operations that return nothing but an index.
 	none struct{}
 )
@@ -969,6 +983,42 @@ func (c *Controller) alterPartitionLocal(ctx context.Context, req metadata.Alter
 		return cur, 0, nil
 	}
 	return res.topic.Partitions[req.Partition].Clone(), index, nil
+}
+
+// ReportReplicaStorage records what broker says of the storage of its
+// replica of a partition (the topic with topicID, when not zero): offline
+// (its log failed a write or an fsync, or cannot be opened) or online
+// again, as a Kafka broker reports its offline log directories. An offline
+// replica leaves the ISR (unless it is the last member), gives up its
+// leadership to another ISR member (a new leader epoch; none left: the
+// partition has no leader) and is neither elected nor added to an ISR
+// until it is reported online (planReplicaStorage). The partition as
+// committed is returned once this node applied it; a report the metadata
+// already agrees with changes nothing. Refused with
+// metadata.ErrUnknownTopic, ErrBrokerNotAvailable or ErrInvalidRequest.
+func (c *Controller) ReportReplicaStorage(ctx context.Context, broker int32, topic string, topicID [16]byte, partition int32, offline bool) (metadata.Partition, error) {
+	a := replicaStorageArgs{Broker: broker, Topic: topic, TopicID: topicID, Partition: partition, Offline: offline}
+	p, index, err := route(c, ctx, rpcReportReplicaStorage, a, (*Controller).reportReplicaStorageLocal)
+	// Not awaiting subscribers: the caller is the node's replicator, which
+	// a subscriber may be waiting on.
+	c.afterChange(ctx, "report replica storage", index, false)
+	return p, err
+}
+
+func (c *Controller) reportReplicaStorageLocal(ctx context.Context, a replicaStorageArgs) (metadata.Partition, uint64, error) {
+	var cur metadata.Partition
+	res, index, err := c.commit(ctx, "report replica storage", func(st *state) ([]record, error) {
+		recs, p, err := planReplicaStorage(st, a, eligibleIn(st, c.liveIn(st)))
+		cur = p
+		return recs, err
+	})
+	if err != nil {
+		return metadata.Partition{}, 0, err
+	}
+	if index == 0 || res == nil || res.topic == nil {
+		return cur, 0, nil
+	}
+	return res.topic.Partitions[a.Partition].Clone(), index, nil
 }
 
 // ControlledShutdown moves every leadership of broker id to another ISR

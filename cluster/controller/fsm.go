@@ -289,6 +289,9 @@ func (x *txn) apply(r record) error {
 		if r.ISR != nil {
 			p.ISR = slices.Clone(r.ISR)
 		}
+		if r.Offline != nil {
+			p.Offline = nonEmpty(slices.Clone(*r.Offline))
+		}
 		if r.Leader != nil && *r.Leader != p.Leader {
 			if p.LeaderEpoch == math.MaxInt32 {
 				return fmt.Errorf("%w: leader epoch of %s-%d exhausted", metadata.ErrInvalidRequest, name, r.Partition)
@@ -300,7 +303,7 @@ func (x *txn) apply(r record) error {
 			return fmt.Errorf("%w: partition epoch of %s-%d exhausted", metadata.ErrInvalidRequest, name, r.Partition)
 		}
 		p.PartitionEpoch++
-		pa := partitionAssignment{Replicas: p.Replicas, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR}
+		pa := partitionAssignment{Replicas: p.Replicas, Leader: p.Leader, LeaderEpoch: p.LeaderEpoch, ISR: p.ISR, Offline: p.Offline}
 		if err := validatePartitions([]partitionAssignment{pa}, len(p.Replicas)); err != nil {
 			return err
 		}

@@ -8,10 +8,14 @@ import (
 )
 
 // The planners of leadership and ISR changes: fencing and unfencing a
-// broker, a leader's AlterPartition, the preferred-leader rebalance. Like
-// the others (plan.go) they depend only on their arguments; eligible says
-// which brokers may lead or join an ISR (registered, unfenced, and live as
-// far as the active controller can tell), so liveness is an input.
+// broker, a leader's AlterPartition, a broker's report of a replica's
+// storage, the preferred-leader rebalance. Like the others (plan.go) they
+// depend only on their arguments; eligible says which brokers may lead or
+// join an ISR (registered, unfenced, and live as far as the active
+// controller can tell), so liveness is an input. Whether a broker's
+// replica of a partition may lead or join that partition's ISR also
+// depends on the partition: a replica its broker reported offline (its
+// storage failed) may not (eligibleFor).
 
 // eligibleIn returns the eligibility rule over st's brokers: registered,
 // unfenced, and live (live nil: every unfenced broker is).
@@ -20,6 +24,22 @@ func eligibleIn(st *state, live func(int32) bool) func(int32) bool {
 		b, ok := st.brokers[id]
 		return ok && !b.Fenced && (live == nil || live(id))
 	}
+}
+
+// eligibleFor narrows a broker eligibility rule to p's replicas: a
+// replica p lists offline is not eligible whatever its broker is.
+func eligibleFor(p *metadata.Partition, eligible func(int32) bool) func(int32) bool {
+	return func(id int32) bool { return !slices.Contains(p.Offline, id) && eligible(id) }
+}
+
+// nonEmpty is s, or nil when s is empty: an empty offline set is stored
+// and published as nil, so a partition reads the same before and after a
+// restart.
+func nonEmpty(s []int32) []int32 {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 // forEachPartition calls fn for every partition in topic-name then
@@ -57,7 +77,6 @@ func planFenceBroker(st *state, id int32, eligible func(int32) bool) ([]record, 
 	if !b.Fenced {
 		recs = append(recs, &fenceBrokerRecord{BrokerID: id})
 	}
-	others := func(r int32) bool { return r != id && eligible(r) }
 	recs = append(recs, forEachPartition(st, func(t *metadata.Topic, p *metadata.Partition) record {
 		if !slices.Contains(p.ISR, id) {
 			return nil
@@ -73,6 +92,7 @@ func planFenceBroker(st *state, id int32, eligible func(int32) bool) ([]record, 
 		}
 		ch.ISR = isr
 		if p.Leader == id {
+			others := eligibleFor(p, func(r int32) bool { return r != id && eligible(r) })
 			ch.Leader = ptr(firstEligible(p.Replicas, isr, others))
 		}
 		return ch
@@ -107,14 +127,15 @@ func planUnfenceBroker(st *state, id int32, eligible func(int32) bool) ([]record
 }
 
 // planOfflineLeaders gives every offline partition a leader from its ISR
-// where one is eligible: a broker that was the last ISR member has every
-// committed record (only ISR members are elected: unclean election is off).
+// where one is eligible (and not reported offline): a broker that was the
+// last ISR member has every committed record (only ISR members are
+// elected: unclean election is off).
 func planOfflineLeaders(st *state, eligible func(int32) bool) []record {
 	return forEachPartition(st, func(t *metadata.Topic, p *metadata.Partition) record {
 		if p.Leader != metadata.NoLeader {
 			return nil
 		}
-		l := firstEligible(p.Replicas, p.ISR, eligible)
+		l := firstEligible(p.Replicas, p.ISR, eligibleFor(p, eligible))
 		if l == metadata.NoLeader {
 			return nil
 		}
@@ -135,7 +156,7 @@ func planOfflineLeaders(st *state, eligible func(int32) bool) []record {
 //     (ErrInvalidUpdateVersion: the controller changed the partition since);
 //   - the new ISR must hold the leader, distinct replicas only, and every
 //     member it adds must be eligible (ErrIneligibleReplica: fenced, not
-//     live or not a replica).
+//     live, not a replica, or its replica is reported offline).
 func planAlterPartition(st *state, req metadata.AlterPartitionRequest, eligible func(int32) bool) ([]record, metadata.Partition, error) {
 	t, ok := st.topics[req.Topic]
 	if !ok || (req.TopicID != [16]byte{} && t.ID != req.TopicID) {
@@ -165,7 +186,13 @@ func planAlterPartition(st *state, req metadata.AlterPartitionRequest, eligible 
 		if !slices.Contains(p.Replicas, r) {
 			return nil, cur, fmt.Errorf("%w: %s: broker %d is not a replica (replicas %v)", metadata.ErrIneligibleReplica, tp, r, p.Replicas)
 		}
-		if !slices.Contains(p.ISR, r) && !eligible(r) {
+		if slices.Contains(p.ISR, r) {
+			continue
+		}
+		if slices.Contains(p.Offline, r) {
+			return nil, cur, fmt.Errorf("%w: %s: the replica on broker %d is offline (its storage failed)", metadata.ErrIneligibleReplica, tp, r)
+		}
+		if !eligible(r) {
 			return nil, cur, fmt.Errorf("%w: %s: broker %d is fenced or not live", metadata.ErrIneligibleReplica, tp, r)
 		}
 	}
@@ -181,6 +208,76 @@ func planAlterPartition(st *state, req metadata.AlterPartitionRequest, eligible 
 	}
 	ch := changeOf(t, p)
 	ch.ISR = isr
+	return []record{ch}, cur, nil
+}
+
+// planReplicaStorage applies broker's report on the storage of its
+// replica of a partition (Kafka's offline log directories, KIP-858, at
+// partition granularity) and returns the change (none if the partition
+// already says so) and the partition as it is now:
+//   - the topic (and its id, when given) and partition must exist
+//     (ErrUnknownTopic), the broker be registered (ErrBrokerNotAvailable)
+//     and one of the partition's replicas (ErrInvalidRequest);
+//   - offline: the replica is added to Offline and leaves the ISR unless
+//     it is its last member (an ISR is never empty); if it leads, the
+//     leadership moves to the first eligible ISR member that is not
+//     offline, in replica order (a new leader epoch), or to NoLeader if
+//     there is none (unclean election is off: the partition waits);
+//   - online: the replica leaves Offline, and a partition without a
+//     leader elects the first eligible ISR member now that it is online
+//     (it, when it was the last one). It rejoins the ISR of a partition
+//     that has a leader by catching up, through the leader's
+//     AlterPartition, as any follower does.
+//
+// A report says what the storage is now, not what changed, so it may be
+// sent again: a broker resends it until the metadata agrees.
+func planReplicaStorage(st *state, a replicaStorageArgs, eligible func(int32) bool) ([]record, metadata.Partition, error) {
+	t, ok := st.topics[a.Topic]
+	if !ok || (a.TopicID != [16]byte{} && t.ID != a.TopicID) {
+		return nil, metadata.Partition{}, fmt.Errorf("%w: %q (id %s)", metadata.ErrUnknownTopic, a.Topic, topicIDString(a.TopicID))
+	}
+	if a.Partition < 0 || int(a.Partition) >= len(t.Partitions) {
+		return nil, metadata.Partition{}, fmt.Errorf("%w: %q has no partition %d", metadata.ErrUnknownTopic, a.Topic, a.Partition)
+	}
+	p := &t.Partitions[a.Partition]
+	cur := p.Clone()
+	tp := fmt.Sprintf("%s-%d", a.Topic, a.Partition)
+	if _, ok := st.brokers[a.Broker]; !ok {
+		return nil, cur, fmt.Errorf("%w: %s: broker %d is not registered", metadata.ErrBrokerNotAvailable, tp, a.Broker)
+	}
+	if !slices.Contains(p.Replicas, a.Broker) {
+		return nil, cur, fmt.Errorf("%w: %s: broker %d is not a replica (replicas %v)", metadata.ErrInvalidRequest, tp, a.Broker, p.Replicas)
+	}
+	if slices.Contains(p.Offline, a.Broker) == a.Offline {
+		return nil, cur, nil // already so
+	}
+	// The new offline set, in replica order and never nil (an empty one
+	// is recorded as [], which clears it).
+	offline := make([]int32, 0, len(p.Offline)+1)
+	for _, r := range p.Replicas {
+		if r == a.Broker && a.Offline || r != a.Broker && slices.Contains(p.Offline, r) {
+			offline = append(offline, r)
+		}
+	}
+	next := metadata.Partition{Offline: offline}
+	ch := changeOf(t, p)
+	ch.Offline = &offline
+	if a.Offline {
+		isr := p.ISR
+		if slices.Contains(isr, a.Broker) && len(isr) > 1 {
+			isr = slices.DeleteFunc(slices.Clone(isr), func(r int32) bool { return r == a.Broker })
+			ch.ISR = isr
+		}
+		if p.Leader == a.Broker {
+			ch.Leader = ptr(firstEligible(p.Replicas, isr, eligibleFor(&next, eligible)))
+		}
+		return []record{ch}, cur, nil
+	}
+	if p.Leader == metadata.NoLeader {
+		if l := firstEligible(p.Replicas, p.ISR, eligibleFor(&next, eligible)); l != metadata.NoLeader {
+			ch.Leader = ptr(l)
+		}
+	}
 	return []record{ch}, cur, nil
 }
 
@@ -201,13 +298,14 @@ func sameSet(a, b []int32) bool {
 const maxRebalanceMoves = 1000
 
 // planPreferredLeaders moves leaderships back to the preferred replica
-// (Replicas[0]) wherever it is in the ISR and eligible and does not lead
-// (Kafka's auto.leader.rebalance), at most maxRebalanceMoves at a time.
+// (Replicas[0]) wherever it is in the ISR and eligible (and not reported
+// offline) and does not lead (Kafka's auto.leader.rebalance), at most
+// maxRebalanceMoves at a time.
 func planPreferredLeaders(st *state, eligible func(int32) bool) []record {
 	n := 0
 	return forEachPartition(st, func(t *metadata.Topic, p *metadata.Partition) record {
 		pref := p.Replicas[0]
-		if n >= maxRebalanceMoves || p.Leader == pref || !slices.Contains(p.ISR, pref) || !eligible(pref) {
+		if n >= maxRebalanceMoves || p.Leader == pref || !slices.Contains(p.ISR, pref) || !eligibleFor(p, eligible)(pref) {
 			return nil
 		}
 		n++

@@ -90,12 +90,20 @@ type partitionRecord struct {
 // A change of leader increments the leader epoch and every record the
 // partition epoch, so every replica of the log derives the same epochs
 // from the same records.
+//
+// Offline, when present, replaces the partition's offline replicas (the
+// replicas whose broker reported their storage failed); an empty list
+// (JSON []) clears them, and an absent one (nil, as in every record
+// written before replicas could be reported offline) leaves them as they
+// are. Its pointer tells the two apart: an empty slice is an ISR or
+// replica list no record may set, but a valid offline set.
 type partitionChangeRecord struct {
-	TopicID   string  `json:"topic_id"`
-	Partition int32   `json:"partition"`
-	Leader    *int32  `json:"leader,omitempty"`
-	ISR       []int32 `json:"isr,omitempty"`
-	Replicas  []int32 `json:"replicas,omitempty"`
+	TopicID   string   `json:"topic_id"`
+	Partition int32    `json:"partition"`
+	Leader    *int32   `json:"leader,omitempty"`
+	ISR       []int32  `json:"isr,omitempty"`
+	Replicas  []int32  `json:"replicas,omitempty"`
+	Offline   *[]int32 `json:"offline,omitempty"`
 }
 
 // configResourceTopic is Kafka's ConfigResource type for a topic.

@@ -52,12 +52,15 @@ const (
 	rpcRegisterBroker     = "register_broker"
 	rpcAlterPartition     = "alter_partition"
 	rpcControlledShutdown = "controlled_shutdown"
+	// rpcReportReplicaStorage carries replicaStorageArgs.
+	rpcReportReplicaStorage = "report_replica_storage"
 )
 
 // rpcIdempotent are the operations a caller may resend when it does not
 // know whether the first attempt reached the controller: doing them twice
 // is doing them once.
-var rpcIdempotent = map[string]bool{rpcReplaceConfigs: true, rpcRegisterBroker: true, rpcControlledShutdown: true}
+var rpcIdempotent = map[string]bool{rpcReplaceConfigs: true, rpcRegisterBroker: true, rpcControlledShutdown: true,
+	rpcReportReplicaStorage: true}
 
 type rpcRequest struct {
 	Op string `json:"op"`
@@ -271,6 +274,8 @@ var rpcHandlers = map[string]rpcHandler{
 	rpcRegisterBroker:     handler((*Controller).registerBrokerLocal),
 	rpcAlterPartition:     handler((*Controller).alterPartitionLocal),
 	rpcControlledShutdown: handler((*Controller).controlledShutdownLocal),
+	// A broker's report on its replicas' storage (ReportReplicaStorage).
+	rpcReportReplicaStorage: handler((*Controller).reportReplicaStorageLocal),
 }
 
 func (c *Controller) dispatch(ctx context.Context, op string, args json.RawMessage) (any, uint64, error) {

@@ -67,8 +67,9 @@ func collisionKey(name string) string { return strings.ReplaceAll(name, ".", "_"
 
 // validatePartitions checks the structure of a replica assignment: every
 // partition has rf distinct, non-negative replicas, a leader among them (or
-// metadata.NoLeader: offline) and an ISR that is a non-empty subset
-// containing the leader.
+// metadata.NoLeader: offline), an ISR that is a non-empty subset
+// containing the leader, and offline replicas that are distinct replicas
+// other than the leader.
 func validatePartitions(ps []partitionAssignment, rf int) error {
 	for i, p := range ps {
 		if len(p.Replicas) == 0 || len(p.Replicas) != rf {
@@ -88,6 +89,14 @@ func validatePartitions(ps []partitionAssignment, rf int) error {
 		for _, r := range p.ISR {
 			if !slices.Contains(p.Replicas, r) {
 				return fmt.Errorf("%w: partition %d ISR member %d is not a replica", metadata.ErrInvalidRequest, i, r)
+			}
+		}
+		for j, r := range p.Offline {
+			if !slices.Contains(p.Replicas, r) || slices.Contains(p.Offline[:j], r) {
+				return fmt.Errorf("%w: partition %d offline replica %d is not a replica or listed twice", metadata.ErrInvalidRequest, i, r)
+			}
+			if r == p.Leader {
+				return fmt.Errorf("%w: partition %d leader %d is offline", metadata.ErrInvalidRequest, i, r)
 			}
 		}
 		if p.LeaderEpoch < 0 {

@@ -89,6 +89,18 @@ type Partition struct {
 	// leader proposes (AlterPartition) names the epoch it was based on, so
 	// a proposal made against an older state is refused.
 	PartitionEpoch int32
+	// Offline are the replicas whose broker reported that their storage
+	// failed (a log that failed a write or an fsync, or could not be
+	// opened: Kafka's offline log directory, KIP-858, per partition),
+	// in replica order; nil when none. Their broker reports them online
+	// again once the log is back.
+	//
+	// Invariants: Offline holds distinct members of Replicas; the Leader
+	// is never one of them; an offline replica is never elected or added
+	// to the ISR, and it is in the ISR only as its last member (an ISR is
+	// never empty), in which case the partition has no leader until a
+	// member can lead again.
+	Offline []int32
 }
 
 // NoLeader is the Leader of a partition none of whose ISR members is
@@ -156,6 +168,7 @@ func (p Partition) Clone() Partition {
 	out := p
 	out.Replicas = slices.Clone(p.Replicas)
 	out.ISR = slices.Clone(p.ISR)
+	out.Offline = slices.Clone(p.Offline)
 	return out
 }
 

@@ -440,3 +440,31 @@ func TestDeleteDoesNotWaitForOtherTopicsOpens(t *testing.T) {
 	_, err := b2.EnsurePartition(TopicPartition{Topic: first, Partition: 0}, nil)
 	require.NoError(t, err, "the other topic's partition healed")
 }
+
+// StorageFailure says, per partition, what PartitionStates says: the cause
+// while it cannot be opened or its log failed, nil once it serves.
+func TestStorageFailure(t *testing.T) {
+	b, broken := sickBroker(t)
+	defer b.Close()
+	sick := TopicPartition{Topic: "sick", Partition: 0}
+	require.NoError(t, b.StorageFailure(sick), "not hosted")
+
+	broken.Store(true)
+	_, err := b.EnsurePartition(sick, nil)
+	require.ErrorIs(t, err, ErrPartitionOffline)
+	require.ErrorIs(t, b.StorageFailure(sick), ErrPartitionOffline)
+	broken.Store(false)
+	require.Zero(t, b.HealNow())
+	require.NoError(t, b.StorageFailure(sick))
+
+	p, err := b.Partition(sick)
+	require.NoError(t, err)
+	broken.Store(true)
+	_, err = p.Append(producerBatch(-1, -1, -1, "x"))
+	require.Error(t, err)
+	require.Error(t, b.StorageFailure(sick), "the log failed")
+	require.False(t, b.PartitionStates()[0].Online)
+	broken.Store(false)
+	require.Zero(t, b.HealNow())
+	require.NoError(t, b.StorageFailure(sick))
+}

@@ -562,6 +562,27 @@ func (b *Manager) Partition(tp TopicPartition) (*Partition, error) {
 	return p, nil
 }
 
+// StorageFailure is why a partition hosted here cannot take appends: it
+// could not be opened (the error wraps ErrPartitionOffline) or its log
+// failed an I/O operation (log.Failure); nil while it serves, or when it
+// is not hosted here. It is PartitionStates for one partition without the
+// statistics, cheap enough to poll: the node reports each replica's
+// storage to the controller as it changes.
+func (b *Manager) StorageFailure(tp TopicPartition) error {
+	b.mu.RLock()
+	p, ok := b.parts[tp]
+	o, off := b.offline[tp]
+	var err error
+	if off {
+		err = b.offlineErr(tp, o)
+	}
+	b.mu.RUnlock()
+	if ok {
+		return p.log.Failure()
+	}
+	return err
+}
+
 // Partitions lists the open partitions, sorted.
 func (b *Manager) Partitions() []*Partition {
 	b.mu.RLock()

@@ -62,10 +62,11 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.meta.ControllerID()
 
+	down := s.downBrokers()
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.meta.Topics() {
-			resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
+			resp.Topics = append(resp.Topics, c.metadataTopic(t, down))
 		}
 		return resp
 	}
@@ -98,7 +99,7 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, c.metadataTopic(req.Version, t))
+		resp.Topics = append(resp.Topics, c.metadataTopic(t, down))
 	}
 	return resp
 }
@@ -123,7 +124,13 @@ func (c *conn) autoCreate(name string) (metadata.Topic, bool, error) {
 	return t, err == nil, err
 }
 
-func (c *conn) metadataTopic(version int16, t metadata.Topic) kmsg.MetadataResponseTopic {
+// metadataTopic describes a topic's partitions. On a cluster each one is
+// as the controller has it: its leader, and as offline replicas those its
+// brokers reported offline (their storage failed) and those on brokers
+// that are down (fenced: down holds them), as Kafka lists them, whichever
+// node answers. A single node answers from its own replica of each
+// partition, the only one there is.
+func (c *conn) metadataTopic(t metadata.Topic, down map[int32]bool) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	name := t.Name
 	mt.Topic = &name
@@ -137,6 +144,11 @@ func (c *conn) metadataTopic(version int16, t metadata.Topic) kmsg.MetadataRespo
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
 		mp.OfflineReplicas = []int32{}
+		if c.s.opts.Clustered {
+			mp.OfflineReplicas = offlineReplicas(p, down)
+			mt.Partitions = append(mt.Partitions, mp)
+			continue
+		}
 		switch c.s.replicaState(t.Name, p.ID) {
 		case replicaUnopened:
 			// As Kafka answers for a replica on a failed log directory with
@@ -152,6 +164,33 @@ func (c *conn) metadataTopic(version int16, t metadata.Topic) kmsg.MetadataRespo
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// offlineReplicas are p's replicas that cannot serve, in replica order:
+// reported offline, or on a broker that is down.
+func offlineReplicas(p metadata.Partition, down map[int32]bool) []int32 {
+	out := []int32{}
+	for _, r := range p.Replicas {
+		if down[r] || slices.Contains(p.Offline, r) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// downBrokers are, on a cluster, the registered brokers that are fenced
+// (nil alone). This node is never among them: it answers.
+func (s *Server) downBrokers() map[int32]bool {
+	if !s.opts.Clustered {
+		return nil
+	}
+	down := map[int32]bool{}
+	for _, b := range s.meta.Brokers() {
+		if b.Fenced && b.ID != s.opts.NodeID {
+			down[b.ID] = true
+		}
+	}
+	return down
 }
 
 func topicByID(meta Metadata, id [16]byte) (metadata.Topic, bool) {

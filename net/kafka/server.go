@@ -47,6 +47,12 @@ type Options struct {
 	// operators set --advertise when exposing the port).
 	Advertise string
 	NodeID    int32
+	// Clustered is set on a node with peers (--peers): the metadata is the
+	// cluster's, so Metadata answers each partition's leader and offline
+	// replicas as the controller has them (its Offline, and the replicas
+	// of fenced brokers) rather than from this node's own replicas, which
+	// is what a single node (one replica of everything) answers.
+	Clustered bool
 	// MaxRequestSize bounds one request frame (Kafka's socket.request.max.bytes).
 	MaxRequestSize int32
 	// AutoCreateTopics creates unknown topics on Metadata/Produce (Kafka's
