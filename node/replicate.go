@@ -183,13 +183,16 @@ func (r *replicator) setRole(tp replica.TopicPartition, id [16]byte, configs map
 	if mp.Leader == r.self {
 		return r.leadLocked(tp, id, configs, mp, p)
 	}
-	if lp := r.led[tp]; lp != nil {
-		delete(r.led, tp)
-		lp.p.UpdateISR(lp.l.Resign)
-	}
 	err := p.BecomeFollower(mp.LeaderEpoch, mp.Leader)
 	if errors.Is(err, replica.ErrFencedLeaderEpoch) {
 		return err
+	}
+	if lp := r.led[tp]; lp != nil {
+		// The partition dropped the ISR as it became a follower: nothing
+		// calls into it any more (resigning first would have the
+		// partition tell a resigned ISR its committed end).
+		delete(r.led, tp)
+		lp.l.Resign()
 	}
 	// Any other error is the high watermark checkpoint's (a replica whose
 	// storage failed): the role is taken all the same, and the replica

@@ -146,6 +146,11 @@ func (c *conn) metadataTopic(t metadata.Topic, down map[int32]bool) kmsg.Metadat
 		mp.OfflineReplicas = []int32{}
 		if c.s.opts.Clustered {
 			mp.OfflineReplicas = offlineReplicas(p, down)
+			if p.Leader == metadata.NoLeader {
+				// No ISR member can lead: Kafka's answer for an offline
+				// partition, so clients retry rather than dial -1.
+				mp.ErrorCode = kerr.LeaderNotAvailable.Code
+			}
 			mt.Partitions = append(mt.Partitions, mp)
 			continue
 		}
