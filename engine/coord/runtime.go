@@ -508,3 +508,21 @@ func (r *Runtime[S]) reopen(s *slot[S], why error, reloads int) *slot[S] {
 	fresh.mu.Unlock()
 	return fresh
 }
+
+// PartitionFor is the internal partition of key (a group or transactional
+// id) among partitions, as Kafka computes it: Java's String.hashCode (over
+// UTF-16 code units) with the sign bit cleared, modulo the count, so a
+// key's coordinator is the same partition on MoonMQ and Kafka.
+func PartitionFor(key string, partitions int32) int32 {
+	var h int32
+	for _, r := range key {
+		if r >= 0x10000 {
+			r -= 0x10000
+			h = 31*h + int32(0xD800+(r>>10))
+			h = 31*h + int32(0xDC00+(r&0x3FF))
+			continue
+		}
+		h = 31*h + int32(r)
+	}
+	return (h & 0x7fffffff) % partitions
+}

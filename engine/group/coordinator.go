@@ -240,19 +240,7 @@ func (c *Coordinator) partitions() (int32, error) {
 // PartitionFor is the __consumer_offsets partition of a group: Kafka's
 // abs(groupId.hashCode) % partitions, with Java's String.hashCode over
 // UTF-16 code units, so the layout matches a Kafka cluster's.
-func PartitionFor(group string, partitions int32) int32 {
-	var h int32
-	for _, r := range group {
-		if r >= 0x10000 {
-			r -= 0x10000
-			h = 31*h + int32(0xD800+(r>>10))
-			h = 31*h + int32(0xDC00+(r&0x3FF))
-			continue
-		}
-		h = 31*h + int32(r)
-	}
-	return (h & 0x7fffffff) % partitions
-}
+func PartitionFor(group string, partitions int32) int32 { return coord.PartitionFor(group, partitions) }
 
 // route is the partition holding group's records: its hash partition,
 // unless a replay found it in another one (the topic grew). It fails when
