@@ -100,6 +100,11 @@ func TestStorageLeaves(t *testing.T) {
 		// reverse.
 		"./engine/coord":           {"engine/batch"},
 		"./engine/coord/coordtest": {"engine/batch", "engine/coord"},
+
+		// The transaction coordinator is a coordinator on the runtime:
+		// it decides transactions from records and time, and writes
+		// markers through an interface the node implements.
+		"./engine/txncoord": {"engine/batch", "engine/coord"},
 	}
 	for pkg, allowed := range leaves {
 		checkDeps(t, pkg, func(rel string) bool {
