@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -11,10 +12,13 @@ import (
 // be long (no compaction yet), so it is streamed, never read whole.
 const replayChunk = 1 << 20
 
-// replayInto reads partition p whole, in log order, into apply. It takes
-// no lock: nothing writes p until its shard serves. end is the log end
-// replayed through; skipped counts records apply could not decode.
-func replayInto(store Storage, p int32, topic string, log *slog.Logger, apply func(batch.Record) bool) (gen uint64, end int64, skipped int, err error) {
+// replayInto reads partition p whole, in log order, into apply, and the
+// end-transaction markers into marker (nil: skipped). It takes no lock:
+// nothing writes p until its shard serves. end is the log end replayed
+// through; skipped counts records apply could not decode.
+func replayInto(store Storage, p int32, topic string, log *slog.Logger, apply func(Record) bool,
+	marker func(offset, pid int64, epoch int16, commit bool),
+) (gen uint64, end int64, skipped int, err error) {
 	// The generation first: a rewrite during the replay shows as a change
 	// at the next recheck.
 	if gen, err = store.Generation(p); err != nil {
@@ -44,11 +48,21 @@ func replayInto(store Storage, p int32, topic string, log *slog.Logger, apply fu
 		next := off
 		err = batch.Iterate(data, func(h batch.Header, raw []byte) bool {
 			next = h.NextOffset()
-			if h.IsControl() || h.IsTransactional() {
-				return true // coordinators write neither
+			if h.IsControl() {
+				m, err := batch.ParseEndTxnMarker(raw)
+				switch {
+				case errors.Is(err, batch.ErrNotMarker): // another kind of control record
+				case err != nil:
+					skipped++
+				case marker != nil:
+					marker(h.BaseOffset, h.ProducerID, h.ProducerEpoch, m.Commit)
+				}
+				return true
 			}
 			rerr := batch.Records(raw, func(r batch.Record) bool {
-				if !apply(r) {
+				rec := Record{Record: r, Offset: h.RecordOffset(r), ProducerID: h.ProducerID,
+					ProducerEpoch: h.ProducerEpoch, Transactional: h.IsTransactional()}
+				if !apply(rec) {
 					skipped++
 				}
 				return true

@@ -54,6 +54,25 @@ type Storage interface {
 	Generation(p int32) (uint64, error)
 }
 
+// Record is one record of an internal partition as replay hands it over:
+// the record, its offset, and the producer of its batch (a coordinator's
+// own records have none, -1; a transactional offset commit has the
+// transaction's producer).
+type Record struct {
+	batch.Record
+	Offset        int64
+	ProducerID    int64
+	ProducerEpoch int16
+	Transactional bool
+}
+
+// MarkerReplayer is a State that follows transactions in its partition:
+// replay hands it every end-transaction marker, in log order with the
+// records.
+type MarkerReplayer interface {
+	ReplayMarker(now time.Time, offset, pid int64, epoch int16, commit bool)
+}
+
 // State is one shard's state machine. The runtime calls it only under its
 // shard's lock; Replay before the shard serves, the others as operations.
 type State interface {
@@ -61,7 +80,7 @@ type State interface {
 	// shard loads; false if the record could not be decoded (it is
 	// skipped and counted). now is the time the replay began, one for
 	// the whole replay.
-	Replay(now time.Time, r batch.Record) bool
+	Replay(now time.Time, r Record) bool
 	// Activate runs once the replay is complete, as the shard's first
 	// operation (it may append, e.g. to purge what replay found stale).
 	Activate(now time.Time)
@@ -285,8 +304,12 @@ func recheckBackoff(n int) int { return min(1<<min(n, 5)-1, maxRecheckSkip) }
 // partition could be read, serves it; otherwise s is marked down.
 func (r *Runtime[S]) replay(s *slot[S]) error {
 	state, now := r.newState(s.Shard), r.cfg.Now()
+	var markers func(offset, pid int64, epoch int16, commit bool)
+	if mr, ok := any(state).(MarkerReplayer); ok {
+		markers = func(offset, pid int64, epoch int16, commit bool) { mr.ReplayMarker(now, offset, pid, epoch, commit) }
+	}
 	gen, end, skipped, err := replayInto(r.store, s.p, r.cfg.Topic, r.log,
-		func(rec batch.Record) bool { return state.Replay(now, rec) })
+		func(rec Record) bool { return state.Replay(now, rec) }, markers)
 	if skipped > 0 {
 		r.log.Warn("skipped undecodable records", "topic", r.cfg.Topic, "partition", s.p, "records", skipped)
 	}

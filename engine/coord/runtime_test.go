@@ -29,7 +29,7 @@ func newKV(sh *coord.Shard) *kv {
 	return &kv{sh: sh, vals: map[string]string{}, waiters: map[string][]*coord.Future[string]{}}
 }
 
-func (s *kv) Replay(_ time.Time, r batch.Record) bool {
+func (s *kv) Replay(_ time.Time, r coord.Record) bool {
 	if string(r.Key) == "bad" {
 		s.skipped++
 		return false
@@ -391,4 +391,50 @@ func TestHealBeforeRecheckFailsReplies(t *testing.T) {
 	}
 	e.rt.Recheck()
 	require.Equal(t, "1", wait(t, e.get(t, 0, "a")))
+}
+
+// txnKV is a kv that also records the producers of its records and the
+// transaction markers replay hands it.
+type txnKV struct {
+	*kv
+	seen []string
+}
+
+func (s *txnKV) Replay(now time.Time, r coord.Record) bool {
+	s.seen = append(s.seen, fmt.Sprintf("record %s@%d producer %d/%d txn %v", r.Key, r.Offset, r.ProducerID, r.ProducerEpoch, r.Transactional))
+	return s.kv.Replay(now, r)
+}
+
+func (s *txnKV) ReplayMarker(_ time.Time, offset, pid int64, epoch int16, commit bool) {
+	s.seen = append(s.seen, fmt.Sprintf("marker @%d producer %d/%d commit %v", offset, pid, epoch, commit))
+}
+
+// Replay hands a coordinator the records of transactional batches with
+// their producer, and end-transaction markers in log order; a control
+// batch of another kind is skipped.
+func TestReplayTransactionalRecordsAndMarkers(t *testing.T) {
+	log := coordtest.NewMemLog()
+	_, _ = log.Create(t.Context(), 1)
+	plain := batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, []batch.Record{{Key: []byte("a"), Value: []byte("1")}})
+	txn := batch.Build(batch.Header{Attributes: batch.TransactionalBit, ProducerID: 7, ProducerEpoch: 2},
+		[]batch.Record{{Key: []byte("b"), Value: []byte("2")}, {OffsetDelta: 1, Key: []byte("c"), Value: []byte("3")}})
+	leaderChange := batch.Build(batch.Header{Attributes: batch.ControlBit, ProducerID: -1, BaseSequence: -1},
+		[]batch.Record{{Key: []byte{0, 0, 0, 2}, Value: []byte{0, 0}}})
+	for _, b := range [][]byte{plain, txn, batch.BuildEndTxnMarker(7, 2, batch.EndTxnMarker{Commit: true, CoordinatorEpoch: 3}, 0), leaderChange} {
+		_, err := log.Append(0, b)
+		require.NoError(t, err)
+	}
+	var state *txnKV
+	rt := coord.New(coord.Config{Topic: "__state", TickInterval: time.Hour, RecheckInterval: time.Hour},
+		log, func(sh *coord.Shard) *txnKV { state = &txnKV{kv: newKV(sh)}; return state })
+	t.Cleanup(rt.Close)
+	rt.Start([]int32{0})
+	<-rt.Loaded()
+	require.NoError(t, rt.Status(0))
+	require.Equal(t, []string{
+		"record a@0 producer -1/-1 txn false",
+		"record b@1 producer 7/2 txn true",
+		"record c@2 producer 7/2 txn true",
+		"marker @3 producer 7/2 commit true",
+	}, state.seen)
 }

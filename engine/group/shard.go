@@ -39,7 +39,10 @@ func (c *Coordinator) newShard(sh *coord.Shard) *shard {
 }
 
 // Replay implements coord.State: one record of the partition.
-func (s *shard) Replay(now time.Time, r batch.Record) bool {
+func (s *shard) Replay(now time.Time, r coord.Record) bool {
+	if r.Transactional {
+		return true // transactional offset commits: not served yet (issue 14)
+	}
 	return s.replayRecord(now, r.Key, r.Value)
 }
 

@@ -52,7 +52,7 @@ func (c *Coordinator) newShard(sh *coord.Shard) *shard {
 }
 
 // Replay implements coord.State.
-func (s *shard) Replay(_ time.Time, r batch.Record) bool {
+func (s *shard) Replay(_ time.Time, r coord.Record) bool {
 	d, known, err := decodeRecord(r.Key, r.Value)
 	if err != nil {
 		return false
