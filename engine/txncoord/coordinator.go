@@ -260,6 +260,9 @@ func (c *Coordinator) Status(id string) error {
 	return c.rt.Status(p)
 }
 
+// Loading reports whether a partition this node leads is still replaying.
+func (c *Coordinator) Loading() bool { return c.rt.Loading() }
+
 // Tick feeds now to every shard's timers (the driver calls it; tests too).
 func (c *Coordinator) Tick(now time.Time) {
 	c.rt.Tick(now)

@@ -241,6 +241,7 @@ type Listing struct {
 	ID         string
 	ProducerID int64
 	State      State
+	StartMs    int64 // -1: none under way
 }
 
 // List lists the transactional ids this node coordinates, in the given
@@ -251,7 +252,7 @@ func (c *Coordinator) List(states []State, pids []int64) []Listing {
 		for _, id := range slices.Sorted(maps.Keys(s.txns)) {
 			m := s.txns[id]
 			if (len(states) == 0 || slices.Contains(states, m.State)) && (len(pids) == 0 || slices.Contains(pids, m.ProducerID)) {
-				out = append(out, Listing{ID: id, ProducerID: m.ProducerID, State: m.State})
+				out = append(out, Listing{ID: id, ProducerID: m.ProducerID, State: m.State, StartMs: m.StartMs})
 			}
 		}
 	})

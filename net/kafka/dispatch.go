@@ -47,6 +47,13 @@ func init() {
 		kmsg.DescribeLogDirs.Int16():         {0, 4, (*conn).handleDescribeLogDirs},
 		kmsg.OffsetForLeaderEpoch.Int16():    {0, 4, (*conn).handleOffsetForLeaderEpoch},
 
+		// Transactions (txn.go).
+		kmsg.AddPartitionsToTxn.Int16():   {0, 5, (*conn).handleAddPartitionsToTxn},
+		kmsg.AddOffsetsToTxn.Int16():      {0, 4, (*conn).handleAddOffsetsToTxn},
+		kmsg.EndTxn.Int16():               {0, 5, (*conn).handleEndTxn},
+		kmsg.DescribeTransactions.Int16(): {0, 0, (*conn).handleDescribeTransactions},
+		kmsg.ListTransactions.Int16():     {0, 1, (*conn).handleListTransactions},
+
 		// Consumer groups (group_*.go).
 		kmsg.FindCoordinator.Int16():        {0, 5, (*conn).handleFindCoordinator},
 		kmsg.JoinGroup.Int16():              {0, 9, (*conn).handleJoinGroup},

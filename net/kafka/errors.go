@@ -14,6 +14,7 @@ import (
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/txn"
+	"github.com/moonmq/moonmq/engine/txncoord"
 )
 
 // errorMap is the one place engine and controller errors become Kafka error
@@ -62,6 +63,20 @@ var errorMap = []struct {
 	{txn.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{txn.ErrInvalidEpoch, kerr.InvalidProducerEpoch},
 	{txn.ErrInvalidSequence, kerr.InvalidRecord},
+	{txn.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{txn.ErrTxnNotVerified, kerr.InvalidTxnState},
+	{txn.ErrCoordinatorFenced, kerr.TransactionCoordinatorFenced},
+	// The transaction coordinator (its loading/unavailable/not-coordinator
+	// errors are engine/coord's, mapped with the group coordinator's).
+	{txncoord.ErrProducerFenced, kerr.ProducerFenced},
+	{txncoord.ErrInvalidProducerIDMapping, kerr.InvalidProducerIDMapping},
+	{txncoord.ErrConcurrentTransactions, kerr.ConcurrentTransactions},
+	{txncoord.ErrInvalidTxnState, kerr.InvalidTxnState},
+	{txncoord.ErrTransactionAbortable, kerr.TransactionAbortable},
+	{txncoord.ErrInvalidTransactionTimeout, kerr.InvalidTransactionTimeout},
+	{txncoord.ErrTransactionalIDNotFound, kerr.TransactionalIDNotFound},
+	{txncoord.ErrInvalidRequest, kerr.InvalidRequest},
+	{txncoord.ErrTooManyPartitions, kerr.UnknownServerError},
 	{log.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 	{replica.ErrInvalidListOffset, kerr.InvalidRequest},
 	{log.ErrClosed, kerr.NotLeaderForPartition},

@@ -10,7 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/txncoord"
 )
 
 // Group handlers share these helpers. The group coordinator is optional in
@@ -67,8 +69,12 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 	// read once for all the keys).
 	answer := func(err error) {
 		var coordinatorOf func(string) (int32, string, int32, error)
-		if err == nil && req.CoordinatorType == coordinatorGroup {
-			coordinatorOf = c.groupCoordinators()
+		switch {
+		case err != nil:
+		case req.CoordinatorType == coordinatorGroup:
+			coordinatorOf = c.coordinators(group.OffsetsTopic)
+		case req.CoordinatorType == coordinatorTransaction && c.s.opts.Txns != nil:
+			coordinatorOf = c.coordinators(txncoord.Topic)
 		}
 		for _, k := range keys {
 			node, host, port := c.s.opts.NodeID, c.s.advHost, c.s.advPort
@@ -94,10 +100,24 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 	switch req.CoordinatorType {
 	case coordinatorGroup:
 	case coordinatorTransaction:
-		// A single node coordinates everything; transactional requests
-		// themselves say what is supported.
-		answer(nil)
-		return resp, nil
+		txns := c.s.opts.Txns
+		if txns == nil {
+			// No transaction coordinator: this node, whose
+			// InitProducerId says transactions are not supported.
+			answer(nil)
+			return resp, nil
+		}
+		// The first transactional client creates __transaction_state.
+		return nil, func() kmsg.Response {
+			ctx, cancel := context.WithTimeout(c.ctx, groupWait)
+			defer cancel()
+			_, err := txns.EnsureTopic(ctx)
+			if err != nil {
+				c.s.log.Warn("transaction coordinator unavailable", "peer", c.peer, "err", err)
+			}
+			answer(err)
+			return resp
+		}
 	default:
 		answer(kerr.InvalidRequest)
 		return resp, nil
@@ -121,25 +141,26 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 	}
 }
 
-// groupCoordinators returns, from one read of the metadata, the broker
-// that coordinates a group: the leader of its __consumer_offsets
-// partition (this node on a single node). A partition without a live
-// leader is COORDINATOR_NOT_AVAILABLE, which clients retry.
-func (c *conn) groupCoordinators() func(groupID string) (int32, string, int32, error) {
-	t, ok := c.s.meta.Topic(group.OffsetsTopic)
+// coordinators returns, from one read of the metadata, the broker that
+// coordinates a key (a group, a transactional id): the leader of its
+// partition of the internal topic (this node on a single node). A
+// partition without a live leader is COORDINATOR_NOT_AVAILABLE, which
+// clients retry.
+func (c *conn) coordinators(topic string) func(key string) (int32, string, int32, error) {
+	t, ok := c.s.meta.Topic(topic)
 	live := map[int32]metadata.Broker{}
 	for _, b := range c.s.liveBrokers() {
 		live[b.ID] = b
 	}
-	return func(groupID string) (int32, string, int32, error) {
+	return func(key string) (int32, string, int32, error) {
 		if !ok || len(t.Partitions) == 0 {
-			return 0, "", 0, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, group.OffsetsTopic)
+			return 0, "", 0, fmt.Errorf("%w: %s does not exist yet", kerr.CoordinatorNotAvailable, topic)
 		}
-		p := t.Partitions[group.PartitionFor(groupID, int32(len(t.Partitions)))]
+		p := t.Partitions[coord.PartitionFor(key, int32(len(t.Partitions)))]
 		if b, ok := live[p.Leader]; ok {
 			return b.ID, b.Host, b.Port, nil
 		}
-		return 0, "", 0, fmt.Errorf("%w: %s-%d has no live leader", kerr.CoordinatorNotAvailable, group.OffsetsTopic, p.ID)
+		return 0, "", 0, fmt.Errorf("%w: %s-%d has no live leader", kerr.CoordinatorNotAvailable, topic, p.ID)
 	}
 }
 

@@ -73,8 +73,11 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 func (c *conn) handleInitProducerID(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	if req.TransactionalID != nil && c.s.opts.Txns != nil {
+		return c.initTransactional(req, resp)
+	}
 	if req.TransactionalID != nil {
-		// Transactions are not implemented yet: refuse instead of handing
+		// No transaction coordinator: refuse instead of handing
 		// out an id that cannot commit. UNSUPPORTED_VERSION is the code
 		// clients present as "not supported" (KafkaJS, librdkafka and
 		// franz-go all turn TRANSACTIONAL_ID_AUTHORIZATION_FAILED into a

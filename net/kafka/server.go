@@ -32,6 +32,7 @@ import (
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txncoord"
 )
 
 // Options configures a Server.
@@ -96,6 +97,10 @@ type Options struct {
 	// Groups is the group coordinator; nil answers every group API with
 	// COORDINATOR_NOT_AVAILABLE.
 	Groups *group.Coordinator
+	// Txns is the transaction coordinator; nil refuses transactional ids
+	// (InitProducerId) and answers every other transaction API with
+	// COORDINATOR_NOT_AVAILABLE.
+	Txns *txncoord.Coordinator
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.
