@@ -233,8 +233,15 @@ func (b *Broker) StopWithin(timeout time.Duration) error {
 	select {
 	case <-b.exited:
 	case <-time.After(timeout):
+		// SIGQUIT first: the Go runtime writes every goroutine's stack to
+		// stderr (the log), which shows where the shutdown hangs.
+		_ = b.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-b.exited:
+		case <-time.After(5 * time.Second):
+		}
 		b.Kill()
-		return fmt.Errorf("moonmq did not stop within %v", timeout)
+		return fmt.Errorf("moonmq did not stop within %v (its goroutines are in its log)", timeout)
 	}
 	state := b.cmd.ProcessState
 	b.cmd = nil
