@@ -109,11 +109,95 @@ func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err erro
 	}
 	last, err = s.store.Append(s.p, b)
 	if err != nil {
-		s.lastErr, s.skip = err, recheckBackoff(s.reloads)
-		return 0, fmt.Errorf("%w: appending to %s-%d: %v", ErrUnavailable, s.cfg.Topic, s.p, err)
+		return 0, s.appendFailed(err)
 	}
 	s.last, s.reloads = last, 0
 	return last, nil
+}
+
+// TxnStorage is the part of Storage a coordinator that writes inside
+// transactions needs (the group coordinator's transactional offset
+// commits): a transactional batch of a producer, appended with the
+// verification guard the partition handed out (see engine/txn), and an
+// end-transaction marker.
+type TxnStorage interface {
+	AppendTxn(p int32, batch []byte, guard any) (last int64, err error)
+	WriteMarker(p int32, m Marker) (offset int64, err error)
+}
+
+// Marker is an end-transaction marker to write.
+type Marker struct {
+	ProducerID         int64
+	Epoch              int16
+	Commit             bool
+	CoordinatorEpoch   int32
+	TransactionVersion int16
+}
+
+// AppendTxn writes recs to the shard's partition as one transactional
+// batch of producer (pid, epoch), stamped with now, and returns the
+// offsets of its first and last records. Like Append, for operations only.
+func (s *Shard) AppendTxn(now time.Time, pid int64, epoch int16, recs []batch.Record, guard any) (first, last int64, err error) {
+	ts, err := s.txnStorage()
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	b := batch.Build(batch.Header{Attributes: batch.TransactionalBit,
+		FirstTimestamp: now.UnixMilli(), MaxTimestamp: now.UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 0, PartitionLeaderEpoch: -1}, recs)
+	if len(b) > s.cfg.MaxBatchBytes {
+		return 0, 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
+	}
+	last, err = ts.AppendTxn(s.p, b, guard)
+	if err != nil {
+		return 0, 0, s.appendFailed(err)
+	}
+	s.last, s.reloads = last, 0
+	return last - int64(len(recs)) + 1, last, nil
+}
+
+// AppendMarker writes an end-transaction marker to the shard's partition
+// and returns its offset. Like Append, for operations only. A marker the
+// partition refuses (a stale producer or coordinator epoch) is returned as
+// the partition's error, and does not fail the shard: nothing was written.
+func (s *Shard) AppendMarker(m Marker) (offset int64, err error) {
+	ts, err := s.txnStorage()
+	if err != nil {
+		return 0, err
+	}
+	offset, err = ts.WriteMarker(s.p, m)
+	if err != nil {
+		return 0, err
+	}
+	s.last, s.reloads = offset, 0
+	return offset, nil
+}
+
+func (s *Shard) txnStorage() (TxnStorage, error) {
+	if !s.inOp {
+		return nil, errors.New("coord: transactional append outside an operation")
+	}
+	if s.status != statusActive {
+		return nil, fmt.Errorf("%w: %s-%d is not served", ErrUnavailable, s.cfg.Topic, s.p)
+	}
+	if s.lastErr != nil {
+		return nil, fmt.Errorf("%w: %s-%d is to be replayed after a failed append: %v", ErrUnavailable, s.cfg.Topic, s.p, s.lastErr)
+	}
+	ts, ok := s.store.(TxnStorage)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s-%d: its storage does not take transactional writes", ErrUnavailable, s.cfg.Topic, s.p)
+	}
+	return ts, nil
+}
+
+// appendFailed notes a failed append: the shard is replayed before it
+// serves again.
+func (s *Shard) appendFailed(err error) error {
+	s.lastErr, s.skip = err, recheckBackoff(s.reloads)
+	return fmt.Errorf("%w: appending to %s-%d: %v", ErrUnavailable, s.cfg.Topic, s.p, err)
 }
 
 // buildBatch wraps records in an uncompressed RecordBatch v2 stamped with

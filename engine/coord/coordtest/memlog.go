@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/coord"
 )
 
 // MemLog is an in-memory internal topic: batches per partition with
@@ -242,4 +243,15 @@ func (s *MemLog) Batches(p int32, from int) ([][]byte, int) {
 		return nil, n
 	}
 	return append([][]byte(nil), s.parts[p][from:]...), n
+}
+
+// AppendTxn implements coord.TxnStorage: the batch is appended as it is
+// (the guard is not checked: MemLog keeps no producer state).
+func (s *MemLog) AppendTxn(p int32, b []byte, _ any) (int64, error) { return s.Append(p, b) }
+
+// WriteMarker implements coord.TxnStorage: the marker's control batch is
+// appended.
+func (s *MemLog) WriteMarker(p int32, m coord.Marker) (int64, error) {
+	return s.Append(p, batch.BuildEndTxnMarker(m.ProducerID, m.Epoch,
+		batch.EndTxnMarker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}, 0))
 }
