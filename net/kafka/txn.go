@@ -86,11 +86,13 @@ func (c *conn) initTransactional(req *kmsg.InitProducerIDRequest, resp *kmsg.Ini
 }
 
 // txnPartitions checks the partitions of a transaction request exist:
-// an unknown one is UNKNOWN_TOPIC_OR_PARTITION, an internal topic's
-// TOPIC_AUTHORIZATION_FAILED (only coordinators write those, as Kafka
-// filters them out of what a client may add); the others are then
+// an unknown one is UNKNOWN_TOPIC_OR_PARTITION; an internal topic's is
+// TOPIC_AUTHORIZATION_FAILED unless internal is allowed (a partition
+// leader verifying a transactional offset commit names __consumer_offsets;
+// a client may not add it, as Kafka filters internal topics out of what a
+// client may add). If any is refused, the others are
 // OPERATION_NOT_ATTEMPTED (Kafka's answer). ok: all exist.
-func (c *conn) txnPartitions(topics map[string][]int32) (tps []txncoord.TP, codes map[txncoord.TP]int16, ok bool) {
+func (c *conn) txnPartitions(topics map[string][]int32, internal bool) (tps []txncoord.TP, codes map[txncoord.TP]int16, ok bool) {
 	codes = map[txncoord.TP]int16{}
 	ok = true
 	for topic, parts := range topics {
@@ -99,7 +101,7 @@ func (c *conn) txnPartitions(topics map[string][]int32) (tps []txncoord.TP, code
 			tp := txncoord.TP{Topic: topic, Partition: p}
 			tps = append(tps, tp)
 			switch {
-			case metadata.IsInternalTopic(topic):
+			case !internal && metadata.IsInternalTopic(topic):
 				codes[tp], ok = kerr.TopicAuthorizationFailed.Code, false
 			case !exists || p < 0 || int(p) >= len(t.Partitions):
 				codes[tp], ok = kerr.UnknownTopicOrPartition.Code, false
@@ -143,7 +145,7 @@ func (c *conn) handleAddPartitionsToTxn(r *request) (kmsg.Response, func() kmsg.
 		answer(func(txncoord.TP) int16 { return kerr.CoordinatorNotAvailable.Code })
 		return resp, nil
 	}
-	tps, codes, ok := c.txnPartitions(topics)
+	tps, codes, ok := c.txnPartitions(topics, false)
 	if !ok {
 		answer(func(tp txncoord.TP) int16 { return codes[tp] })
 		return resp, nil
@@ -194,7 +196,7 @@ func (c *conn) addPartitionsBroker(req *kmsg.AddPartitionsToTxnRequest, resp *km
 		}
 		w := &pending{rt: rt}
 		var ok bool
-		w.tps, w.codes, ok = c.txnPartitionsBroker(topics)
+		w.tps, w.codes, ok = c.txnPartitions(topics, true)
 		switch {
 		case t.TransactionalID == "":
 			for _, tp := range w.tps {
@@ -249,33 +251,6 @@ func (c *conn) addPartitionsBroker(req *kmsg.AddPartitionsToTxnRequest, resp *km
 		}
 		return resp
 	}
-}
-
-// txnPartitionsBroker is txnPartitions for a partition leader, which may
-// name the internal offsets topic (a transactional offset commit's
-// partition).
-func (c *conn) txnPartitionsBroker(topics map[string][]int32) ([]txncoord.TP, map[txncoord.TP]int16, bool) {
-	var tps []txncoord.TP
-	codes := map[txncoord.TP]int16{}
-	ok := true
-	for topic, parts := range topics {
-		t, exists := c.s.meta.Topic(topic)
-		for _, p := range parts {
-			tp := txncoord.TP{Topic: topic, Partition: p}
-			tps = append(tps, tp)
-			if !exists || p < 0 || int(p) >= len(t.Partitions) {
-				codes[tp], ok = kerr.UnknownTopicOrPartition.Code, false
-			}
-		}
-	}
-	if !ok {
-		for _, tp := range tps {
-			if codes[tp] == 0 {
-				codes[tp] = kerr.OperationNotAttempted.Code
-			}
-		}
-	}
-	return tps, codes, ok
 }
 
 func (c *conn) handleAddOffsetsToTxn(r *request) (kmsg.Response, func() kmsg.Response) {
