@@ -833,7 +833,10 @@ func (g *Classic) NextDeadline() time.Time {
 // admin commit (negative generation, no member) is allowed only while the
 // group is empty; a member's commit must carry the current generation and
 // is refused while the new generation's assignment is being made.
-func (g *Classic) validateCommit(now time.Time, generation int32, memberID, instanceID string) error {
+// validateCommit checks an OffsetCommit's member and generation (Kafka's
+// ClassicGroup.validateOffsetCommit); a transactional commit is not
+// refused during a rebalance.
+func (g *Classic) validateCommit(now time.Time, generation int32, memberID, instanceID string, transactional bool) error {
 	if generation < 0 && g.state == StateEmpty {
 		return nil
 	}
@@ -849,7 +852,7 @@ func (g *Classic) validateCommit(now time.Time, generation int32, memberID, inst
 	} else if g.state != StateEmpty {
 		return ErrUnknownMemberID
 	}
-	if g.state == StateCompletingRebalance {
+	if g.state == StateCompletingRebalance && !transactional {
 		return ErrRebalanceInProgress
 	}
 	return nil

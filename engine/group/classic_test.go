@@ -292,7 +292,7 @@ func TestClassicStaticMembership(t *testing.T) {
 	// The old incarnation is fenced.
 	err := h.g.Heartbeat(h.now, HeartbeatRequest{Generation: gen, MemberID: y, InstanceID: "y"})
 	require.ErrorIs(t, err, ErrFencedInstanceID)
-	require.ErrorIs(t, h.g.validateCommit(h.now, gen, y, "y"), ErrFencedInstanceID)
+	require.ErrorIs(t, h.g.validateCommit(h.now, gen, y, "y", false), ErrFencedInstanceID)
 
 	// The static leader restarting with JoinGroup v9 learns it leads but
 	// must skip the assignment (KIP-814); older versions are told the old
@@ -375,18 +375,18 @@ func TestClassicErrors(t *testing.T) {
 	// Sync and commit during the join phase.
 	require.ErrorIs(t, h.sync(a, 0, nil).v.Err, ErrRebalanceInProgress)
 	require.ErrorIs(t, h.sync(a, 5, nil).v.Err, ErrIllegalGeneration)
-	require.NoError(t, h.g.validateCommit(h.now, 0, a, ""), "commits of the previous generation are fine while rejoining")
+	require.NoError(t, h.g.validateCommit(h.now, 0, a, "", false), "commits of the previous generation are fine while rejoining")
 	h.advance(10 * time.Second)
 	require.True(t, ja.done && jb.done)
-	require.ErrorIs(t, h.g.validateCommit(h.now, 1, a, ""), ErrRebalanceInProgress, "no commits while the assignment is made")
-	require.ErrorIs(t, h.g.validateCommit(h.now, -1, "", ""), ErrUnknownMemberID, "admin commits need an empty group")
-	require.ErrorIs(t, h.g.validateCommit(h.now, 7, a, ""), ErrIllegalGeneration)
+	require.ErrorIs(t, h.g.validateCommit(h.now, 1, a, "", false), ErrRebalanceInProgress, "no commits while the assignment is made")
+	require.ErrorIs(t, h.g.validateCommit(h.now, -1, "", "", false), ErrUnknownMemberID, "admin commits need an empty group")
+	require.ErrorIs(t, h.g.validateCommit(h.now, 7, a, "", false), ErrIllegalGeneration)
 	pt := "other"
 	r := &result[SyncResult]{}
 	h.g.Sync(h.now, SyncRequest{Generation: 1, MemberID: a, ProtocolType: &pt}, r.cb)
 	require.ErrorIs(t, r.v.Err, ErrInconsistentGroupProtocol)
 	h.syncAll(map[string]*result[JoinResult]{a: ja, b: jb})
-	require.NoError(t, h.g.validateCommit(h.now, 1, b, ""))
+	require.NoError(t, h.g.validateCommit(h.now, 1, b, "", false))
 }
 
 func TestClassicOversizedAssignmentIsRefused(t *testing.T) {

@@ -411,6 +411,19 @@ type CommitRequest struct {
 	// Retention is the v2-v4 retention time (<= 0: none).
 	Retention time.Duration
 	Topics    []CommitTopic
+	// Producer is set for a TxnOffsetCommit: the offsets are written in
+	// the producer's transaction and become visible when it commits.
+	Producer *TxnProducer
+}
+
+// TxnProducer is the transaction a TxnOffsetCommit writes in: its
+// producer id and epoch, and the guard its offsets partition handed out
+// when the transaction coordinator verified the partition (KIP-890; nil:
+// none was needed).
+type TxnProducer struct {
+	ID    int64
+	Epoch int16
+	Guard any
 }
 
 // CommitTopic is one topic of an OffsetCommit.
@@ -445,6 +458,19 @@ func (c *Coordinator) CommitOffsets(req CommitRequest) *Reply[[][]error] {
 	return reply(c, req.Group, ErrInvalidGroupID, failAll, func(s *shard, now time.Time) [][]error { return s.commit(now, req, snap) })
 }
 
+// CompleteTransaction writes the end-transaction marker m to offsets
+// partition p (WriteTxnMarkers) and applies it: committed, the
+// transaction's offsets become visible, unless a plain commit written after
+// them replaced them; aborted, they are dropped. The reply is released
+// once the marker is durable.
+func (c *Coordinator) CompleteTransaction(p int32, m coord.Marker) *Reply[error] {
+	r := coord.NewFuture[error]()
+	if err := c.rt.Do(p, func(s *shard) { r.Complete(s.sh, s.completeTxn(c.cfg.Now(), m)) }); err != nil {
+		r.Resolve(err)
+	}
+	return r
+}
+
 // FetchRequest is one group of an OffsetFetch. Topics nil means every
 // committed partition.
 type FetchRequest struct {
@@ -452,6 +478,9 @@ type FetchRequest struct {
 	MemberID    *string // v9+, consumer groups
 	MemberEpoch int32
 	Topics      []FetchTopic
+	// RequireStable (v7+): a partition with a transactional offset
+	// pending answers ErrUnstableOffsetCommit instead of its offset.
+	RequireStable bool
 }
 
 // FetchTopic is a topic of an OffsetFetch.
@@ -472,6 +501,7 @@ type FetchedPartition struct {
 	Offset      int64
 	LeaderEpoch int32
 	Metadata    string
+	Err         error // ErrUnstableOffsetCommit
 }
 
 // FetchResult answers one group of an OffsetFetch.
@@ -493,7 +523,7 @@ func (c *Coordinator) FetchOffsets(req FetchRequest) *Reply[FetchResult] {
 	}
 	if n, err := c.partitions(); err != nil || n == 0 {
 		// Nothing was ever committed: every partition is unknown.
-		r.Resolve(FetchResult{Topics: fetchOf(nil, req), Err: err})
+		r.Resolve(FetchResult{Topics: fetchOf(nil, req, nil), Err: err})
 		return r
 	}
 	if err := c.do(req.Group, func(s *shard, _ time.Time) {
@@ -503,7 +533,11 @@ func (c *Coordinator) FetchOffsets(req FetchRequest) *Reply[FetchResult] {
 			res.Err = g.kind.checkFetch(req.MemberID, req.MemberEpoch)
 		}
 		if res.Err == nil {
-			res.Topics = fetchOf(g, req)
+			var unstable func(tpKey) bool
+			if req.RequireStable {
+				unstable = func(k tpKey) bool { return s.hasTxnOffsets(req.Group, k) }
+			}
+			res.Topics = fetchOf(g, req, unstable)
 		}
 		r.Complete(s.sh, res)
 	}); err != nil {
@@ -512,10 +546,15 @@ func (c *Coordinator) FetchOffsets(req FetchRequest) *Reply[FetchResult] {
 	return r
 }
 
-// fetchOf answers req from g (nil: a group without offsets).
-func fetchOf(g *Group, req FetchRequest) []FetchedTopic {
+// fetchOf answers req from g (nil: a group without offsets); unstable,
+// when set, says which partitions have a transactional offset pending.
+func fetchOf(g *Group, req FetchRequest, unstable func(tpKey) bool) []FetchedTopic {
 	get := func(topic string, p int32) FetchedPartition {
 		fp := FetchedPartition{Partition: p, Offset: -1, LeaderEpoch: -1}
+		if unstable != nil && unstable(tpKey{topic, p}) {
+			fp.Err = fmt.Errorf("%w: %s-%d of group %q", ErrUnstableOffsetCommit, topic, p, req.Group)
+			return fp
+		}
 		if g != nil {
 			if e := g.offsets[tpKey{topic, p}]; e != nil {
 				fp.Offset, fp.LeaderEpoch, fp.Metadata = e.offset, e.leaderEpoch, e.metadata

@@ -689,8 +689,10 @@ func FuzzReplayRecord(f *testing.F) {
 	f.Add([]byte{0, 9, 0, 1, 'g'}, []byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		cfg := testConfig()
-		s := &shard{cfg: &cfg, groups: map[string]*Group{}}
-		s.replayRecord(time.Unix(0, 0), key, value)
+		s := &shard{cfg: &cfg, groups: map[string]*Group{}, txnOffsets: map[int64]map[string]map[tpKey]*offsetEntry{}}
+		s.replayRecord(time.Unix(0, 0), key, value, 0, -1)
+		s.replayRecord(time.Unix(0, 0), key, value, 1, 7) // as a transactional commit
+		s.endTxnOffsets(time.Unix(0, 0), 7, true)
 		_, _, _ = decodeRecord(key, value)
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/coord/coordtest"
 )
 
@@ -32,7 +33,11 @@ import (
 //	consumer-heartbeat group= member= epoch= [topics=t,u] [assignor=] [owned=t:0.1,u:0]
 //	  (owned defaults to what the member was last assigned, as a client acknowledges)
 //	commit group= offsets=t/0=5,... [member=] [gen=-1] [version=8]
-//	fetch-offsets group=
+//	txn-commit group= offsets=t/0=5,... [pid=7] [epoch=0] [member=] [gen=-1]
+//	  (a TxnOffsetCommit in producer pid's transaction)
+//	marker group= [pid=7] [epoch=0] [result=commit|abort]
+//	  (the transaction's end-transaction marker on the group's offsets partition)
+//	fetch-offsets group= [stable=true]
 //	delete-group group=
 //	describe group=
 //	list
@@ -201,14 +206,50 @@ func (h *ddHarness) run(t *testing.T, td *datadriven.TestData) string {
 			}
 			return strings.Join(out, " ")
 		})
+	case "txn-commit":
+		req := CommitRequest{Group: group, Version: 3, Generation: int32(a.int("gen", -1)), MemberID: a.str("member", ""),
+			Producer: &TxnProducer{ID: int64(a.int("pid", 7)), Epoch: int16(a.int("epoch", 0))}}
+		for _, kv := range a.list("offsets", "") {
+			tp, off, _ := strings.Cut(kv, "=")
+			topic, part, _ := strings.Cut(tp, "/")
+			o, _ := strconv.ParseInt(off, 10, 64)
+			p, _ := strconv.Atoi(part)
+			i := slices.IndexFunc(req.Topics, func(ct CommitTopic) bool { return ct.Topic == topic })
+			if i < 0 {
+				req.Topics, i = append(req.Topics, CommitTopic{Topic: topic}), len(req.Topics)
+			}
+			req.Topics[i].Partitions = append(req.Topics[i].Partitions, CommitPartition{Partition: int32(p), Offset: o, LeaderEpoch: -1, Timestamp: -1})
+		}
+		coordtest.Park(h.Harness, "txn-commit", h.c.CommitOffsets(req), func(errs [][]error, err error) string {
+			var out []string
+			for i, t := range req.Topics {
+				for j, p := range t.Partitions {
+					e := err
+					if len(errs) > i && errs[i][j] != nil {
+						e = errs[i][j]
+					}
+					out = append(out, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(e)))
+				}
+			}
+			return strings.Join(out, " ")
+		})
+	case "marker":
+		p := PartitionFor(group, h.log.Partitions())
+		m := coord.Marker{ProducerID: int64(a.int("pid", 7)), Epoch: int16(a.int("epoch", 0)), Commit: a.str("result", "commit") == "commit"}
+		coordtest.Park(h.Harness, "marker", h.c.CompleteTransaction(p, m), func(v error, err error) string { return errName(firstErr(v, err)) })
 	case "fetch-offsets":
-		coordtest.Park(h.Harness, "fetch-offsets", h.c.FetchOffsets(FetchRequest{Group: group, MemberEpoch: -1}), func(r FetchResult, err error) string {
+		freq := FetchRequest{Group: group, MemberEpoch: -1, RequireStable: a.str("stable", "") == "true"}
+		coordtest.Park(h.Harness, "fetch-offsets", h.c.FetchOffsets(freq), func(r FetchResult, err error) string {
 			if err = firstErr(r.Err, err); err != nil {
 				return errName(err)
 			}
 			var out []string
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
+					if p.Err != nil {
+						out = append(out, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(p.Err)))
+						continue
+					}
 					out = append(out, fmt.Sprintf("%s/%d=%d", t.Topic, p.Partition, p.Offset))
 				}
 			}
@@ -365,6 +406,7 @@ var ddErrors = []struct {
 	name string
 }{
 	{ErrCoordinatorLoadInProgress, "COORDINATOR_LOAD_IN_PROGRESS"}, {ErrCoordinatorNotAvailable, "COORDINATOR_NOT_AVAILABLE"},
+	{ErrUnstableOffsetCommit, "UNSTABLE_OFFSET_COMMIT"},
 	{ErrNotCoordinator, "NOT_COORDINATOR"}, {ErrInvalidGroupID, "INVALID_GROUP_ID"}, {ErrUnknownMemberID, "UNKNOWN_MEMBER_ID"},
 	{ErrMemberIDRequired, "MEMBER_ID_REQUIRED"}, {ErrIllegalGeneration, "ILLEGAL_GENERATION"},
 	{ErrRebalanceInProgress, "REBALANCE_IN_PROGRESS"}, {ErrInconsistentGroupProtocol, "INCONSISTENT_GROUP_PROTOCOL"},

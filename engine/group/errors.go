@@ -86,6 +86,10 @@ var (
 	// ErrUnsupportedVersion: a consumer-group member committed with an
 	// OffsetCommit version below 9 (UNSUPPORTED_VERSION).
 	ErrUnsupportedVersion = errors.New("unsupported request version for this group")
+	// ErrUnstableOffsetCommit: a transaction has an offset of the
+	// partition pending (UNSTABLE_OFFSET_COMMIT): the consumer retries
+	// once the transaction ended.
+	ErrUnstableOffsetCommit = errors.New("a transactional offset commit is pending")
 )
 
 // ErrUnknownTopicOrPartition: an offset commit names a topic or partition

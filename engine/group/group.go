@@ -15,6 +15,10 @@ type offsetEntry struct {
 	commitTime  int64 // ms
 	expireTime  int64 // ms; -1 unless an OffsetCommit v1-v4 asked for one
 	topicID     TopicID
+	// recordOffset is where its record is in __consumer_offsets: a
+	// transactional commit that a marker makes visible replaces a
+	// committed offset only if it was written after it.
+	recordOffset int64
 }
 
 type tpKey struct {

@@ -1,6 +1,10 @@
 package group
 
-import "time"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 // kind is a group's membership protocol: *Classic (JoinGroup/SyncGroup)
 // or *Consumer (KIP-848), and later share groups. A Group holds exactly
@@ -60,7 +64,7 @@ func (g *Classic) subscribes(topic string) (bool, bool) {
 }
 
 func (g *Classic) checkCommit(now time.Time, req *CommitRequest) (func(TopicID, int32) error, error) {
-	return nil, g.validateCommit(now, req.Generation, req.MemberID, req.InstanceID)
+	return nil, g.validateCommit(now, req.Generation, req.MemberID, req.InstanceID, req.Producer != nil)
 }
 
 func (g *Classic) checkFetch(*string, int32) error { return nil }
@@ -92,7 +96,22 @@ func (g *Consumer) since() time.Time { return g.stateSince }
 func (g *Consumer) subscribes(topic string) (bool, bool) { return g.subscribed(topic), true }
 
 func (g *Consumer) checkCommit(_ time.Time, req *CommitRequest) (func(TopicID, int32) error, error) {
-	return g.validateCommit(req.MemberID, req.Generation, req.Version)
+	if req.Producer == nil {
+		return g.validateCommit(req.MemberID, req.Generation, req.Version)
+	}
+	// A transactional commit (TxnOffsetCommit has its own versions): a
+	// stale member epoch is ILLEGAL_GENERATION, as Kafka answers it.
+	check, err := g.validateCommit(req.MemberID, req.Generation, 9)
+	stale := func(err error) error {
+		if errors.Is(err, ErrStaleMemberEpoch) {
+			return fmt.Errorf("%w: %v", ErrIllegalGeneration, err)
+		}
+		return err
+	}
+	if err != nil || check == nil {
+		return check, stale(err)
+	}
+	return func(t TopicID, p int32) error { return stale(check(t, p)) }, nil
 }
 
 func (g *Consumer) checkFetch(memberID *string, epoch int32) error {

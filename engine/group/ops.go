@@ -1,6 +1,8 @@
 package group
 
 import (
+	"errors"
+	"maps"
 	"fmt"
 	"slices"
 	"time"
@@ -205,18 +207,50 @@ func (s *shard) commit(now time.Time, req CommitRequest, snap *topicSnapshot) []
 	if g == nil {
 		g = s.group(now, req.Group, true) // a group that only stores offsets
 	}
-	if err := s.append(now, recs); err != nil {
+	var first int64
+	var err error
+	if req.Producer != nil {
+		first, _, err = s.sh.AppendTxn(now, req.Producer.ID, req.Producer.Epoch, recs, req.Producer.Guard)
+		if errors.Is(err, coord.ErrBatchTooLarge) {
+			err = fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
+		}
+	} else {
+		first, err = s.appendAt(now, recs)
+	}
+	if err != nil {
 		for _, t := range todo {
 			out[t.i][t.j] = err
 		}
 		s.settle(now, g)
 		return out
 	}
-	for _, t := range todo {
-		g.offsets[t.key] = t.e
+	for i, t := range todo {
+		t.e.recordOffset = first + int64(i)
+		if req.Producer != nil {
+			s.addTxnOffset(req.Producer.ID, req.Group, t.key, t.e)
+		} else {
+			g.offsets[t.key] = t.e
+		}
 	}
 	s.settle(now, g)
 	return out
+}
+
+// completeTxn writes the end-transaction marker of producer pid to the
+// shard's partition and applies it to the offsets the transaction
+// committed (WriteTxnMarkers for an offsets partition).
+func (s *shard) completeTxn(now time.Time, m coord.Marker) error {
+	if _, err := s.sh.AppendMarker(m); err != nil {
+		return err
+	}
+	groups := slices.Sorted(maps.Keys(s.txnOffsets[m.ProducerID]))
+	s.endTxnOffsets(now, m.ProducerID, m.Commit)
+	for _, id := range groups {
+		if g := s.groups[id]; g != nil {
+			s.settle(now, g)
+		}
+	}
+	return nil
 }
 
 func (s *shard) deleteOffsets(now time.Time, group string, topics []FetchTopic) ([][]error, error) {
@@ -265,10 +299,24 @@ func (s *shard) deleteGroup(now time.Time, id string) error {
 	case g.members() > 0:
 		return fmt.Errorf("%w: %q has %d members", ErrNonEmptyGroup, id, g.members())
 	}
-	_, recs := tombstones(g, func(tpKey) bool { return true })
+	keys, recs := tombstones(g, func(tpKey) bool { return true })
+	// Partitions only a transaction holds get a tombstone too: it
+	// removes the pending offset, at replay as here (Kafka's
+	// deleteAllOffsets).
+	for _, byGroup := range s.txnOffsets {
+		for k := range byGroup[id] {
+			if !slices.Contains(keys, k) {
+				keys = append(keys, k)
+				recs = append(recs, batch.Record{Key: encodeOffsetKey(id, k.topic, k.part)})
+			}
+		}
+	}
 	recs = append(recs, batch.Record{Key: encodeGroupKey(id)})
 	if err := s.append(now, recs); err != nil {
 		return err
+	}
+	for _, k := range keys {
+		s.dropTxnOffset(id, k)
 	}
 	s.drop(id)
 	return nil

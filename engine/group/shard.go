@@ -30,24 +30,36 @@ type shard struct {
 	groups    map[string]*Group
 	deadlines map[string]time.Time // groups with timeouts pending
 	nextSweep time.Time
+	// txnOffsets are the transactional offset commits whose transaction
+	// has not ended, by producer id, then group and partition: visible to
+	// nobody until a commit marker makes them committed offsets.
+	txnOffsets map[int64]map[string]map[tpKey]*offsetEntry
 }
 
 func (c *Coordinator) newShard(sh *coord.Shard) *shard {
 	return &shard{cfg: &c.cfg, log: c.log, topics: c.topics.Load, sh: sh, p: sh.Partition(),
 		home:   c.setHome,
-		groups: map[string]*Group{}, deadlines: map[string]time.Time{}}
+		groups: map[string]*Group{}, deadlines: map[string]time.Time{}, txnOffsets: map[int64]map[string]map[tpKey]*offsetEntry{}}
 }
 
 // Replay implements coord.State: one record of the partition.
 func (s *shard) Replay(now time.Time, r coord.Record) bool {
+	pid := int64(-1)
 	if r.Transactional {
-		return true // transactional offset commits: not served yet (issue 14)
+		pid = r.ProducerID
 	}
-	return s.replayRecord(now, r.Key, r.Value)
+	return s.replayRecord(now, r.Key, r.Value, r.Offset, pid)
 }
 
-// replayRecord applies one record; false if it could not be decoded.
-func (s *shard) replayRecord(now time.Time, key, value []byte) (ok bool) {
+// ReplayMarker implements coord.MarkerReplayer: a transaction's end makes
+// its offsets committed, or drops them.
+func (s *shard) ReplayMarker(now time.Time, _ int64, pid int64, _ int16, commit bool) {
+	s.endTxnOffsets(now, pid, commit)
+}
+
+// replayRecord applies one record at offset, written in a transaction of
+// producer pid (-1: not transactional); false if it could not be decoded.
+func (s *shard) replayRecord(now time.Time, key, value []byte, offset, pid int64) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil { // kmsg decoding of hostile bytes
 			ok = false
@@ -78,10 +90,12 @@ func (s *shard) replayRecord(now time.Time, key, value []byte) (ok bool) {
 		g.kind, g.persisted = restoreClassic(s.cfg, now, r.metadata), true
 		return true
 	}
+	k := tpKey{r.topic, r.partition}
 	if r.offset == nil {
+		s.dropTxnOffset(r.group, k)
 		if g != nil {
-			delete(g.offsets, tpKey{r.topic, r.partition})
-			if len(g.offsets) == 0 && !g.persisted && g.members() == 0 {
+			delete(g.offsets, k)
+			if len(g.offsets) == 0 && !g.persisted && g.members() == 0 && !s.hasTxnOffsets(r.group) {
 				delete(s.groups, r.group)
 			}
 		}
@@ -91,8 +105,75 @@ func (s *shard) replayRecord(now time.Time, key, value []byte) (ok bool) {
 		g = newGroup(s.cfg, r.group, s.p, now)
 		s.groups[r.group] = g
 	}
-	g.offsets[tpKey{r.topic, r.partition}] = r.offset
+	r.offset.recordOffset = offset
+	if pid >= 0 {
+		s.addTxnOffset(pid, r.group, k, r.offset)
+		return true
+	}
+	g.offsets[k] = r.offset
 	return true
+}
+
+// addTxnOffset records a transactional offset commit of producer pid.
+func (s *shard) addTxnOffset(pid int64, group string, k tpKey, e *offsetEntry) {
+	byGroup := s.txnOffsets[pid]
+	if byGroup == nil {
+		byGroup = map[string]map[tpKey]*offsetEntry{}
+		s.txnOffsets[pid] = byGroup
+	}
+	if byGroup[group] == nil {
+		byGroup[group] = map[tpKey]*offsetEntry{}
+	}
+	byGroup[group][k] = e
+}
+
+// dropTxnOffset forgets every producer's pending offset of (group, k): a
+// tombstone removes it (Kafka's replay of an offset deletion).
+func (s *shard) dropTxnOffset(group string, k tpKey) {
+	for _, byGroup := range s.txnOffsets {
+		delete(byGroup[group], k)
+	}
+}
+
+// hasTxnOffsets reports whether a transaction has offsets of group
+// pending; with k, of that partition.
+func (s *shard) hasTxnOffsets(group string, k ...tpKey) bool {
+	for _, byGroup := range s.txnOffsets {
+		offs := byGroup[group]
+		if len(k) == 0 && len(offs) > 0 {
+			return true
+		}
+		for _, kk := range k {
+			if _, ok := offs[kk]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// endTxnOffsets applies the end of producer pid's transaction: committed,
+// its offsets become the groups' committed offsets, each unless a plain
+// commit written after it already replaced the partition's offset
+// (Kafka's replayEndTransactionMarker); aborted, they are dropped.
+func (s *shard) endTxnOffsets(now time.Time, pid int64, commit bool) {
+	byGroup := s.txnOffsets[pid]
+	delete(s.txnOffsets, pid)
+	if !commit {
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(byGroup)) {
+		g := s.groups[id]
+		if g == nil {
+			g = newGroup(s.cfg, id, s.p, now)
+			s.groups[id] = g
+		}
+		for k, e := range byGroup[id] {
+			if cur := g.offsets[k]; cur == nil || cur.recordOffset < e.recordOffset {
+				g.offsets[k] = e
+			}
+		}
+	}
 }
 
 // Activate implements coord.State: the replayed groups are served. A
@@ -120,6 +201,7 @@ func (s *shard) Unload(err error) {
 		g.kind.failAll(err)
 	}
 	s.groups, s.deadlines = map[string]*Group{}, map[string]time.Time{}
+	s.txnOffsets = map[int64]map[string]map[tpKey]*offsetEntry{}
 }
 
 // Tick implements coord.State: the timeouts due at now and, when due, the
@@ -147,11 +229,17 @@ func (s *shard) Tick(now time.Time) {
 
 // append writes recs to the partition as one batch.
 func (s *shard) append(now time.Time, recs []batch.Record) error {
-	_, err := s.sh.Append(now, recs)
-	if errors.Is(err, coord.ErrBatchTooLarge) {
-		return fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
-	}
+	_, err := s.appendAt(now, recs)
 	return err
+}
+
+// appendAt is append that also returns the offset of the first record.
+func (s *shard) appendAt(now time.Time, recs []batch.Record) (int64, error) {
+	last, err := s.sh.Append(now, recs)
+	if errors.Is(err, coord.ErrBatchTooLarge) {
+		return 0, fmt.Errorf("%w: %v", ErrInvalidCommitOffsetSize, err)
+	}
+	return last - int64(len(recs)) + 1, err
 }
 
 // group returns a group, creating it (classic, empty) when create.
@@ -189,7 +277,7 @@ func (s *shard) settle(now time.Time, g *Group) {
 	// is forgotten at once; one that did lingers, Empty, until the
 	// retention sweep removes it, as in Kafka.
 	switch {
-	case !g.idle() || len(g.offsets) > 0 || g.persisted || g.kind.held():
+	case !g.idle() || len(g.offsets) > 0 || g.persisted || g.kind.held() || s.hasTxnOffsets(g.id):
 		g.established = true
 	case !g.established && s.groups[g.id] == g:
 		s.drop(g.id)
@@ -213,12 +301,15 @@ func (s *shard) sweep(now time.Time) {
 	removed := 0
 	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[id]
-		expired := g.expiredOffsets(now, s.cfg.OffsetsRetention)
+		// An offset a transaction may still replace is kept (Kafka's
+		// cleanupExpiredOffsets).
+		expired := slices.DeleteFunc(g.expiredOffsets(now, s.cfg.OffsetsRetention),
+			func(k tpKey) bool { return s.hasTxnOffsets(g.id, k) })
 		var recs []batch.Record
 		for _, k := range expired {
 			recs = append(recs, batch.Record{Key: encodeOffsetKey(g.id, k.topic, k.part)})
 		}
-		deleteGroup := g.idle() && len(g.offsets) == len(expired)
+		deleteGroup := g.idle() && len(g.offsets) == len(expired) && !s.hasTxnOffsets(g.id)
 		if deleteGroup && g.persisted {
 			recs = append(recs, batch.Record{Key: encodeGroupKey(g.id)})
 		}

@@ -82,8 +82,24 @@ func (h *Harness) Appended() string {
 		h.seen[p] = n
 		for _, raw := range batches {
 			err := batch.Iterate(raw, func(hd batch.Header, recs []byte) bool {
+				if hd.IsControl() {
+					verb := "abort"
+					m, err := batch.ParseEndTxnMarker(recs)
+					if m.Commit {
+						verb = "commit"
+					}
+					if err != nil {
+						verb = "unreadable: " + err.Error()
+					}
+					fmt.Fprintf(&b, "p%d@%d marker %s producer %d epoch %d\n", p, hd.BaseOffset, verb, hd.ProducerID, hd.ProducerEpoch)
+					return true
+				}
+				txn := ""
+				if hd.IsTransactional() {
+					txn = fmt.Sprintf("txn(producer %d) ", hd.ProducerID)
+				}
 				_ = batch.Records(recs, func(r batch.Record) bool {
-					fmt.Fprintf(&b, "p%d@%d %s\n", p, hd.BaseOffset+int64(r.OffsetDelta), h.Record(p, r))
+					fmt.Fprintf(&b, "p%d@%d %s%s\n", p, hd.BaseOffset+int64(r.OffsetDelta), txn, h.Record(p, r))
 					return true
 				})
 				return true
