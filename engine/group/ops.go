@@ -2,8 +2,8 @@ package group
 
 import (
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
