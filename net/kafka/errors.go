@@ -109,6 +109,7 @@ var errorMap = []struct {
 	{group.ErrInvalidRequest, kerr.InvalidRequest},
 	{group.ErrUnsupportedVersion, kerr.UnsupportedVersion},
 	{group.ErrUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
+	{group.ErrUnstableOffsetCommit, kerr.UnstableOffsetCommit},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 }

@@ -83,7 +83,7 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	groups, unavailable := c.groupsOrUnavailable()
 	if req.Version < 8 {
-		fr := group.FetchRequest{Group: req.Group, MemberEpoch: -1}
+		fr := group.FetchRequest{Group: req.Group, MemberEpoch: -1, RequireStable: req.Version >= 7 && req.RequireStable}
 		if req.Topics != nil || req.Version < 2 {
 			fr.Topics = make([]group.FetchTopic, 0, len(req.Topics))
 			for _, t := range req.Topics {
@@ -114,6 +114,9 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 					if req.Version < 2 {
 						rp.ErrorCode = code
 					}
+					if p.Err != nil {
+						rp.ErrorCode = c.errCode(p.Err) // UNSTABLE_OFFSET_COMMIT
+					}
 					rt.Partitions = append(rt.Partitions, rp)
 				}
 				resp.Topics = append(resp.Topics, rt)
@@ -138,7 +141,7 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 	}
 	replies := make([]*group.Reply[group.FetchResult], 0, len(req.Groups))
 	for _, rg := range req.Groups {
-		fr := group.FetchRequest{Group: rg.Group, MemberID: rg.MemberID, MemberEpoch: rg.MemberEpoch}
+		fr := group.FetchRequest{Group: rg.Group, MemberID: rg.MemberID, MemberEpoch: rg.MemberEpoch, RequireStable: req.RequireStable}
 		if rg.Topics != nil {
 			fr.Topics = make([]group.FetchTopic, 0, len(rg.Topics))
 			for _, t := range rg.Topics {
@@ -161,6 +164,9 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 			for _, p := range t.Partitions {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, kmsg.StringPtr(p.Metadata)
+				if p.Err != nil {
+					sp.ErrorCode = c.errCode(p.Err) // UNSTABLE_OFFSET_COMMIT
+				}
 				st.Partitions = append(st.Partitions, sp)
 			}
 			sg.Topics = append(sg.Topics, st)
