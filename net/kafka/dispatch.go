@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -20,6 +19,18 @@ type handler func(c *conn, r *request) (resp kmsg.Response, park func() kmsg.Res
 type api struct {
 	min, max int16
 	handle   handler
+}
+
+// txnAPIs are the transaction APIs: a server without a transaction
+// coordinator (Options.Txns) neither advertises nor serves them, so a client
+// learns from ApiVersions that transactions are unavailable instead of
+// failing half-way through one.
+var txnAPIs = map[int16]bool{
+	kmsg.AddPartitionsToTxn.Int16():   true,
+	kmsg.AddOffsetsToTxn.Int16():      true,
+	kmsg.EndTxn.Int16():               true,
+	kmsg.DescribeTransactions.Int16(): true,
+	kmsg.ListTransactions.Int16():     true,
 }
 
 // apis is the table of supported requests. ApiVersions is derived from it,
@@ -76,23 +87,35 @@ func supported(key, version int16) bool {
 	return ok && version >= a.min && version <= a.max
 }
 
-// apiVersionKeys lists the supported APIs for ApiVersions, sorted by key.
-// It is computed once (the table never changes after init); responses share
-// it, as they are only encoded.
-var apiVersionKeys = sync.OnceValue(func() []kmsg.ApiVersionsResponseApiKey {
-	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
-	for k, a := range apis {
-		keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
-	return keys
-})
+// offers reports whether this server serves the API: every API of the
+// table, except the transaction APIs when there is no coordinator.
+func (s *Server) offers(key int16) bool {
+	_, ok := apis[key]
+	return ok && (!txnAPIs[key] || s.opts.Txns != nil)
+}
+
+// apiVersionKeys lists the APIs this server offers for ApiVersions, sorted
+// by key. It is computed once per server (the table never changes after
+// init); responses share it, as they are only encoded.
+func (s *Server) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
+	s.apiKeysOnce.Do(func() {
+		keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
+		for k, a := range apis {
+			if s.offers(k) {
+				keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
+			}
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+		s.apiKeys = keys
+	})
+	return s.apiKeys
+}
 
 // dispatch runs one request and arranges for its reply to fill its entry in
 // the outbox. A handler panic is a bug, but it must cost only the connection
 // it came on: it is logged with its stack and the connection is closed.
 func (c *conn) dispatch(r *request) {
-	if r.kreq == nil {
+	if r.kreq == nil || !c.s.offers(r.key) {
 		c.s.budget.release(r.size)
 		c.out.fill(r.entry, c.unsupported(r))
 		return
@@ -172,7 +195,7 @@ func (c *conn) unsupported(r *request) reply {
 		resp := kmsg.NewPtrApiVersionsResponse()
 		resp.Version = 0
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		resp.ApiKeys = apiVersionKeys()
+		resp.ApiKeys = c.s.apiVersionKeys()
 		return reply{req: r, resp: resp}
 	}
 	code := kerr.UnsupportedVersion.Code
@@ -207,7 +230,7 @@ func (c *conn) handleApiVersions(r *request) (kmsg.Response, func() kmsg.Respons
 			return resp, nil
 		}
 	}
-	resp.ApiKeys = apiVersionKeys()
+	resp.ApiKeys = c.s.apiVersionKeys()
 	return resp, nil
 }
 

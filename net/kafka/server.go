@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"log/slog"
 	"net"
 	"strconv"
@@ -225,6 +226,8 @@ type Server struct {
 	wg          sync.WaitGroup // connection goroutines; Shutdown waits for them
 	bg          sync.WaitGroup // background work that stops on Close
 	closeOnce   sync.Once
+	apiKeysOnce sync.Once
+	apiKeys     []kmsg.ApiVersionsResponseApiKey // what ApiVersions advertises (apiVersionKeys)
 }
 
 // Listen binds the listener; Serve then accepts on it.

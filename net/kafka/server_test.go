@@ -88,16 +88,27 @@ func (r *rawConn) send(req kmsg.Request) int32 {
 	return r.corr
 }
 
-// recv reads one response into resp (whose version must match the request).
-func (r *rawConn) recv(resp kmsg.Response) int32 {
+// recvFrame reads one response frame: its correlation id and its body.
+func (r *rawConn) recvFrame() (int32, []byte) {
 	var size [4]byte
 	_, err := io.ReadFull(r.c, size[:])
 	require.NoError(r.t, err)
 	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
 	_, err = io.ReadFull(r.c, buf)
 	require.NoError(r.t, err)
-	corr := int32(binary.BigEndian.Uint32(buf))
-	body := buf[4:]
+	return int32(binary.BigEndian.Uint32(buf)), buf[4:]
+}
+
+// recvBody reads one response and returns its body undecoded (for answers
+// that are not the request's response shape, such as UNSUPPORTED_VERSION).
+func (r *rawConn) recvBody() []byte {
+	_, body := r.recvFrame()
+	return body
+}
+
+// recv reads one response into resp (whose version must match the request).
+func (r *rawConn) recv(resp kmsg.Response) int32 {
+	corr, body := r.recvFrame()
 	if resp.IsFlexible() && resp.Key() != kmsg.ApiVersions.Int16() {
 		body = body[1:] // empty header tags
 	}

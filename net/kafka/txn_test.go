@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"encoding/binary"
 	"log/slog"
 	"strings"
 	"testing"
@@ -45,6 +46,24 @@ func TestTransactionalProducerIsRefusedAsUnsupported(t *testing.T) {
 	require.ErrorIs(t, kerr.ErrorForCode(p.ErrorCode), kerr.UnsupportedVersion)
 	require.NotNil(t, p.ErrorMessage)
 	require.Contains(t, *p.ErrorMessage, "does not support transactions")
+
+	// ApiVersions does not offer the transaction APIs, and a client that
+	// sends one anyway is told the version is unsupported.
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 3
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
+	rc.send(av)
+	avr := av.ResponseKind().(*kmsg.ApiVersionsResponse)
+	rc.recv(avr)
+	for _, k := range avr.ApiKeys {
+		require.NotContains(t, []int16{kmsg.AddPartitionsToTxn.Int16(), kmsg.EndTxn.Int16(),
+			kmsg.AddOffsetsToTxn.Int16(), kmsg.ListTransactions.Int16(), kmsg.DescribeTransactions.Int16()},
+			k.ApiKey, "advertised without a coordinator")
+	}
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.Version = 0
+	rc.send(lt)
+	require.Equal(t, kerr.UnsupportedVersion.Code, int16(binary.BigEndian.Uint16(rc.recvBody())))
 
 	out := logs.String()
 	require.Contains(t, out, "transactional_id=tx-1")
