@@ -36,6 +36,7 @@ import (
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/engine/vfs"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
@@ -88,6 +89,8 @@ type Config struct {
 	// ResetOffsetsTopic deletes __consumer_offsets at start (every
 	// committed offset and group is lost).
 	ResetOffsetsTopic bool
+	// Txns configures the transaction coordinator.
+	Txns txncoord.Config
 
 	Version string
 	Logger  *slog.Logger
@@ -102,7 +105,7 @@ func (c Config) Validate() error {
 	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
 		return err
 	}
-	ko := c.kafkaOptions(nil, nil, nil)
+	ko := c.kafkaOptions(nil, nil, nil, nil, nil)
 	if err := ko.Validate(); err != nil {
 		return err
 	}
@@ -111,18 +114,23 @@ func (c Config) Validate() error {
 		g.Logger = slog.New(slog.DiscardHandler)
 	}
 	g.EnsureDefaults()
-	return g.Validate()
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	t := c.Txns
+	t.EnsureDefaults()
+	return t.Validate()
 }
 
 // kafkaOptions are the Kafka listener's options; Validate checks them
 // before anything is opened.
-func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Coordinator) kafka.Options {
+func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Coordinator, txns *txncoord.Coordinator, verifier kafka.Verifier) kafka.Options {
 	return kafka.Options{
 		Listen: c.Listen, Listener: ln, Advertise: c.Advertise, NodeID: c.NodeID, Clustered: c.Cluster.Clustered(),
 		MaxRequestSize: c.MaxRequestSize, AutoCreateTopics: c.AutoCreateTopics,
 		DefaultPartitions: c.DefaultPartitions, MaxConnections: c.MaxConnections,
 		MaxConnectionsPerIP: c.MaxConnectionsPerIP, Metrics: m, Logger: c.Logger, Version: c.Version,
-		Groups: groups, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
+		Groups: groups, Txns: txns, Verifier: verifier, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
 		Clock: c.Clock,
@@ -140,6 +148,7 @@ type Node struct {
 	// members is the gossip membership of a clustered node (nil alone).
 	members *membership.Membership
 	groups  *group.Coordinator
+	txns    *txncoord.Coordinator
 	kafka   *kafka.Server
 	rec     *reconciler
 	// startIndex is the metadata's applied index when the node opened: it
@@ -322,6 +331,20 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	n.groups = groups
 	n.closers = append(n.closers, func() { groups.Close() })
+	links := &txnLinks{nodeID: cfg.NodeID, ctrl: ctrl, log: n.log,
+		caller: peer.NewCaller(peer.CallerOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "txn-rpc")})}
+	n.closers = append(n.closers, func() { _ = links.caller.Close() })
+	tcfg := cfg.Txns
+	if tcfg.Logger == nil {
+		tcfg.Logger = n.log
+	}
+	txns, err := newTxns(tcfg, ctrl, b, links)
+	if err != nil {
+		return nil, err
+	}
+	n.txns = txns
+	rec.attachTxns(txns)
+	n.closers = append(n.closers, txns.Close)
 	n.ready = make(chan struct{})
 	readyCtx, stopReady := context.WithCancel(context.Background())
 	n.closers = append(n.closers, stopReady)
@@ -330,10 +353,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	handedOver = true
-	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups), ctrl, b)
+	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups, txns, links), ctrl, b)
 	if err != nil {
 		return nil, err
 	}
+	links.local.Store(ks)
 	n.kafka = ks
 	n.closers = append(n.closers, func() { ks.Close() })
 	go func() {

@@ -14,6 +14,7 @@ import (
 	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/net/kafka"
 )
 
@@ -51,6 +52,7 @@ type reconciler struct {
 	// (apply replaces it), and neither are the deltas' values it holds.
 	view   atomic.Pointer[map[string]metadata.Topic]
 	groups *group.Coordinator
+	txns   *txncoord.Coordinator // the transaction coordinator (attachTxns)
 	// first is set until the first image is applied: only then are
 	// directories no topic names removed. firstErr is what that removal
 	// failed with; Open refuses to start then.
@@ -299,7 +301,57 @@ func (r *reconciler) hostPartition(topic string, id [16]byte, configs map[string
 			r.coordinate(p.ID, p.Leader == r.nodeID)
 		}
 	}
+	if err == nil && topic == txncoord.Topic {
+		r.coordinateTxns(p.ID, p.Leader == r.nodeID, p.LeaderEpoch)
+	}
 	r.report(topic, "host partition", err)
+}
+
+// attachTxns gives the reconciler the transaction coordinator and starts
+// it with the __transaction_state partitions this node leads now; the
+// reconciler loads and unloads them from then on (coordinateTxns).
+func (r *reconciler) attachTxns(txns *txncoord.Coordinator) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.txns = txns
+	t := r.topics[txncoord.Topic]
+	txns.SetPartitions(int32(len(t.Partitions)))
+	txns.Start(nil)
+	for _, p := range t.Partitions {
+		if p.Leader == r.nodeID {
+			r.coordinateTxns(p.ID, true, p.LeaderEpoch)
+		}
+	}
+}
+
+// coordinateTxns makes the transaction coordinator serve the transactional
+// ids of __transaction_state partition p where this node leads it, in the
+// partition's leader epoch (the coordinator epoch its markers carry), and
+// answer NOT_COORDINATOR for them where it no longer does. Loading replays
+// the partition (and finishes what was prepared), so it runs off the
+// reconciler's goroutine; a load that finishes after the leadership moved
+// on is undone.
+func (r *reconciler) coordinateTxns(p int32, leads bool, epoch int32) {
+	txns := r.txns
+	if txns == nil {
+		return // attachTxns starts it with the partitions led then
+	}
+	txns.SetPartitions(int32(len(r.topics[txncoord.Topic].Partitions)))
+	if !leads {
+		txns.UnloadPartition(p)
+		return
+	}
+	tp := replica.TopicPartition{Topic: txncoord.Topic, Partition: p}
+	r.loads.Add(1)
+	go func() {
+		defer r.loads.Done()
+		if err := txns.LoadPartition(p, epoch); err != nil {
+			r.log.Warn("loading the transactions of a transaction state partition this node leads", "partition", p, "err", err)
+		}
+		if r.repl != nil && !r.repl.leads(tp) {
+			txns.UnloadPartition(p)
+		}
+	}()
 }
 
 // coordinate makes the group coordinator serve the groups of offsets

@@ -5,7 +5,9 @@ import (
 	"fmt"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txn"
 )
 
 // OffsetsTopicConfigs are the topic configs of __consumer_offsets, as
@@ -21,9 +23,14 @@ var OffsetsTopicConfigs = map[string]string{
 // BrokerStorage is the Storage of a real node: the broker's partitions of
 // __consumer_offsets. The topic is created and described through the two
 // functions, which main wires to the metadata controller (engine does not
-// import cluster).
+// import cluster). The transaction coordinator's __transaction_state is
+// stored the same way: Topic and Configs name another internal topic.
 type BrokerStorage struct {
 	Broker *replica.Manager
+	// Topic is the internal topic stored (default OffsetsTopic) and
+	// Configs what it is created with (default OffsetsTopicConfigs).
+	Topic   string
+	Configs map[string]string
 	// PartitionCount returns the offsets topic's partition count, 0 when
 	// the topic does not exist.
 	PartitionCount func() int32
@@ -37,17 +44,38 @@ func (s *BrokerStorage) Partitions() int32 { return s.PartitionCount() }
 
 // Create implements Storage.
 func (s *BrokerStorage) Create(ctx context.Context, n int32) (int32, error) {
-	if err := s.CreateTopic(ctx, n, OffsetsTopicConfigs); err != nil {
+	configs := s.Configs
+	if configs == nil {
+		configs = OffsetsTopicConfigs
+	}
+	if err := s.CreateTopic(ctx, n, configs); err != nil {
 		return 0, err
 	}
 	if got := s.Partitions(); got > 0 {
 		return got, nil
 	}
-	return 0, fmt.Errorf("%s was created but has no partitions", OffsetsTopic)
+	return 0, fmt.Errorf("%s was created but has no partitions", s.topic())
+}
+
+func (s *BrokerStorage) topic() string {
+	if s.Topic == "" {
+		return OffsetsTopic
+	}
+	return s.Topic
 }
 
 func (s *BrokerStorage) partition(p int32) (*replica.Partition, error) {
-	return s.Broker.Partition(replica.TopicPartition{Topic: OffsetsTopic, Partition: p})
+	return s.Broker.Partition(replica.TopicPartition{Topic: s.topic(), Partition: p})
+}
+
+// LeaderEpoch is the leader epoch partition p is led in here (-1: not
+// hosted): the transaction coordinator's epoch.
+func (s *BrokerStorage) LeaderEpoch(p int32) int32 {
+	part, err := s.partition(p)
+	if err != nil {
+		return -1
+	}
+	return part.LeaderEpoch()
 }
 
 // Append implements Storage.
@@ -116,4 +144,55 @@ func (s *BrokerStorage) Generation(p int32) (uint64, error) {
 		return 0, err
 	}
 	return part.Generation(), nil
+}
+
+// AppendTxn implements coord.TxnStorage: a transactional offset commit,
+// appended in the producer's transaction with the verification guard the
+// partition handed out (StartTxnWrite; nil when none was needed).
+func (s *BrokerStorage) AppendTxn(p int32, records []byte, guard any) (int64, error) {
+	h, err := batch.ParseHeader(records)
+	if err != nil {
+		return 0, err
+	}
+	part, err := s.partition(p)
+	if err != nil {
+		return 0, err
+	}
+	g, _ := guard.(*txn.Verification)
+	res, err := part.AppendCoordinator(records, g)
+	if err != nil {
+		return 0, err
+	}
+	return res.BaseOffset + int64(h.LastOffsetDelta), nil
+}
+
+// WriteMarker implements coord.TxnStorage: the end-transaction marker of
+// a transaction that committed offsets to partition p.
+func (s *BrokerStorage) WriteMarker(p int32, m coord.Marker) (int64, error) {
+	part, err := s.partition(p)
+	if err != nil {
+		return 0, err
+	}
+	res, err := part.WriteMarker(replica.MarkerParams{ProducerID: m.ProducerID, Epoch: m.Epoch, Commit: m.Commit,
+		CoordinatorEpoch: m.CoordinatorEpoch, TV2: m.TransactionVersion >= 2})
+	if err != nil {
+		return 0, err
+	}
+	return res.BaseOffset, nil
+}
+
+// StartTxnWrite hands out the verification guard for a transactional
+// offset commit of producer (pid, epoch) to partition p, if the commit
+// would open the producer's transaction there (see
+// replica.Partition.StartTxnWrite).
+func (s *BrokerStorage) StartTxnWrite(p int32, pid int64, epoch int16) (guard any, needed bool, err error) {
+	part, err := s.partition(p)
+	if err != nil {
+		return nil, false, err
+	}
+	g, needed, err := part.StartTxnWrite(pid, epoch)
+	if g == nil {
+		return nil, needed, err // a nil *txn.Verification in an interface would not be nil
+	}
+	return g, needed, err
 }

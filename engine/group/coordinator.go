@@ -267,6 +267,11 @@ func (c *Coordinator) route(group string) (int32, error) {
 	return PartitionFor(group, c.nparts), nil
 }
 
+// OffsetsPartition is the __consumer_offsets partition that holds group's
+// records (and takes its transactional offset commits), or why it is not
+// known now (the coordinator's errors: not available, loading).
+func (c *Coordinator) OffsetsPartition(group string) (int32, error) { return c.route(group) }
+
 // setHome records that partition p's replay found group (shard.Activate):
 // false if another partition's copy is routed already.
 func (c *Coordinator) setHome(group string, p int32) bool {

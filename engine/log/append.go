@@ -17,7 +17,22 @@ import (
 // leaderEpoch newer than any recorded is added to the leader-epoch
 // checkpoint; a negative epoch is stored in the batches but not recorded.
 func (l *Log) Append(batches [][]byte, leaderEpoch int32) (AppendResult, error) {
-	return l.append(batches, leaderEpoch, true)
+	return l.append(batches, leaderEpoch, true, nil)
+}
+
+// AppendWith is Append for batches holding abort markers: aborted are
+// their aborted-transaction index entries (txnindex.go), each naming as
+// LastOffset the offset the append gives its marker (the caller knows it:
+// offsets are assigned from the log end it serialises appends against).
+// The entries are durable before the markers are written.
+func (l *Log) AppendWith(batches [][]byte, leaderEpoch int32, aborted []AbortedTxn) (AppendResult, error) {
+	return l.append(batches, leaderEpoch, true, aborted)
+}
+
+// AppendReplicatedWith is AppendReplicated with the aborted-transaction
+// index entries of the abort markers among the batches.
+func (l *Log) AppendReplicatedWith(batches [][]byte, aborted []AbortedTxn) (AppendResult, error) {
+	return l.append(batches, -1, false, aborted)
 }
 
 // AppendReplicated appends batches fetched from a partition leader, keeping
@@ -26,10 +41,10 @@ func (l *Log) Append(batches [][]byte, leaderEpoch int32) (AppendResult, error) 
 // otherwise ErrOutOfOrder. Batches need not satisfy the produce-side count
 // rule, only ValidateStored's.
 func (l *Log) AppendReplicated(batches [][]byte) (AppendResult, error) {
-	return l.append(batches, -1, false)
+	return l.append(batches, -1, false, nil)
 }
 
-func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendResult, error) {
+func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool, aborted []AbortedTxn) (AppendResult, error) {
 	if len(batches) == 0 {
 		return AppendResult{}, fmt.Errorf("log: append: %w: no batches", batch.ErrInvalidRecord)
 	}
@@ -72,6 +87,9 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 		hs = append(hs, h)
 	}
 	first, last := hs[0].BaseOffset, next-1
+	if err := checkTxnEntries(aborted, first, last); err != nil {
+		return AppendResult{}, err
+	}
 
 	act := l.active
 	rolled := false
@@ -85,6 +103,13 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 		act.rollStart = opts.Clock.Now()
 	}
 
+	if len(aborted) > 0 {
+		// Before the markers: every marker that survives a crash has its
+		// entry (one whose marker did not is cut at open).
+		if err := l.writeTxnEntries(act.base, aborted); err != nil {
+			return AppendResult{}, l.fail(err)
+		}
+	}
 	start := act.size.Load()
 	pos := start
 	f := act.activeFile()
@@ -127,6 +152,7 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool) (AppendRe
 		return AppendResult{}, l.fail(err)
 	}
 	l.leo.Store(next)
+	l.publishTxnEntries(aborted)
 	if epochChanged {
 		// Rare (leader change). If this write is lost in a crash, recovery
 		// rebuilds the entry from the batches' own epochs.

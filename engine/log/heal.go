@@ -94,6 +94,9 @@ func (l *Log) Heal() error {
 		}
 		dropped = leo - l.leo.Load()
 	}
+	if err := l.loadTxnIndex(); err != nil {
+		return fmt.Errorf("heal log %s: %w", l.dir, err)
+	}
 	l.rewritten()
 	l.failMu.Lock()
 	l.failErr = nil

@@ -305,6 +305,10 @@ type Log struct {
 
 	syncMu   sync.Mutex
 	appendMu sync.Mutex
+	// txnMu guards aborted, the aborted-transaction index in memory
+	// (txnindex.go), sorted by marker offset.
+	txnMu    sync.Mutex
+	aborted  []AbortedTxn
 	truncMu  sync.RWMutex
 	segMu    sync.RWMutex
 	segments []*segment // sorted by base offset; the last one is active

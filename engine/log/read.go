@@ -514,12 +514,12 @@ func (l *Log) Batches(from int64, fn func(h batch.Header) bool) error {
 	return nil
 }
 
-// VerifiedBatches calls fn with the header of every batch from the one
+// VerifiedBatches calls fn with the header and bytes of every batch from the one
 // containing from to the log end, like Batches, but reads whole batches and
 // passes only those whose CRC checks out: state rebuilt from the log (the
 // idempotent-producer sequences) must not come from damaged bytes. Damaged
 // and missing ranges are skipped.
-func (l *Log) VerifiedBatches(from int64, fn func(h batch.Header) bool) error {
+func (l *Log) VerifiedBatches(from int64, fn func(h batch.Header, raw []byte) bool) error {
 	var buf []byte
 	for off := max(from, l.LogStartOffset()); off < l.LogEndOffset(); {
 		data, err := l.ReadAppend(buf[:0], off, 1<<20, l.LogEndOffset())
@@ -538,9 +538,9 @@ func (l *Log) VerifiedBatches(from int64, fn func(h batch.Header) bool) error {
 		}
 		buf = data
 		stop := false
-		if err := batch.Iterate(data, func(h batch.Header, _ []byte) bool {
+		if err := batch.Iterate(data, func(h batch.Header, raw []byte) bool {
 			off = h.NextOffset()
-			if h.LastOffset() >= from && !fn(h) {
+			if h.LastOffset() >= from && !fn(h, raw) {
 				stop = true
 				return false
 			}

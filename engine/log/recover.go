@@ -74,6 +74,10 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.dropSegments(false)
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
+	if err := l.loadTxnIndex(); err != nil {
+		l.dropSegments(false)
+		return nil, fmt.Errorf("open log %s: %w", dir, err)
+	}
 	if created {
 		// Not "clean": false, which would read as a crash to recover from.
 		l.logger.Debug("log created", "log_start", l.logStart.Load(), "took", time.Since(start))

@@ -554,7 +554,7 @@ func TestDamageAtTheActiveEndEndsAtTheNextAppend(t *testing.T) {
 	require.Equal(t, []int64{0}, l.SegmentBases(), "appended to the same segment")
 	require.Equal(t, next.base, cr[0].ToOffset)
 	var seen []int64
-	require.NoError(t, l.VerifiedBatches(0, func(h batch.Header) bool {
+	require.NoError(t, l.VerifiedBatches(0, func(h batch.Header, _ []byte) bool {
 		seen = append(seen, h.BaseOffset)
 		return true
 	}))

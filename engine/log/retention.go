@@ -107,6 +107,7 @@ func (l *Log) deletePrefix(n int, newStart int64) error {
 	l.segMu.Lock()
 	del := append([]*segment(nil), l.segments[:n]...)
 	l.segments = append([]*segment(nil), l.segments[n:]...)
+	firstBase := l.segments[0].base
 	l.segMu.Unlock()
 	if newStart > l.logStart.Load() {
 		l.logStart.Store(newStart)
@@ -116,6 +117,9 @@ func (l *Log) deletePrefix(n int, newStart int64) error {
 			l.logger.Warn("remove deleted segment", "base", s.base, "err", err)
 		}
 		s.release()
+	}
+	if len(del) > 0 {
+		l.dropTxnEntriesBelow(firstBase)
 	}
 	if len(del) > 0 {
 		if err := SyncDir(l.st.fs, l.dir); err != nil {
@@ -188,6 +192,11 @@ func (l *Log) truncateLocked(offset int64) error {
 	} else if found {
 		cut = pos
 		newEnd = min(offset, h.BaseOffset)
+	}
+	// Index entries of markers going away go first (an entry past the
+	// log end would be cut at open anyway).
+	if err := l.truncateTxnIndexLocked(newEnd); err != nil {
+		return err
 	}
 	// What the log claims about the offsets going away drops first: a
 	// crash after the files are cut but before a recovery point or
@@ -322,6 +331,9 @@ func (l *Log) resetLocked(offset int64) error {
 		l.segments = nil
 		l.missing = nil
 		l.segMu.Unlock()
+		l.txnMu.Lock()
+		l.aborted = nil // the index files go with the segments
+		l.txnMu.Unlock()
 		releaseAll(l.pendingSync)
 		l.pendingSync = nil
 		for _, d := range del {

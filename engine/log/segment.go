@@ -46,7 +46,7 @@ func parseSegmentFileName(name string) (base int64, ext string, ok bool) {
 		return 0, "", false
 	}
 	ext = name[i:]
-	if ext != logExt && ext != indexExt && ext != timeIndexExt {
+	if ext != logExt && ext != indexExt && ext != timeIndexExt && ext != txnIndexExt {
 		return 0, "", false
 	}
 	b, err := strconv.ParseInt(name[:i], 10, 64)
@@ -296,6 +296,11 @@ func (s *segment) removeFiles() error {
 		if err := s.st.fs.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) && first == nil {
 			first = fmt.Errorf("remove segment file: %w", err)
 		}
+	}
+	// The aborted-transaction index is not cached (txnindex.go).
+	if err := s.st.fs.Remove(filepath.Join(s.st.dir, segmentFileName(s.base, txnIndexExt))); err != nil &&
+		!errors.Is(err, fs.ErrNotExist) && first == nil {
+		first = fmt.Errorf("remove segment file: %w", err)
 	}
 	return first
 }

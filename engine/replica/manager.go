@@ -64,9 +64,6 @@ import (
 var (
 	// ErrUnknownPartition is returned for a topic or partition this node does not host.
 	ErrUnknownPartition = errors.New("unknown topic or partition")
-	// ErrTransactionsUnsupported rejects transactional batches until
-	// transactions are implemented.
-	ErrTransactionsUnsupported = errors.New("transactions are not supported yet")
 	// ErrPartitionOffline: the partition is hosted here but cannot be opened
 	// (or cannot take appends) until its storage problem passes (Kafka
 	// KAFKA_STORAGE_ERROR). The healer retries it.
@@ -804,6 +801,9 @@ func (b *Manager) expireProducers() {
 	for _, p := range b.Partitions() {
 		p.mu.Lock()
 		p.producers.Expire(now, b.opts.ProducerIDExpiration.Milliseconds())
+		if p.stable.Load() != nil {
+			p.publishStable() // forget completed transactions below the HW
+		}
 		p.mu.Unlock()
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/log"
 )
 
@@ -90,12 +91,14 @@ type AbortedTxn struct {
 type FetchResult struct {
 	Batches       []byte
 	HighWatermark int64
-	// LastStable is the last stable offset: without transactions, the
-	// high watermark.
+	// LastStable is the last stable offset: the first offset of the
+	// earliest transaction not yet decided below the high watermark, else
+	// the high watermark.
 	LastStable int64
 	LogStart   int64
-	// Aborted are the aborted transactions the batches hold: always empty
-	// until transactions exist (issue 14); the field is their seam.
+	// Aborted are, for a ReadCommitted fetch, the aborted transactions
+	// whose records the batches may hold (never nil then, possibly
+	// empty); nil for ReadUncommitted, as Kafka answers.
 	Aborted []AbortedTxn
 	// Changed is closed at the next append, truncation or deletion, for
 	// long polls; it was taken before the offsets, so a change after them
@@ -139,31 +142,46 @@ func (p *Partition) Fetch(fp FetchParams) (FetchResult, error) {
 	}
 	res := FetchResult{Changed: p.log.Changed()} // before the offsets: a change after them closes it
 	res.HighWatermark, res.LogStart = p.HighWatermark(), p.log.LogStartOffset()
-	res.LastStable = p.lastStable(res.HighWatermark)
-	return p.read(res, fp, readBound(fp.Isolation, res.HighWatermark, res.LastStable))
+	res.LastStable = p.lastStable(res.HighWatermark, res.LogStart)
+	res, next, err := p.read(res, fp, readBound(fp.Isolation, res.HighWatermark, res.LastStable))
+	if fp.Isolation == ReadCommitted && err == nil {
+		// The transactions aborted in what was returned: those whose
+		// records may lie in [fp.Offset, next), next being the offset after
+		// the last batch returned.
+		res.Aborted, err = p.abortedIn(fp.Offset, next)
+	}
+	return res, err
 }
 
-// read reads fp's batches below upTo into res.
-func (p *Partition) read(res FetchResult, fp FetchParams, upTo int64) (FetchResult, error) {
+// read reads fp's batches below upTo into res, and returns the offset
+// after the last whole batch read (fp.Offset when none was).
+func (p *Partition) read(res FetchResult, fp FetchParams, upTo int64) (FetchResult, int64, error) {
 	if fp.Offset >= upTo || fp.Offset < res.LogStart {
 		// Nothing to read: only the answer for the offset (none up to the
 		// log end, OFFSET_OUT_OF_RANGE outside the log), and no room taken.
 		_, err := p.log.ReadAppend(nil, fp.Offset, 0, upTo)
-		return res, err
+		return res, fp.Offset, err
 	}
 	buf, maxBytes, ok := []byte(nil), fp.MaxBytes, true
 	if fp.Room != nil {
 		buf, maxBytes, ok = fp.Room()
 	}
 	if !ok {
-		return res, nil
+		return res, fp.Offset, nil
 	}
 	data, err := p.log.ReadAppend(buf, fp.Offset, maxBytes, upTo)
 	if err != nil {
-		return res, err
+		return res, fp.Offset, err
 	}
 	res.Batches = data
-	return res, nil
+	next := fp.Offset
+	if fp.Isolation == ReadCommitted {
+		_ = batch.Iterate(data[len(buf):], func(h batch.Header, _ []byte) bool {
+			next = h.LastOffset() + 1
+			return true
+		})
+	}
+	return res, next, nil
 }
 
 // readBound is the offset a consumer at isolation reads up to.
@@ -197,10 +215,16 @@ func (p *Partition) checkLeaderEpoch(current int32) error {
 // a replicated partition holds its own, moved by its followers.
 func (p *Partition) HighWatermark() int64 { return p.log.HighWatermark() }
 
-// lastStable is the last stable offset for the high watermark hw just
-// read: hw itself, until transactions (issue 14) hold it back at the first
-// open one. Never above hw.
-func (p *Partition) lastStable(hw int64) int64 { return hw }
+// lastStable is the last stable offset for the high watermark hw and log
+// start logStart just read (see txn.StableView.LastStable): never above hw
+// nor below logStart.
+func (p *Partition) lastStable(hw, logStart int64) int64 {
+	v := p.stable.Load()
+	if v == nil {
+		return hw
+	}
+	return v.LastStable(hw, logStart)
+}
 
 // Stats is the partition's log statistics, with the high watermark the
 // partition holds (what readers are told), for /stats and /metrics.
@@ -246,7 +270,7 @@ func (p *Partition) ListOffset(lp ListOffsetParams) (ListOffsetResult, error) {
 	}
 	res := ListOffsetResult{Offset: -1, Timestamp: -1, LeaderEpoch: p.LeaderEpoch()}
 	hw := p.HighWatermark()
-	upTo := readBound(lp.Isolation, hw, p.lastStable(hw))
+	upTo := readBound(lp.Isolation, hw, p.lastStable(hw, p.log.LogStartOffset()))
 	var (
 		off, ts int64
 		ok      bool

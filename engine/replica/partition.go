@@ -22,12 +22,16 @@ type Partition struct {
 	opts Options
 	log  *log.Log
 
-	mu         sync.Mutex // serialises appends; guards producers, snapshotAt, snapshots, cfg, deleted
+	mu         sync.Mutex // serialises appends; guards producers, txnq, snapshotAt, snapshots, cfg, deleted
 	producers  *txn.ProducerState
-	snapshotAt int64   // offset of the newest producer snapshot on disk; -1 if none
-	snapshots  []int64 // offsets of the snapshot files on disk, oldest first (no directory listing on the produce path)
+	txnq       map[int64]*txnQueue // transactional appends waiting for verification, by producer (txn.go)
+	snapshotAt int64               // offset of the newest producer snapshot on disk; -1 if none
+	snapshots  []int64             // offsets of the snapshot files on disk, oldest first (no directory listing on the produce path)
 	cfg        topicconfig.Config
 	deleted    bool
+	// stable is the producer state's view of transactions, published under
+	// mu after every change, read without it by lastStable.
+	stable atomic.Pointer[txn.StableView]
 
 	// leaderEpoch is the epoch this replica leads (or follows) in, stamped
 	// on every batch it appends: partition state, set from the metadata by
@@ -74,8 +78,11 @@ func openPartition(tp TopicPartition, dir string, cfg topicconfig.Config, opts O
 // close flushes the log and writes a producer snapshot at its end. Appends
 // are excluded while it runs, so the snapshot matches the log end.
 func (p *Partition) close() error {
+	var failed []finished
+	defer func() { report(failed) }() // after the lock is released
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	failed = p.failTxnQueues(fmt.Errorf("%w: %s-%d is closing", ErrNotLeader, p.tp.Topic, p.tp.Partition))
 	if p.deleted {
 		return nil
 	}
@@ -157,7 +164,9 @@ func (p *Partition) setConfig(cfg topicconfig.Config) error {
 func (p *Partition) delete() error {
 	p.mu.Lock()
 	p.deleted = true
+	failed := p.failTxnQueues(fmt.Errorf("%w: %s-%d was deleted", ErrUnknownPartition, p.tp.Topic, p.tp.Partition))
 	p.mu.Unlock()
+	report(failed)
 	return p.log.Delete()
 }
 
@@ -197,50 +206,22 @@ type ProduceResult struct {
 func (r ProduceResult) Replicated() bool { return r.replicated }
 
 // Append validates and appends the record batches of one produce request for
-// this partition. Nothing of a request that fails validation is stored. The
-// caller waits for durability with WaitDurable when the producer asked for an
-// acknowledgement.
+// this partition: plain or idempotent batches (transactional ones go through
+// AppendTxn). Nothing of a request that fails validation is stored. The
+// caller waits for durability with WaitDurable, or WaitReplicated for
+// acks=all.
 func (p *Partition) Append(records []byte) (ProduceResult, error) {
-	// Validation, which decodes compressed payloads, and recompression run
-	// outside the lock so that producers to one partition do not queue
-	// behind each other's.
-	p.mu.Lock()
-	deleted, cfg := p.deleted, p.cfg
-	p.mu.Unlock()
-	if deleted {
-		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
-	}
-	maxBatch := maxBatchBytes(cfg)
-	batches, headers, err := batch.Split(records, maxBatch)
+	batches, headers, err := p.validate(records)
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	if !cfg.LogAppendTime {
-		if err := checkTimestamps(headers, p.opts.Clock.Now().UnixMilli(), cfg); err != nil {
-			return ProduceResult{}, err
-		}
-	}
-	if err := recompress(batches, headers, cfg, maxBatch); err != nil {
-		return ProduceResult{}, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.deleted {
-		return ProduceResult{}, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
-	}
-	replicated := false
-	switch p.currentRole() { // under p.mu: no role change during the append
-	case roleFollower:
-		return ProduceResult{}, p.notLeader()
-	case roleLeader:
-		replicated = true
-	}
-	for _, h := range headers {
+	hs := make([]batch.Header, len(headers))
+	for i, h := range headers {
 		switch {
 		case h.IsControl():
 			return ProduceResult{}, fmt.Errorf("%w: control batches are written by the broker, not by clients", batch.ErrInvalidRecord)
 		case h.IsTransactional():
-			return ProduceResult{}, fmt.Errorf("%w: transactional batches need a transactional producer", ErrTransactionsUnsupported)
+			return ProduceResult{}, fmt.Errorf("%w: a transactional batch is appended as part of its transaction", txn.ErrInvalidTxnState)
 		case h.ProducerID >= 0 && len(batches) != 1:
 			// A produce request carries one batch per partition in every
 			// client we know; several are accepted, but idempotence is judged
@@ -249,61 +230,47 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 			// skipping the sequence check behind a plain one.
 			return ProduceResult{}, fmt.Errorf("%w: idempotent produce must carry exactly one batch", batch.ErrInvalidRecord)
 		}
+		hs[i] = h.Header
 	}
-	first := headers[0]
-	if first.ProducerID >= 0 {
-		dup, err := p.producers.Check(first.ProducerID, first.ProducerEpoch, first.BaseSequence, first.NumRecords)
-		if err != nil {
-			return ProduceResult{}, err
-		}
-		if dup != nil {
-			appendTime := int64(-1)
-			if p.cfg.LogAppendTime {
-				appendTime = dup.Timestamp // the broker's stamp, recorded below
-			}
-			return ProduceResult{BaseOffset: dup.BaseOffset, LogAppendTime: appendTime,
-				LogStartOffset: p.log.LogStartOffset(), lastOffset: dup.LastOffset,
-				replicated: replicated, epoch: p.LeaderEpoch(), gen: p.log.Generation()}, nil
-		}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	replicated, err := p.leaderWrite() // under p.mu: no role change during the append
+	if err != nil {
+		return ProduceResult{}, err
 	}
 	appendTime := int64(-1)
 	if p.cfg.LogAppendTime {
 		appendTime = p.opts.Clock.Now().UnixMilli()
-		for _, b := range batches {
-			batch.SetLogAppendTime(b, appendTime)
-		}
 	}
-	res, err := p.log.Append(batches, p.LeaderEpoch())
+	return p.appendLocked(batches, hs, writeSpec{origin: txn.OriginClient, appendTime: appendTime}, replicated)
+}
+
+// validate splits a produce's records into batches and applies the topic's
+// rules to them: batch format and size, timestamps, compression.type.
+// Validation, which decodes compressed payloads, and recompression run
+// outside the append lock, so that producers to one partition do not queue
+// behind each other's.
+func (p *Partition) validate(records []byte) ([][]byte, []batch.Validated, error) {
+	p.mu.Lock()
+	deleted, cfg := p.deleted, p.cfg
+	p.mu.Unlock()
+	if deleted {
+		return nil, nil, fmt.Errorf("%w: %s-%d", ErrUnknownPartition, p.tp.Topic, p.tp.Partition)
+	}
+	maxBatch := maxBatchBytes(cfg)
+	batches, headers, err := batch.Split(records, maxBatch)
 	if err != nil {
-		return ProduceResult{}, err
+		return nil, nil, err
 	}
-	if res.Rolled {
-		// A new segment: snapshot the producer state as of its base (this
-		// append is not recorded yet), so recovery replays at most a segment.
-		p.snapshotAtRoll(res.BaseOffset)
-	}
-	if first.ProducerID >= 0 {
-		ts := first.MaxTimestamp
-		if appendTime >= 0 {
-			ts = appendTime
+	if !cfg.LogAppendTime {
+		if err := checkTimestamps(headers, p.opts.Clock.Now().UnixMilli(), cfg); err != nil {
+			return nil, nil, err
 		}
-		p.producers.Record(first.ProducerID, first.ProducerEpoch, txn.BatchInfo{
-			FirstSeq: first.BaseSequence, LastSeq: txn.LastSeq(first.BaseSequence, first.NumRecords),
-			BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Timestamp: ts,
-		})
 	}
-	if replicated {
-		// The ISR learns the leader's new committed end once it is durable.
-		p.log.NotifyDurable(res.LastOffset, p.committed)
+	if err := recompress(batches, headers, cfg, maxBatch); err != nil {
+		return nil, nil, err
 	}
-	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: appendTime,
-		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset,
-		replicated: replicated, epoch: p.LeaderEpoch(), gen: p.log.Generation()}
-	for i, h := range headers {
-		out.Records += int(h.NumRecords)
-		out.Bytes += len(batches[i])
-	}
-	return out, nil
+	return batches, headers, nil
 }
 
 // checkTimestamps applies message.timestamp.before.max.ms and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/txn"
 )
 
 // Replication roles (issue 13), Kafka's Partition.makeLeader/makeFollower.
@@ -93,10 +94,17 @@ const (
 // log end: records it holds past the cluster's HW stay unread until the
 // ISR says they are committed.
 func (p *Partition) BecomeLeader(epoch int32, isr ISR) error {
+	var failed []finished
+	defer func() { report(failed) }() // after the locks are released
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
+	if epoch != p.LeaderEpoch() {
+		// Appends waiting for verification were taken in another
+		// leadership: the client retries against this one.
+		failed = p.failTxnQueues(p.notLeader())
+	}
 	if err := p.enterEpoch(epoch, "lead"); err != nil {
 		return err
 	}
@@ -121,10 +129,13 @@ func (p *Partition) BecomeLeader(epoch int32, isr ISR) error {
 // where it was until SetFollowerHighWatermark. An epoch older than the
 // partition's is refused with ErrFencedLeaderEpoch.
 func (p *Partition) BecomeFollower(epoch, leader int32) error {
+	var failed []finished
+	defer func() { report(failed) }() // after the locks are released
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.repMu.Lock()
 	defer p.repMu.Unlock()
+	failed = p.failTxnQueues(p.notLeader())
 	same := p.currentRole() == roleFollower && p.leaderID == leader && p.LeaderEpoch() == epoch
 	if err := p.enterEpoch(epoch, "follow"); err != nil {
 		return err
@@ -310,7 +321,8 @@ func (p *Partition) replicaFetch(fp FetchParams) (FetchResult, error) {
 	if err != nil {
 		return res, fmt.Errorf("%s-%d: fetch from replica %d: %w", p.tp.Topic, p.tp.Partition, fp.ReplicaID, err)
 	}
-	return p.read(res, fp, p.log.CommittedEnd())
+	res, _, err = p.read(res, fp, p.log.CommittedEnd())
+	return res, err
 }
 
 // AppendAsFollower appends batches fetched from the leader, keeping their
@@ -346,16 +358,40 @@ func (p *Partition) AppendAsFollower(records []byte) (ProduceResult, error) {
 		return ProduceResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: p.log.LogStartOffset(),
 			lastOffset: p.log.LogEndOffset() - 1}, nil
 	}
-	res, err := p.log.AppendReplicated(batches)
+	// The producer state follows the leader's decisions (origin
+	// Replication refuses nothing), so this replica has the same open
+	// transactions and aborted-transaction index as the leader and serves
+	// read_committed correctly the moment it leads.
+	u := p.producers.Begin(txn.OriginReplication)
+	transactional := false
+	for i, h := range headers {
+		b, ok, err := txnBatch(h, batches[i], h.BaseOffset)
+		if err != nil {
+			p.opts.Logger.Warn("control batch from the leader not understood; producer state skips it", "topic", p.tp.Topic,
+				"partition", p.tp.Partition, "offset", h.BaseOffset, "err", err)
+			continue
+		}
+		if !ok || h.ProducerID < 0 {
+			continue
+		}
+		transactional = transactional || h.IsTransactional()
+		if _, err := u.Add(b, nil); err != nil {
+			return ProduceResult{}, fmt.Errorf("%s-%d: batch from the leader at offset %d: %w", p.tp.Topic, p.tp.Partition, h.BaseOffset, err)
+		}
+	}
+	res, err := p.log.AppendReplicatedWith(batches, toLogAborted(u.Aborted()))
 	if err != nil {
 		return ProduceResult{}, err
 	}
 	if res.Rolled {
 		p.snapshotAtRoll(res.BaseOffset)
 	}
+	p.producers.Apply(u)
+	if transactional {
+		p.publishStable()
+	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: -1, LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}
 	for i, h := range headers {
-		p.recordHeader(h)
 		out.Records += int(h.NumRecords)
 		out.Bytes += len(batches[i])
 	}

@@ -112,20 +112,27 @@ func (p *Partition) snapshotLocked() (offset int64, data []byte, err error) {
 	return offset, data, err
 }
 
-// loadProducers restores producer state: the newest valid snapshot at or
-// below the log end, then the batches after it. Snapshots past the log end
+// loadProducers restores producer state and the aborted-transaction index
+// behind it: the newest valid snapshot S at or below the point up to which
+// the index is known complete (log.TxnIndexValidTo: the log end after a
+// clean close, the recovery point after a crash), then the batches after
+// it, through the same producer-state rules a follower applies. Index
+// entries at or past that point are cut and re-derived by the replay, which
+// is deterministic, so none is lost or doubled. Snapshots past the log end
 // (left by a truncation) and damaged ones are deleted. Without any, the
-// whole log is replayed.
+// whole log is replayed. Caller holds p.mu (or has the partition to
+// itself).
 func (p *Partition) loadProducers() error {
 	fsys, dir := p.opts.FS, p.log.Dir()
 	leo, start := p.log.LogEndOffset(), p.log.LogStartOffset()
+	valid := min(leo, p.log.TxnIndexValidTo())
 	p.producers, p.snapshotAt = txn.NewProducerState(), -1
 	from := start
 
 	// Older releases wrote one JSON snapshot at a clean shutdown.
 	legacy := filepath.Join(dir, legacySnapshotFile)
 	if b, err := vfs.ReadFile(fsys, legacy, maxSnapshotBytes); err == nil {
-		if st, off, err := txn.LoadSnapshot(b); err == nil && off == leo {
+		if st, off, err := txn.LoadSnapshot(b); err == nil && off == leo && off <= valid {
 			p.producers, p.snapshotAt, from = st, off, leo
 		}
 		if err := fsys.Remove(legacy); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -140,6 +147,9 @@ func (p *Partition) loadProducers() error {
 	p.snapshots = offs
 	for i := len(offs) - 1; i >= 0 && p.snapshotAt < 0; i-- {
 		off := offs[i]
+		if off > valid && off <= leo {
+			continue // sound, but the index entries after it must be replayed from further back
+		}
 		path := filepath.Join(dir, snapshotName(off))
 		reason := ""
 		if off > leo {
@@ -161,21 +171,37 @@ func (p *Partition) loadProducers() error {
 		}
 		p.snapshots = slices.Delete(p.snapshots, i, i+1)
 	}
-	if from >= leo {
-		return nil
+	if err := p.log.TruncateAbortedTxns(valid); err != nil {
+		return err
 	}
-	return p.log.VerifiedBatches(from, func(h batch.Header) bool {
-		p.recordHeader(h)
-		return true
-	})
-}
-
-// recordHeader replays a stored batch into the producer state.
-func (p *Partition) recordHeader(h batch.Header) {
-	if h.ProducerID >= 0 && !h.IsControl() {
-		p.producers.Record(h.ProducerID, h.ProducerEpoch, txn.BatchInfo{
-			FirstSeq: h.BaseSequence, LastSeq: txn.LastSeq(h.BaseSequence, h.NumRecords),
-			BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), Timestamp: h.MaxTimestamp,
+	if from < leo {
+		u := p.producers.Begin(txn.OriginReplication)
+		err := p.log.VerifiedBatches(from, func(h batch.Header, raw []byte) bool {
+			b, ok, err := txnBatch(h, raw, h.BaseOffset)
+			if err != nil {
+				p.opts.Logger.Warn("control batch not understood; producer state skips it", "topic", p.tp.Topic,
+					"partition", p.tp.Partition, "offset", h.BaseOffset, "err", err)
+				return true
+			}
+			if ok && h.ProducerID >= 0 {
+				_, _ = u.Add(b, nil) // origin Replication refuses nothing
+			}
+			return true
 		})
+		if err != nil {
+			return err
+		}
+		var lost []txn.AbortedTxn
+		for _, a := range u.Aborted() {
+			if a.LastOffset >= valid {
+				lost = append(lost, a)
+			}
+		}
+		p.producers.Apply(u)
+		if err := p.log.AddAbortedTxns(toLogAborted(lost)); err != nil {
+			return err
+		}
 	}
+	p.publishStable()
+	return nil
 }

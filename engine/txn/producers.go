@@ -192,6 +192,16 @@ func addSeq(seq, n int32) int32 {
 	return seq + n
 }
 
+// Epoch returns the current epoch of producer pid, if the partition knows
+// it: a write at an older epoch is fenced without asking anyone.
+func (s *ProducerState) Epoch(pid int64) (int16, bool) {
+	p := s.producers[pid]
+	if p == nil {
+		return 0, false
+	}
+	return p.epoch, true
+}
+
 // LastSeq returns the last sequence of a batch of count records starting at firstSeq.
 func LastSeq(firstSeq, count int32) int32 { return addSeq(firstSeq, count-1) }
 

@@ -31,6 +31,8 @@ var txnAPIs = map[int16]bool{
 	kmsg.EndTxn.Int16():               true,
 	kmsg.DescribeTransactions.Int16(): true,
 	kmsg.ListTransactions.Int16():     true,
+	kmsg.TxnOffsetCommit.Int16():      true,
+	kmsg.WriteTxnMarkers.Int16():      true,
 }
 
 // apis is the table of supported requests. ApiVersions is derived from it,
@@ -64,6 +66,8 @@ func init() {
 		kmsg.EndTxn.Int16():               {0, 5, (*conn).handleEndTxn},
 		kmsg.DescribeTransactions.Int16(): {0, 0, (*conn).handleDescribeTransactions},
 		kmsg.ListTransactions.Int16():     {0, 1, (*conn).handleListTransactions},
+		kmsg.TxnOffsetCommit.Int16():      {0, 4, (*conn).handleTxnOffsetCommit},
+		kmsg.WriteTxnMarkers.Int16():      {0, 2, (*conn).handleWriteTxnMarkers},
 
 		// Consumer groups (group_*.go).
 		kmsg.FindCoordinator.Int16():        {0, 5, (*conn).handleFindCoordinator},

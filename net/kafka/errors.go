@@ -27,7 +27,7 @@ var errorMap = []struct {
 	{replica.ErrPartitionOffline, kerr.KafkaStorageError},
 	{replica.ErrOverCapacity, kerr.PolicyViolation},
 	{replica.ErrInvalidTimestamp, kerr.InvalidTimestamp},
-	{replica.ErrTransactionsUnsupported, kerr.InvalidTxnState},
+	{replica.ErrVerificationQueueFull, kerr.NotEnoughReplicas},
 	{replica.ErrFencedLeaderEpoch, kerr.FencedLeaderEpoch},
 	{replica.ErrUnknownLeaderEpoch, kerr.UnknownLeaderEpoch},
 	{replica.ErrNotReplica, kerr.NotLeaderForPartition},
@@ -117,7 +117,11 @@ var errorMap = []struct {
 // errCode maps an error to its Kafka code; unknown errors are logged (they
 // are bugs or I/O failures the client cannot act on) and answered
 // UNKNOWN_SERVER_ERROR.
-func (c *conn) errCode(err error) int16 {
+func (c *conn) errCode(err error) int16 { return c.s.errCode(err, "peer", c.peer) }
+
+// errCode is conn.errCode for work that is not a connection's (attrs say
+// whose it is in the log).
+func (s *Server) errCode(err error, attrs ...any) int16 {
 	if err == nil {
 		return 0
 	}
@@ -130,7 +134,7 @@ func (c *conn) errCode(err error) int16 {
 	if errors.As(err, &ke) {
 		return ke.Code
 	}
-	c.s.log.Error("request failed", "peer", c.peer, "err", err)
+	s.log.Error("request failed", append(attrs, "err", err)...)
 	return kerr.UnknownServerError.Code
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txncoord"
 )
 
 // Produce appends on the read loop, in request order, then parks the wait
@@ -34,23 +35,23 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	if acks != 0 && acks != 1 && acks != -1 {
 		return c.produceError(req, resp, kerr.InvalidRequiredAcks.Code, nil), nil
 	}
-	if req.TransactionID != nil {
-		// Until transactions land, say so rather than accepting writes we
-		// cannot commit or abort (see handleInitProducerID for the code).
+	if req.TransactionID != nil && c.s.opts.Txns == nil {
+		// Without a transaction coordinator, say so rather than accepting
+		// writes nobody can commit or abort (see handleInitProducerID).
 		c.refuseTransactions("Produce", *req.TransactionID)
 		msg := errTransactionsUnsupported
 		return c.produceError(req, resp, kerr.UnsupportedVersion.Code, &msg), nil
 	}
-
-	type pending struct {
-		part *replica.Partition
-		res  replica.ProduceResult
-		out  *kmsg.ProduceResponseTopicPartition
+	producer, code := transactionalProducer(req)
+	if code != 0 {
+		return c.produceError(req, resp, code, nil), nil
 	}
-	var (
-		waits   []pending
-		leaders map[int32]bool // the leaders named in refusals (NodeEndpoints)
-	)
+	var verify *verifyBatch
+	if producer != nil {
+		verify = c.newVerifyBatch(*req.TransactionID, req.Version, time.Duration(req.TimeoutMillis)*time.Millisecond)
+	}
+
+	var leaders map[int32]bool // the leaders named in refusals (NodeEndpoints)
 	refuse := func(rp *kmsg.ProduceResponseTopicPartition, topic string, err error) {
 		rp.ErrorCode = c.errCode(err)
 		if req.Version < 10 {
@@ -63,6 +64,21 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			}
 			leaders[h.id] = true
 		}
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	// The flusher settles each partition's wait right after its fsync, a
+	// verification's answer resumes a transactional append, and the last
+	// partition to settle answers: no goroutine waits per request. The
+	// handler holds the wait open until every partition is registered.
+	pw := &produceWait{resp: resp, errCode: c.errCode, acks: acks, remaining: 1}
+	if acks == -1 {
+		// The acks=all waits of appends made by a replicated leader: what
+		// the append was made as decides, not the role now (a leadership
+		// lost since must not turn the wait into a local fsync's).
+		pw.replicated, pw.stopReplicated = context.WithCancel(c.ctx)
 	}
 	// Allocate the whole response first so pointers into it stay valid for
 	// the parked durability wait.
@@ -94,6 +110,19 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 					continue
 				}
 			}
+			if producer != nil && isTransactional(p.Records) {
+				// Appended now, or once the coordinator verified the
+				// partition is in the transaction (KIP-890).
+				i := pw.add(rp)
+				fn := verify.fn(txncoord.TP{Topic: t.Topic, Partition: p.Partition})
+				part.AppendTxn(p.Records, fn, func(res replica.ProduceResult, err error) {
+					if err != nil {
+						c.s.log.Debug("transactional produce rejected", "peer", c.peer, "topic", t.Topic, "partition", p.Partition, "err", err)
+					}
+					pw.appended(i, part, t.Topic, res, err, c.s.metrics)
+				})
+				continue
+			}
 			res, err := part.Append(p.Records) // stamped with the epoch the replica leads in
 			if err != nil {
 				refuse(rp, t.Topic, err)
@@ -101,11 +130,11 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 				c.s.log.Debug("produce rejected", "peer", c.peer, "topic", t.Topic, "partition", p.Partition, "err", err)
 				continue
 			}
-			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
-			c.s.metrics.bytesIn.WithLabelValues(t.Topic).Add(float64(res.Bytes))
-			c.s.metrics.recordsIn.WithLabelValues(t.Topic).Add(float64(res.Records))
-			waits = append(waits, pending{part: part, res: res, out: rp})
+			pw.appended(pw.add(rp), part, t.Topic, res, nil, c.s.metrics)
 		}
+	}
+	if verify != nil {
+		verify.flush() // one verification for every partition of the request
 	}
 	for _, b := range c.leaderEndpoints(leaders) {
 		rb := kmsg.NewProduceResponseBroker()
@@ -114,33 +143,24 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		resp.Brokers = append(resp.Brokers, rb)
 	}
 	if acks == 0 {
+		pw.mu.Lock()
+		pw.finished = true // nobody is answered; the appends run their course
+		pw.mu.Unlock()
+		if pw.stopReplicated != nil {
+			pw.stopReplicated()
+		}
 		return nil, nil
 	}
-	if len(waits) == 0 {
+	pw.mu.Lock() // callbacks may run before the answer is registered
+	if pw.remaining == 1 {
+		// Nothing waits: answer now.
+		pw.finished = true
+		pw.mu.Unlock()
+		if pw.stopReplicated != nil {
+			pw.stopReplicated()
+		}
 		return resp, nil
 	}
-	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	// The flusher settles each partition's wait right after its fsync, and
-	// the last one answers: no goroutine waits per request.
-	pw := &produceWait{resp: resp, errCode: c.errCode, outs: make([]*kmsg.ProduceResponseTopicPartition, len(waits))}
-	pw.remaining = len(waits)
-	for i, w := range waits {
-		pw.outs[i] = w.out
-	}
-	// The acks=all waits of appends made by a replicated leader: what the
-	// append was made as decides, not the role now (a leadership lost
-	// since must not turn the wait into a local fsync's).
-	var replicated context.Context
-	for _, w := range waits {
-		if acks == -1 && w.res.Replicated() {
-			replicated, pw.stopReplicated = context.WithCancel(c.ctx)
-			break
-		}
-	}
-	pw.mu.Lock() // callbacks may run before every wait is registered
 	pw.answer = c.answerLater(r)
 	pw.timer = c.s.opts.Clock.AfterFunc(timeout, pw.expire)
 	// A connection torn down (peer gone, server closing) stops waiting at
@@ -148,35 +168,106 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	// flight, so Close need not wait for the disk.
 	pw.stopAbandon = context.AfterFunc(c.ctx, pw.expire)
 	pw.mu.Unlock()
-	for i, w := range waits {
-		if replicated != nil && w.res.Replicated() {
-			// The ISR's high watermark has no callbacks: one goroutine per
-			// waiting partition, stopped when the request is answered.
-			go func() { pw.settle(i, w.part.WaitReplicated(replicated, w.res)) }()
-			continue
-		}
-		w.part.NotifyDurable(w.res, func(err error) { pw.settle(i, err) })
-	}
+	pw.settle(-1, nil) // the handler's hold
 	return nil, nil
 }
 
-// produceWait is an acks=-1/1 produce request waiting for its partitions'
-// appends to become durable. Callbacks and the timeout race to finish it;
-// once finished, the response belongs to the write loop and is not touched.
+// transactionalProducer finds the producer of a request's transactional
+// batches, with Kafka's request-level refusals: transactional batches
+// without a transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as
+// Kafka answers), or of more than one producer id and epoch
+// (INVALID_PRODUCER_ID_MAPPING). nil: the request has none.
+func transactionalProducer(req *kmsg.ProduceRequest) (*[2]int64, int16) {
+	var producer *[2]int64
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			h, err := batch.ParseHeader(p.Records)
+			if err != nil || !h.IsTransactional() {
+				continue // an invalid batch is refused by its partition
+			}
+			if req.TransactionID == nil {
+				return nil, kerr.TransactionalIDAuthorizationFailed.Code
+			}
+			id := [2]int64{h.ProducerID, int64(h.ProducerEpoch)}
+			if producer != nil && *producer != id {
+				return nil, kerr.InvalidProducerIDMapping.Code
+			}
+			producer = &id
+		}
+	}
+	return producer, 0
+}
+
+// isTransactional reports whether a partition's records start with a
+// transactional batch (the partition checks the rest).
+func isTransactional(records []byte) bool {
+	h, err := batch.ParseHeader(records)
+	return err == nil && h.IsTransactional()
+}
+
+// produceWait is a produce request waiting for its partitions: their
+// verification and append (transactional ones) and their durability (or
+// replication, acks=all). Callbacks and the timeout race to finish it;
+// once finished, the response belongs to the write loop and is not
+// touched.
 type produceWait struct {
 	resp    *kmsg.ProduceResponse
 	errCode func(error) int16
+	acks    int16
+	// replicated is the context of the acks=all waits of replicated
+	// appends (nil unless acks=-1), cancelled by stopReplicated when the
+	// request is answered.
+	replicated     context.Context
+	stopReplicated context.CancelFunc
 
 	mu          sync.Mutex
-	outs        []*kmsg.ProduceResponseTopicPartition // the waiting partitions; nil once settled
-	remaining   int
+	outs        []*kmsg.ProduceResponseTopicPartition // by slot; nil once settled
+	remaining   int                                   // slots not settled, plus the handler's hold
 	finished    bool
 	answer      func(kmsg.Response)
 	timer       clock.Timer
 	stopAbandon func() bool
-	// stopReplicated ends the acks=all waits still running (nil: none);
-	// set before any wait starts, never changed.
-	stopReplicated context.CancelFunc
+}
+
+// add registers a partition that will settle later and returns its slot.
+// Called by the handler only, before its hold is released.
+func (w *produceWait) add(out *kmsg.ProduceResponseTopicPartition) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.outs = append(w.outs, out)
+	w.remaining++
+	return len(w.outs) - 1
+}
+
+// appended takes the outcome of slot i's append: a refusal settles it;
+// an append fills its offsets and waits for its durability (or the ISR).
+func (w *produceWait) appended(i int, part *replica.Partition, topic string, res replica.ProduceResult, err error, m *Metrics) {
+	if err != nil {
+		w.mu.Lock()
+		if out := w.outs[i]; out != nil && !w.finished {
+			out.ErrorMessage = produceErrMessage(err)
+		}
+		w.mu.Unlock()
+		w.settle(i, err)
+		return
+	}
+	m.bytesIn.WithLabelValues(topic).Add(float64(res.Bytes))
+	m.recordsIn.WithLabelValues(topic).Add(float64(res.Records))
+	w.mu.Lock()
+	if out := w.outs[i]; out != nil && !w.finished {
+		out.BaseOffset, out.LogAppendTime, out.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+	}
+	w.mu.Unlock()
+	switch {
+	case w.acks == 0:
+		w.settle(i, nil)
+	case w.replicated != nil && res.Replicated():
+		// The ISR's high watermark has no callbacks: one goroutine per
+		// waiting partition, stopped when the request is answered.
+		go func() { w.settle(i, part.WaitReplicated(w.replicated, res)) }()
+	default:
+		part.NotifyDurable(res, func(err error) { w.settle(i, err) })
+	}
 }
 
 // finish stops the timer, the abandon hook and the replication waits, and
@@ -190,19 +281,21 @@ func (w *produceWait) finish() {
 	w.answer(w.resp)
 }
 
-// settle records the outcome of partition i's durability wait and answers
-// when it was the last.
+// settle records the outcome of slot i (-1: the handler's hold) and
+// answers when it was the last.
 func (w *produceWait) settle(i int, err error) {
 	w.mu.Lock()
-	if w.finished || w.outs[i] == nil {
+	if w.finished || i >= 0 && w.outs[i] == nil {
 		w.mu.Unlock()
 		return
 	}
-	if err != nil {
-		w.outs[i].ErrorCode = w.errCode(err)
-		w.outs[i].BaseOffset = -1
+	if i >= 0 {
+		if err != nil {
+			w.outs[i].ErrorCode = w.errCode(err)
+			w.outs[i].BaseOffset = -1
+		}
+		w.outs[i] = nil
 	}
-	w.outs[i] = nil
 	w.remaining--
 	done := w.remaining == 0
 	w.finished = done

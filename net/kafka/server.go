@@ -102,6 +102,10 @@ type Options struct {
 	// (InitProducerId) and answers every other transaction API with
 	// COORDINATOR_NOT_AVAILABLE.
 	Txns *txncoord.Coordinator
+	// Verifier asks transactional ids' coordinators, on this node or
+	// another, whether a partition is in a producer's transaction before
+	// a transactional write opens one there (KIP-890). Required with Txns.
+	Verifier Verifier
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.

@@ -1,73 +1,129 @@
 package kafka_test
 
 import (
-	"encoding/binary"
-	"log/slog"
-	"strings"
+	"context"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/internal/syncbuf"
 	"github.com/moonmq/moonmq/node"
 )
 
-// Until transactions land, a transactional producer is refused with the
-// code clients present as "not supported" (not an authorization failure,
-// which sends users to their ACLs), and the broker logs why, once per
-// connection however often the client retries.
-func TestTransactionalProducerIsRefusedAsUnsupported(t *testing.T) {
-	var logs syncbuf.Buffer
-	s := startServer(t, node.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	createTopic(t, s, "t", 1)
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("tx-1"),
-		kgo.DefaultProduceTopic("t"))
+// consumeValues reads topic from the start at isolation until want values
+// arrived (or the deadline), and returns what it read.
+func consumeValues(t *testing.T, addr, topic string, isolation kgo.IsolationLevel, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(isolation),
+		kgo.FetchMaxWait(100*time.Millisecond))
 	require.NoError(t, err)
 	defer cl.Close()
-	// franz-go initializes its producer id when the transaction begins.
-	require.ErrorIs(t, cl.BeginTransaction(), kerr.UnsupportedVersion)
-
-	// A raw transactional Produce gets the code and a message saying why.
-	rc := dialRaw(t, s)
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = 9, -1, 1000, kmsg.StringPtr("tx-2")
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "t"
-	rt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0}}
-	req.Topics = append(req.Topics, rt)
-	rc.send(req)
-	resp := req.ResponseKind().(*kmsg.ProduceResponse)
-	rc.recv(resp)
-	p := resp.Topics[0].Partitions[0]
-	require.ErrorIs(t, kerr.ErrorForCode(p.ErrorCode), kerr.UnsupportedVersion)
-	require.NotNil(t, p.ErrorMessage)
-	require.Contains(t, *p.ErrorMessage, "does not support transactions")
-
-	// ApiVersions does not offer the transaction APIs, and a client that
-	// sends one anyway is told the version is unsupported.
-	av := kmsg.NewPtrApiVersionsRequest()
-	av.Version = 3
-	av.ClientSoftwareName, av.ClientSoftwareVersion = "test", "1"
-	rc.send(av)
-	avr := av.ResponseKind().(*kmsg.ApiVersionsResponse)
-	rc.recv(avr)
-	for _, k := range avr.ApiKeys {
-		require.NotContains(t, []int16{kmsg.AddPartitionsToTxn.Int16(), kmsg.EndTxn.Int16(),
-			kmsg.AddOffsetsToTxn.Int16(), kmsg.ListTransactions.Int16(), kmsg.DescribeTransactions.Int16()},
-			k.ApiKey, "advertised without a coordinator")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < want && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
 	}
-	lt := kmsg.NewPtrListTransactionsRequest()
-	lt.Version = 0
-	rc.send(lt)
-	require.Equal(t, kerr.UnsupportedVersion.Code, int16(binary.BigEndian.Uint16(rc.recvBody())))
+	slices.Sort(got)
+	return got
+}
 
-	out := logs.String()
-	require.Contains(t, out, "transactional_id=tx-1")
-	require.Contains(t, out, "transactional_id=tx-2")
-	require.Equal(t, 2, strings.Count(out, "refused a transactional producer"),
-		"once per connection: %s", out)
+// A transactional producer's committed transactions are seen by
+// read_committed consumers, its aborted ones never; read_uncommitted sees
+// both; an open transaction holds the last stable offset back.
+func TestTransactionsCommitAbortAndIsolation(t *testing.T) {
+	s := startServer(t, node.Config{})
+	createTopic(t, s, "t", 2)
+	addr := s.Addr().String()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tx-1"),
+		kgo.DefaultProduceTopic("t"), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(10*time.Second))
+	require.NoError(t, err)
+	defer cl.Close()
+	ctx := context.Background()
+	txn := func(commit kgo.TransactionEndTry, values ...string) {
+		t.Helper()
+		require.NoError(t, cl.BeginTransaction())
+		for i, v := range values {
+			require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte(v), Partition: int32(i % 2)}).FirstErr())
+		}
+		require.NoError(t, cl.EndTransaction(ctx, commit))
+	}
+	txn(kgo.TryCommit, "c1", "c2")
+	txn(kgo.TryAbort, "a1", "a2")
+	txn(kgo.TryCommit, "c3", "c4")
+
+	require.Equal(t, []string{"c1", "c2", "c3", "c4"}, consumeValues(t, addr, "t", kgo.ReadCommitted(), 4))
+	require.Equal(t, []string{"a1", "a2", "c1", "c2", "c3", "c4"}, consumeValues(t, addr, "t", kgo.ReadUncommitted(), 6))
+
+	// An open transaction: read_committed stops at its first record.
+	require.NoError(t, cl.BeginTransaction())
+	require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: []byte("open"), Partition: 0}).FirstErr())
+	adm := kadm.NewClient(cl)
+	committed, err := adm.ListEndOffsets(ctx, "t")
+	require.NoError(t, err)
+	hw, _ := committed.Lookup("t", 0)
+	stable, err := adm.ListCommittedOffsets(ctx, "t") // ListOffsets at READ_COMMITTED: the LSO
+	require.NoError(t, err)
+	lso, _ := stable.Lookup("t", 0)
+	require.Less(t, lso.Offset, hw.Offset, "the open transaction holds the LSO back")
+	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
+	require.Equal(t, []string{"c1", "c2", "c3", "c4", "open"}, consumeValues(t, addr, "t", kgo.ReadCommitted(), 5))
+
+	// The coordinator describes and lists the id.
+	desc, err := adm.DescribeTransactions(ctx, "tx-1")
+	require.NoError(t, err)
+	d, ok := desc["tx-1"]
+	require.True(t, ok)
+	require.NoError(t, d.Err)
+	require.Equal(t, "CompleteCommit", d.State)
+	listed, err := adm.ListTransactions(ctx, nil, nil)
+	require.NoError(t, err)
+	require.Contains(t, listed.TransactionalIDs(), "tx-1")
+}
+
+// A second producer with the same transactional id fences the first: its
+// open transaction is aborted and its next write refused.
+func TestTransactionalProducerFencing(t *testing.T) {
+	s := startServer(t, node.Config{})
+	createTopic(t, s, "t", 1)
+	addr := s.Addr().String()
+	ctx := context.Background()
+	newProducer := func() *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tx-z"), kgo.DefaultProduceTopic("t"))
+		require.NoError(t, err)
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	zombie := newProducer()
+	require.NoError(t, zombie.BeginTransaction())
+	require.NoError(t, zombie.ProduceSync(ctx, kgo.StringRecord("zombie-1")).FirstErr())
+
+	fresh := newProducer()
+	require.NoError(t, fresh.BeginTransaction())
+	require.NoError(t, fresh.ProduceSync(ctx, kgo.StringRecord("fresh")).FirstErr())
+	require.NoError(t, fresh.EndTransaction(ctx, kgo.TryCommit))
+
+	err := zombie.ProduceSync(ctx, kgo.StringRecord("zombie-2")).FirstErr()
+	require.Error(t, err)
+	require.True(t, errorsIsAny(err, kerr.InvalidProducerEpoch, kerr.ProducerFenced, kerr.InvalidTxnState),
+		"the zombie is fenced: %v", err)
+	require.Equal(t, []string{"fresh"}, consumeValues(t, addr, "t", kgo.ReadCommitted(), 1))
+}
+
+func errorsIsAny(err error, targets ...*kerr.Error) bool {
+	for _, t := range targets {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
 }

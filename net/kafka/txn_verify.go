@@ -1,0 +1,142 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txncoord"
+)
+
+// Verification of transactional writes on a partition leader (KIP-890
+// part 1): before a producer's first transactional batch opens a
+// transaction on a partition (a produce, or a TxnOffsetCommit's offsets
+// partition), the leader asks the transactional id's coordinator whether
+// the partition is in the producer's transaction, so a late or
+// misdirected write can never open a transaction nobody will end.
+
+// Verifier asks the coordinator of a transactional id, wherever it runs,
+// about partitions of producer (pid, epoch)'s transaction: with add false
+// whether they are in it (AddPartitionsToTxn v4, VerifyOnly), with add true
+// adding them (v5, transaction version 2). It returns an error per
+// partition (nil: in the transaction), or one error for all: the
+// coordinator's answer or the transport's failure.
+type Verifier interface {
+	Verify(ctx context.Context, txnID string, pid int64, epoch int16, tps []txncoord.TP, add bool) (map[txncoord.TP]error, error)
+}
+
+// verifyBatch gathers the verifications a produce request's partitions
+// ask for while the handler walks them, and sends them to the coordinator
+// as one request once it is done (flush), as Kafka sends one
+// AddPartitionsToTxn per produce request. A verification asked later (a
+// queued append that needs its own) goes out alone.
+type verifyBatch struct {
+	c       *conn
+	txnID   string
+	version int16 // of the request being verified, for the error mapping
+	add     bool
+	timeout time.Duration
+
+	mu      sync.Mutex
+	flushed bool
+	tps     []txncoord.TP
+	dones   []func(error)
+	pid     int64
+	epoch   int16
+}
+
+func (c *conn) newVerifyBatch(txnID string, produceVersion int16, timeout time.Duration) *verifyBatch {
+	if timeout <= 0 || timeout > txnWait {
+		timeout = txnWait
+	}
+	return &verifyBatch{c: c, txnID: txnID, version: produceVersion, timeout: timeout}
+}
+
+// fn is the partition tp's VerifyFunc.
+func (b *verifyBatch) fn(tp txncoord.TP) replica.VerifyFunc {
+	return func(pid int64, epoch int16, done func(error)) {
+		b.mu.Lock()
+		if !b.flushed {
+			b.tps, b.dones, b.pid, b.epoch = append(b.tps, tp), append(b.dones, done), pid, epoch
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		go b.run(pid, epoch, []txncoord.TP{tp}, []func(error){done})
+	}
+}
+
+// flush sends the verifications gathered so far.
+func (b *verifyBatch) flush() {
+	b.mu.Lock()
+	b.flushed = true
+	tps, dones, pid, epoch := b.tps, b.dones, b.pid, b.epoch
+	b.tps, b.dones = nil, nil
+	b.mu.Unlock()
+	if len(tps) > 0 {
+		go b.run(pid, epoch, tps, dones)
+	}
+}
+
+func (b *verifyBatch) run(pid int64, epoch int16, tps []txncoord.TP, dones []func(error)) {
+	v := b.c.s.opts.Verifier
+	var (
+		res map[txncoord.TP]error
+		err error
+	)
+	if v == nil {
+		err = errors.New("no transaction verifier")
+	} else {
+		ctx, cancel := context.WithTimeout(b.c.ctx, b.timeout)
+		res, err = v.Verify(ctx, b.txnID, pid, epoch, tps, b.add)
+		cancel()
+	}
+	for i, tp := range tps {
+		e := err
+		if e == nil {
+			e = res[tp]
+		}
+		dones[i](b.c.produceVerifyError(e, b.version))
+	}
+}
+
+// produceVerifyError is the error a produce gets for a failed
+// verification, as Kafka's AddPartitionsToTxnManager maps the
+// coordinator's answer (docs/design/transactions.md §1.6): a partition not
+// in the transaction is INVALID_TXN_STATE before Produce v11 and
+// TRANSACTION_ABORTABLE from it; a fenced producer INVALID_PRODUCER_EPOCH;
+// a coordinator that cannot answer now, or cannot be reached,
+// NOT_ENOUGH_REPLICAS, which clients retry without refreshing metadata.
+func (c *conn) produceVerifyError(err error, version int16) error {
+	if err == nil {
+		return nil
+	}
+	code := c.errCode(err)
+	switch code {
+	case kerr.TransactionAbortable.Code:
+		if version < 11 {
+			return fmt.Errorf("%w: the partition is not in the transaction", kerr.InvalidTxnState)
+		}
+		return kerr.TransactionAbortable
+	case kerr.ProducerFenced.Code, kerr.InvalidProducerEpoch.Code:
+		return kerr.InvalidProducerEpoch
+	case kerr.InvalidProducerIDMapping.Code:
+		return kerr.InvalidProducerIDMapping
+	case kerr.ClusterAuthorizationFailed.Code:
+		return kerr.InvalidTxnState
+	case kerr.ConcurrentTransactions.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code,
+		kerr.NotCoordinator.Code, kerr.RequestTimedOut.Code, kerr.UnknownServerError.Code:
+		return fmt.Errorf("%w: unable to verify the partition has been added to the transaction: %v", kerr.NotEnoughReplicas, err)
+	}
+	var ke *kerr.Error
+	if !errors.As(err, &ke) {
+		// A transport failure (the coordinator's broker unreachable).
+		return fmt.Errorf("%w: unable to verify the partition has been added to the transaction: %v", kerr.NotEnoughReplicas, err)
+	}
+	return err
+}
