@@ -42,6 +42,7 @@ type serveConfig struct {
 	requestTimeout                time.Duration
 	cluster                       clusterFlags // main_cluster.go
 	groups                        *groupFlags  // main_groups.go
+	txns                          *txnFlags    // main_txns.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -75,6 +76,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 		"close a connection whose request stops arriving, or whose replies stop being read, for this long")
 	cfg.cluster.add(fs)
 	cfg.groups = addGroupFlags(fs)
+	cfg.txns = addTxnFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
 			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
@@ -246,6 +248,7 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		ConnectionsMaxIdle: c.connectionsMaxIdle, RequestTimeout: c.requestTimeout,
 		RetentionCheckInterval: c.retentionCheck, GroupCommitWindow: c.groupCommitWindow,
 		Groups: c.groups.config(logger), ResetOffsetsTopic: c.groups.resetOffsetsTopic,
+		Txns:    c.txns.config(logger),
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
 	}
 }

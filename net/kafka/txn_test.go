@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -126,4 +127,56 @@ func errorsIsAny(err error, targets ...*kerr.Error) bool {
 		}
 	}
 	return false
+}
+
+// Consume-transform-produce with franz-go's GroupTransactSession: every
+// input record reaches the output exactly once for a read_committed
+// reader, and the group's committed offsets end at the input's end.
+func TestGroupTransactSessionExactlyOnce(t *testing.T) {
+	s := startServer(t, node.Config{})
+	createTopic(t, s, "in", 3)
+	createTopic(t, s, "out", 3)
+	addr := s.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	const n = 300
+	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("in"))
+	require.NoError(t, err)
+	defer prod.Close()
+	for i := range n {
+		prod.Produce(ctx, kgo.StringRecord(fmt.Sprintf("r%03d", i)), nil)
+	}
+	require.NoError(t, prod.Flush(ctx))
+
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("eos-1"),
+		kgo.ConsumerGroup("eos"), kgo.ConsumeTopics("in"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic("out"),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	require.NoError(t, err)
+	defer sess.Close()
+	moved := 0
+	for moved < n && ctx.Err() == nil {
+		fs := sess.PollFetches(ctx)
+		require.NoError(t, sess.Begin())
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, kgo.StringRecord("out-"+string(r.Value)), nil)
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		require.NoError(t, err)
+		if committed {
+			moved += fs.NumRecords()
+		}
+	}
+	got := consumeValues(t, addr, "out", kgo.ReadCommitted(), n)
+	require.Len(t, got, n)
+	for i, v := range got {
+		require.Equal(t, fmt.Sprintf("out-r%03d", i), v)
+	}
+	adm := kadm.NewClient(prod)
+	offs, err := adm.FetchOffsets(ctx, "eos")
+	require.NoError(t, err)
+	total := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	require.Equal(t, int64(n), total, "the group's offsets end at the input's end")
 }
