@@ -15,6 +15,7 @@ type txnFlags struct {
 	maxTimeout      time.Duration
 	idExpiration    time.Duration
 	expiredCheck    time.Duration
+	version         int
 }
 
 func addTxnFlags(fs *flag.FlagSet) *txnFlags {
@@ -27,15 +28,21 @@ func addTxnFlags(fs *flag.FlagSet) *txnFlags {
 		"a transactional id idle this long is forgotten (transactional.id.expiration.ms)")
 	fs.DurationVar(&t.expiredCheck, "transaction-remove-expired-interval", time.Hour,
 		"how often expired transactional ids are removed (transaction.remove.expired.transaction.cleanup.interval.ms)")
+	fs.IntVar(&t.version, "transaction-version", 2,
+		"the transaction protocol offered (the transaction.version feature): 2 is KIP-890 part 2 (the epoch bumps at every transaction's end, partitions are added implicitly); 0 or 1 the earlier protocol")
 	return t
 }
 
 // config is the coordinator's configuration; serve's validation and its
 // start both use it.
 func (t *txnFlags) config(logger *slog.Logger) txncoord.Config {
+	version := int16(-1) // refused by Validate, naming the flag's value
+	if t.version >= 0 && t.version <= 2 {
+		version = int16(t.version)
+	}
 	return txncoord.Config{
 		Partitions: int32(t.statePartitions), TransactionMaxTimeout: t.maxTimeout,
 		TransactionalIDExpiration: t.idExpiration, RemoveExpiredInterval: t.expiredCheck,
-		Logger: logger,
+		TransactionVersion: version, Logger: logger,
 	}
 }

@@ -43,7 +43,7 @@ var apis map[int16]api
 
 func init() {
 	apis = map[int16]api{
-		kmsg.Produce.Int16():                 {3, 11, (*conn).handleProduce},
+		kmsg.Produce.Int16():                 {3, 12, (*conn).handleProduce},
 		kmsg.Fetch.Int16():                   {4, 12, (*conn).handleFetch},
 		kmsg.ListOffsets.Int16():             {1, 8, (*conn).handleListOffsets},
 		kmsg.Metadata.Int16():                {0, 12, (*conn).handleMetadata},
@@ -66,7 +66,7 @@ func init() {
 		kmsg.EndTxn.Int16():               {0, 5, (*conn).handleEndTxn},
 		kmsg.DescribeTransactions.Int16(): {0, 0, (*conn).handleDescribeTransactions},
 		kmsg.ListTransactions.Int16():     {0, 1, (*conn).handleListTransactions},
-		kmsg.TxnOffsetCommit.Int16():      {0, 4, (*conn).handleTxnOffsetCommit},
+		kmsg.TxnOffsetCommit.Int16():      {0, 5, (*conn).handleTxnOffsetCommit},
 		kmsg.WriteTxnMarkers.Int16():      {0, 2, (*conn).handleWriteTxnMarkers},
 
 		// Consumer groups (group_*.go).
@@ -91,11 +91,35 @@ func supported(key, version int16) bool {
 	return ok && version >= a.min && version <= a.max
 }
 
-// offers reports whether this server serves the API: every API of the
-// table, except the transaction APIs when there is no coordinator.
-func (s *Server) offers(key int16) bool {
-	_, ok := apis[key]
-	return ok && (!txnAPIs[key] || s.opts.Txns != nil)
+// tv2Versions are the versions of KIP-890 part 2 (transaction version 2):
+// a server whose transaction version is below 2 offers only those below
+// (Produce v12 adds the partition implicitly, TxnOffsetCommit v5 the
+// offsets partition, EndTxn v5 bumps the epoch, AddPartitionsToTxn v5 is
+// a leader's implicit add).
+var tv2Versions = map[int16]int16{
+	kmsg.Produce.Int16():            12,
+	kmsg.TxnOffsetCommit.Int16():    5,
+	kmsg.EndTxn.Int16():             5,
+	kmsg.AddPartitionsToTxn.Int16(): 5,
+}
+
+// maxVersion is the highest version of key this server offers: -1 for an
+// API it does not serve (a transaction API without a coordinator).
+func (s *Server) maxVersion(key int16) int16 {
+	a, ok := apis[key]
+	switch {
+	case !ok, txnAPIs[key] && s.opts.Txns == nil:
+		return -1
+	}
+	if v, ok := tv2Versions[key]; ok && s.opts.TransactionVersion < 2 {
+		return min(a.max, v-1)
+	}
+	return a.max
+}
+
+// offers reports whether this server serves version of the API.
+func (s *Server) offers(key, version int16) bool {
+	return version <= s.maxVersion(key)
 }
 
 // apiVersionKeys lists the APIs this server offers for ApiVersions, sorted
@@ -105,8 +129,8 @@ func (s *Server) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	s.apiKeysOnce.Do(func() {
 		keys := make([]kmsg.ApiVersionsResponseApiKey, 0, len(apis))
 		for k, a := range apis {
-			if s.offers(k) {
-				keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
+			if max := s.maxVersion(k); max >= a.min {
+				keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: max})
 			}
 		}
 		sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
@@ -115,11 +139,31 @@ func (s *Server) apiVersionKeys() []kmsg.ApiVersionsResponseApiKey {
 	return s.apiKeys
 }
 
+// transactionVersionFeature is the feature flag of KIP-890 part 2
+// clients read from ApiVersions v3+ to choose the transaction protocol.
+const transactionVersionFeature = "transaction.version"
+
+// setFeatures fills the features of an ApiVersions v3+ answer: the
+// transaction version this broker supports and the one in force (a fixed
+// setting here, so its epoch never changes).
+func (s *Server) setFeatures(resp *kmsg.ApiVersionsResponse) {
+	if s.opts.Txns == nil {
+		return
+	}
+	sf := kmsg.NewApiVersionsResponseSupportedFeature()
+	sf.Name, sf.MinVersion, sf.MaxVersion = transactionVersionFeature, 0, 2
+	resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+	ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+	ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = transactionVersionFeature, s.opts.TransactionVersion, s.opts.TransactionVersion
+	resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+	resp.FinalizedFeaturesEpoch = 0
+}
+
 // dispatch runs one request and arranges for its reply to fill its entry in
 // the outbox. A handler panic is a bug, but it must cost only the connection
 // it came on: it is logged with its stack and the connection is closed.
 func (c *conn) dispatch(r *request) {
-	if r.kreq == nil || !c.s.offers(r.key) {
+	if r.kreq == nil || !c.s.offers(r.key, r.version) {
 		c.s.budget.release(r.size)
 		c.out.fill(r.entry, c.unsupported(r))
 		return
@@ -235,6 +279,9 @@ func (c *conn) handleApiVersions(r *request) (kmsg.Response, func() kmsg.Respons
 		}
 	}
 	resp.ApiKeys = c.s.apiVersionKeys()
+	if req.Version >= 3 {
+		c.s.setFeatures(resp)
+	}
 	return resp, nil
 }
 

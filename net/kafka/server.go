@@ -106,6 +106,11 @@ type Options struct {
 	// another, whether a partition is in a producer's transaction before
 	// a transactional write opens one there (KIP-890). Required with Txns.
 	Verifier Verifier
+	// TransactionVersion is the cluster's transaction version (KIP-890):
+	// 2 offers the part 2 protocol (Produce v12, TxnOffsetCommit v5,
+	// EndTxn v5) and the transaction.version feature clients choose it
+	// by; 0 and 1 offer the part 1 protocol only.
+	TransactionVersion int16
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.

@@ -12,7 +12,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/node"
 )
 
@@ -40,7 +42,22 @@ func consumeValues(t *testing.T, addr, topic string, isolation kgo.IsolationLeve
 // read_committed consumers, its aborted ones never; read_uncommitted sees
 // both; an open transaction holds the last stable offset back.
 func TestTransactionsCommitAbortAndIsolation(t *testing.T) {
-	s := startServer(t, node.Config{})
+	forEachTransactionVersion(t, testTransactionsCommitAbortAndIsolation)
+}
+
+// forEachTransactionVersion runs test against a broker of each transaction
+// version: 0 (KIP-890 part 1 only) and 2 (part 2: implicit adds, an epoch
+// bump per transaction), which franz-go picks from ApiVersions.
+func forEachTransactionVersion(t *testing.T, test func(t *testing.T, cfg node.Config)) {
+	for _, tv := range []int16{0, 2} {
+		t.Run(fmt.Sprintf("tv%d", tv), func(t *testing.T) {
+			test(t, node.Config{Txns: txncoord.Config{TransactionVersion: tv}})
+		})
+	}
+}
+
+func testTransactionsCommitAbortAndIsolation(t *testing.T, cfg node.Config) {
+	s := startServer(t, cfg)
 	createTopic(t, s, "t", 2)
 	addr := s.Addr().String()
 
@@ -86,6 +103,12 @@ func TestTransactionsCommitAbortAndIsolation(t *testing.T) {
 	require.True(t, ok)
 	require.NoError(t, d.Err)
 	require.Equal(t, "CompleteCommit", d.State)
+	if cfg.Txns.TransactionVersion >= 2 {
+		// KIP-890 part 2: every EndTxn bumped the epoch (4 transactions).
+		require.GreaterOrEqual(t, d.ProducerEpoch, int16(4), "the client used transaction version 2")
+	} else {
+		require.Equal(t, int16(0), d.ProducerEpoch)
+	}
 	listed, err := adm.ListTransactions(ctx, nil, nil)
 	require.NoError(t, err)
 	require.Contains(t, listed.TransactionalIDs(), "tx-1")
@@ -94,7 +117,11 @@ func TestTransactionsCommitAbortAndIsolation(t *testing.T) {
 // A second producer with the same transactional id fences the first: its
 // open transaction is aborted and its next write refused.
 func TestTransactionalProducerFencing(t *testing.T) {
-	s := startServer(t, node.Config{})
+	forEachTransactionVersion(t, testTransactionalProducerFencing)
+}
+
+func testTransactionalProducerFencing(t *testing.T, cfg node.Config) {
+	s := startServer(t, cfg)
 	createTopic(t, s, "t", 1)
 	addr := s.Addr().String()
 	ctx := context.Background()
@@ -133,7 +160,11 @@ func errorsIsAny(err error, targets ...*kerr.Error) bool {
 // input record reaches the output exactly once for a read_committed
 // reader, and the group's committed offsets end at the input's end.
 func TestGroupTransactSessionExactlyOnce(t *testing.T) {
-	s := startServer(t, node.Config{})
+	forEachTransactionVersion(t, testGroupTransactSessionExactlyOnce)
+}
+
+func testGroupTransactSessionExactlyOnce(t *testing.T, cfg node.Config) {
+	s := startServer(t, cfg)
 	createTopic(t, s, "in", 3)
 	createTopic(t, s, "out", 3)
 	addr := s.Addr().String()
@@ -179,4 +210,35 @@ func TestGroupTransactSessionExactlyOnce(t *testing.T) {
 	total := int64(0)
 	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
 	require.Equal(t, int64(n), total, "the group's offsets end at the input's end")
+}
+
+// ApiVersions offers the KIP-890 part 2 versions and the
+// transaction.version feature only at transaction version 2.
+func TestApiVersionsTransactionVersion(t *testing.T) {
+	forEachTransactionVersion(t, func(t *testing.T, cfg node.Config) {
+		s := startServer(t, cfg)
+		rc := dialRaw(t, s)
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 3
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
+		rc.send(req)
+		resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
+		rc.recv(resp)
+		max := map[int16]int16{}
+		for _, k := range resp.ApiKeys {
+			max[k.ApiKey] = k.MaxVersion
+		}
+		tv := cfg.Txns.TransactionVersion
+		want := map[int16]int16{kmsg.Produce.Int16(): 11, kmsg.EndTxn.Int16(): 4, kmsg.TxnOffsetCommit.Int16(): 4, kmsg.AddPartitionsToTxn.Int16(): 4}
+		if tv >= 2 {
+			want = map[int16]int16{kmsg.Produce.Int16(): 12, kmsg.EndTxn.Int16(): 5, kmsg.TxnOffsetCommit.Int16(): 5, kmsg.AddPartitionsToTxn.Int16(): 5}
+		}
+		for k, v := range want {
+			require.Equal(t, v, max[k], "%s", kmsg.NameForKey(k))
+		}
+		require.GreaterOrEqual(t, resp.FinalizedFeaturesEpoch, int64(0))
+		require.Len(t, resp.FinalizedFeatures, 1)
+		require.Equal(t, "transaction.version", resp.FinalizedFeatures[0].Name)
+		require.Equal(t, tv, resp.FinalizedFeatures[0].MaxVersionLevel)
+	})
 }

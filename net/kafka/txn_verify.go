@@ -54,7 +54,9 @@ func (c *conn) newVerifyBatch(txnID string, produceVersion int16, timeout time.D
 	if timeout <= 0 || timeout > txnWait {
 		timeout = txnWait
 	}
-	return &verifyBatch{c: c, txnID: txnID, version: produceVersion, timeout: timeout}
+	// Produce v12 (transaction version 2) adds the partitions to the
+	// transaction rather than checking the client added them.
+	return &verifyBatch{c: c, txnID: txnID, version: produceVersion, add: produceVersion >= 12, timeout: timeout}
 }
 
 // fn is the partition tp's VerifyFunc.

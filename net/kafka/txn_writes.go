@@ -18,7 +18,7 @@ import (
 
 // The writes of a transaction outside its data partitions:
 //
-//   - TxnOffsetCommit v0-4: a consumer group's offsets written in the
+//   - TxnOffsetCommit v0-5: a consumer group's offsets written in the
 //     producer's transaction to the group's __consumer_offsets partition,
 //     visible to the group only once the transaction commits. The offsets
 //     partition is verified with the transaction coordinator first when the
@@ -129,7 +129,9 @@ func (c *conn) verifyOffsetsPartition(ctx context.Context, req *kmsg.TxnOffsetCo
 		return nil, group.ErrCoordinatorNotAvailable
 	}
 	tp := txncoord.TP{Topic: group.OffsetsTopic, Partition: p}
-	res, err := v.Verify(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txncoord.TP{tp}, false)
+	// v5 (transaction version 2) adds the partition: the client sent no
+	// AddOffsetsToTxn.
+	res, err := v.Verify(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txncoord.TP{tp}, req.Version >= 5)
 	if err == nil {
 		err = res[tp]
 	}
