@@ -389,12 +389,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			Version: cfg.Version, NodeID: cfg.NodeID, StartedAt: n.start,
 			UptimeSeconds: time.Since(n.start).Seconds(), Listeners: listeners,
 			Connections: ks.Connections(), Topics: topics, Groups: groupStatsOf(groups, b),
-			Cluster: n.clusterStats(),
+			Cluster: n.clusterStats(), Transactions: transactionStatsOf(txns),
 		}
 	}
 	stats.Store(&statsFn)
 	reg.MustRegister(httpapi.NewGroupCollector(func() []httpapi.GroupStats { return groupStatsOf(groups, b) }))
 	reg.MustRegister(httpapi.NewClusterCollector(n.clusterStats))
+	reg.MustRegister(httpapi.NewTransactionCollector(func() *httpapi.TransactionStats { return transactionStatsOf(txns) }))
 	if n.http != nil {
 		n.http.SetReadiness(func() (bool, string) {
 			return readiness(n.shuttingDown.Load(), errors.Join(n.clusterErr(), n.reconcileErr()), groups.Ready(), b.PartitionStates(), ks.AcceptError())

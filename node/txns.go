@@ -18,6 +18,7 @@ import (
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
+	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/net/peer"
 )
@@ -282,4 +283,15 @@ func newTxns(cfg txncoord.Config, ctrl *controller.Controller, b *replica.Manage
 	}
 	links.txns.Store(txns)
 	return txns, nil
+}
+
+// transactionStatsOf is the coordinator's counts for /stats and /metrics.
+func transactionStatsOf(txns *txncoord.Coordinator) *httpapi.TransactionStats {
+	st := txns.Stats()
+	out := &httpapi.TransactionStats{ByState: map[string]int{}, Committed: st.Committed, Aborted: st.Aborted,
+		TimedOut: st.TimedOut, MarkersPending: st.MarkersPending}
+	for state, n := range st.ByState {
+		out.ByState[state.String()] = n
+	}
+	return out
 }

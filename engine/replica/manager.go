@@ -618,6 +618,11 @@ type PartitionState struct {
 	// its lag behind that leader in offsets (Partition.FollowerLag).
 	Following   bool
 	FollowerLag int64
+	// LastStable is the last stable offset (the high watermark unless a
+	// transaction holds it back) and OpenTransactions how many
+	// transactions are open on the partition.
+	LastStable       int64
+	OpenTransactions int
 }
 
 // PartitionStates describes every partition hosted here, online or not,
@@ -630,6 +635,7 @@ func (b *Manager) PartitionStates() []PartitionState {
 			st.Online, st.Error = false, err.Error()
 		}
 		st.FollowerLag, st.Following = p.FollowerLag()
+		st.LastStable, st.OpenTransactions = p.TxnState()
 		out = append(out, st)
 	}
 	b.mu.RLock()

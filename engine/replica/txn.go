@@ -453,6 +453,18 @@ func (p *Partition) AppendCoordinator(b []byte, guard *txn.Verification) (Produc
 		writeSpec{origin: txn.OriginCoordinator, guard: guard, appendTime: -1}, replicated)
 }
 
+// TxnState is the partition's last stable offset and how many
+// transactions are open on it, for /stats and /metrics (read without the
+// append lock, from the published view).
+func (p *Partition) TxnState() (lastStable int64, open int) {
+	hw := p.HighWatermark()
+	lso := p.lastStable(hw, p.log.LogStartOffset())
+	if v := p.stable.Load(); v != nil {
+		open = v.Open
+	}
+	return lso, open
+}
+
 // OpenTransactions returns, by producer id, the first offset of each
 // transaction open on the partition (DescribeProducers, metrics).
 func (p *Partition) OpenTransactions() map[int64]int64 {

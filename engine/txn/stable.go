@@ -30,6 +30,7 @@ type AbortedTxn struct {
 // it without the append lock.
 type StableView struct {
 	FirstOngoing int64
+	Open         int            // transactions open on the partition
 	Unreplicated []CompletedTxn // by marker offset
 }
 
@@ -37,7 +38,11 @@ type StableView struct {
 func (s *ProducerState) Stable() StableView {
 	v := StableView{FirstOngoing: -1, Unreplicated: slices.Clone(s.unreplicated)}
 	for _, p := range s.producers {
-		if p.txnFirst >= 0 && (v.FirstOngoing < 0 || p.txnFirst < v.FirstOngoing) {
+		if p.txnFirst < 0 {
+			continue
+		}
+		v.Open++
+		if v.FirstOngoing < 0 || p.txnFirst < v.FirstOngoing {
 			v.FirstOngoing = p.txnFirst
 		}
 	}

@@ -1,11 +1,15 @@
 package clustertest
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/moonmq/moonmq/internal/cluster"
@@ -79,5 +83,135 @@ func TestTransactionSurvivesCoordinatorKill(t *testing.T) {
 	require.Len(t, seen, 2*partitions*5, "every record of both transactions: %v", seen)
 	for v, n := range seen {
 		require.Equal(t, 1, n, "%s read %d times", v, n)
+	}
+}
+
+// TestExactlyOnceChainWithKills is the exactly-once check of issue 14:
+// an input topic filled with unique ids is copied to an output topic by
+// two consume-transform-produce workers (franz-go GroupTransactSession,
+// one consumer group, a transaction per batch) while a nemesis SIGKILLs a
+// random node every few seconds (coordinators and partition leaders
+// included) and restarts it. At the end a read_committed reader of the
+// output sees every id exactly once, and the group's committed offsets
+// are at the input's end.
+func TestExactlyOnceChainWithKills(t *testing.T) {
+	cluster.SkipUnlessSupported(t)
+	c := cluster.Start(t, cluster.Options{Nodes: 3, SessionTimeout: 3 * time.Second,
+		Flags: []string{"--transaction-state-partitions", "3", "--offsets-topic-partitions", "3"}})
+	cl, adm := c.Client()
+	const in, out, group, partitions, n = "eos-in", "eos-out", "eos", 6, 3000
+	createTopic(t, cl, in, partitions, 3, nil)
+	createTopic(t, cl, out, partitions, 3, nil)
+	ctx := ctxT(t, 4*time.Minute)
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Topic: in, Value: []byte(fmt.Sprintf("id-%05d", i))}, nil)
+	}
+	require.NoError(t, cl.Flush(ctx))
+
+	work, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			transform(work, t, c, fmt.Sprintf("eos-worker-%d", w), group, in, out)
+		}()
+	}
+
+	// The reader counts distinct output records by value.
+	var mu sync.Mutex
+	values := map[string]int{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rd, err := kgo.NewClient(kgo.SeedBrokers(c.Seeds()...), kgo.ConsumeTopics(out),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer rd.Close()
+		seen := map[[2]int64]bool{}
+		for work.Err() == nil {
+			rd.PollFetches(work).EachRecord(func(r *kgo.Record) {
+				k := [2]int64{int64(r.Partition), r.Offset}
+				if seen[k] {
+					return // a re-delivery to the reader, not a second copy
+				}
+				seen[k] = true
+				mu.Lock()
+				values[string(r.Value)]++
+				mu.Unlock()
+			})
+		}
+	}()
+	progress := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(values)
+	}
+
+	seed := soakSeed(t)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	kills := 0
+	for progress() < n && ctx.Err() == nil {
+		victim := c.Nodes[rng.IntN(len(c.Nodes))].ID
+		kills++
+		t.Logf("kill %d: SIGKILL node %d (%d of %d records copied)", kills, victim, progress(), n)
+		c.Kill(victim)
+		pause(ctx, time.Duration(1+rng.IntN(3))*time.Second)
+		c.Restart(victim)
+		pause(ctx, 2*time.Second)
+	}
+	testbroker.WaitFor(t, 2*time.Minute, "every record copied", func() bool { return progress() >= n })
+	stopWork()
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		v := fmt.Sprintf("out-id-%05d", i)
+		require.Equal(t, 1, values[v], "%s copied %d times", v, values[v])
+	}
+	require.Len(t, values, n, "nothing but the copies")
+	offs, err := adm.FetchOffsets(ctxT(t, 30*time.Second), group)
+	require.NoError(t, err)
+	total := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+	require.Equal(t, int64(n), total, "the group's offsets are at the input's end")
+	t.Logf("%d records copied exactly once through %d kills", n, kills)
+}
+
+// transform copies in to out with one worker's GroupTransactSession until
+// ctx ends: each polled batch is produced and its offsets committed in one
+// transaction. Errors (a killed broker, a rebalance, a fenced epoch) abort
+// that transaction; the session retries.
+func transform(ctx context.Context, t *testing.T, c *cluster.Cluster, id, group, in, out string) {
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(c.Seeds()...), kgo.TransactionalID(id),
+		kgo.ConsumerGroup(group), kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(),
+		kgo.DefaultProduceTopic(out), kgo.TransactionTimeout(20*time.Second), kgo.RetryTimeout(30*time.Second),
+		kgo.SessionTimeout(10*time.Second))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer sess.Close()
+	for ctx.Err() == nil {
+		fs := sess.PollRecords(ctx, 200)
+		if fs.NumRecords() == 0 {
+			continue
+		}
+		if err := sess.Begin(); err != nil {
+			t.Logf("%s: begin: %v", id, err)
+			continue
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Value: append([]byte("out-"), r.Value...)}, nil)
+		})
+		if _, err := sess.End(ctx, kgo.TryCommit); err != nil && ctx.Err() == nil {
+			t.Logf("%s: end: %v", id, err)
+		}
 	}
 }

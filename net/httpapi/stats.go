@@ -20,6 +20,25 @@ type Stats struct {
 	// Cluster is the node's view of the cluster: the controller, Raft,
 	// the brokers and its replication counts (nil until the node opened).
 	Cluster *ClusterStats `json:"cluster,omitempty"`
+	// Transactions is the transaction coordinator's view: the
+	// transactional ids it coordinates by state, and its counts since
+	// start (nil until the node opened).
+	Transactions *TransactionStats `json:"transactions,omitempty"`
+}
+
+// TransactionStats is the /stats "transactions" object, and the source of
+// the transaction metric families (NewTransactionCollector).
+type TransactionStats struct {
+	// ByState counts the transactional ids this node coordinates by the
+	// state of their transaction (Empty, Ongoing, PrepareCommit, ...).
+	ByState   map[string]int `json:"by_state"`
+	Committed int64          `json:"committed"`
+	Aborted   int64          `json:"aborted"`
+	// TimedOut are the transactions the coordinator aborted because
+	// they were open longer than their timeout.
+	TimedOut int64 `json:"timed_out"`
+	// MarkersPending are end-transaction markers not yet written.
+	MarkersPending int `json:"markers_pending"`
 }
 
 // ClusterStats is the /stats "cluster" object, and the source of the
@@ -98,7 +117,12 @@ type PartitionStats struct {
 	LogStartOffset int64 `json:"log_start_offset"`
 	LogEndOffset   int64 `json:"log_end_offset"`
 	HighWatermark  int64 `json:"high_watermark"`
-	SizeBytes      int64 `json:"size_bytes"`
+	// LastStableOffset is where read_committed consumers stop: the high
+	// watermark unless an open transaction (OpenTransactions of them)
+	// holds it back.
+	LastStableOffset int64 `json:"last_stable_offset"`
+	OpenTransactions int   `json:"open_transactions"`
+	SizeBytes        int64 `json:"size_bytes"`
 	Segments       int   `json:"segments"`
 	// State is "online" or "offline" (it cannot be opened or its log failed
 	// an I/O operation; Error says which, and the broker is retrying it).
@@ -159,7 +183,8 @@ func TopicStatsOf(b *replica.Manager) []TopicStats {
 		st := ps.Stats
 		p := PartitionStats{
 			Partition: ps.Partition, LogStartOffset: st.LogStartOffset, LogEndOffset: st.LogEndOffset,
-			HighWatermark: st.HighWatermark, SizeBytes: st.Size, Segments: st.Segments,
+			HighWatermark: st.HighWatermark, LastStableOffset: ps.LastStable, OpenTransactions: ps.OpenTransactions,
+			SizeBytes: st.Size, Segments: st.Segments,
 			State: "online", Error: ps.Error,
 			Leader: -1, LeaderEpoch: -1, Replicas: []int32{}, ISR: []int32{},
 		}

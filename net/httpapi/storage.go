@@ -47,6 +47,7 @@ type partitionCollector struct {
 	online, corrupt, offline                     *prometheus.Desc
 	filesOpen, filesEvicted, capacity            *prometheus.Desc
 	followerLag, maxLag                          *prometheus.Desc
+	lso, lsoLag, openTxns                        *prometheus.Desc
 }
 
 // NewPartitionCollector exposes per-partition log gauges for b, its
@@ -74,6 +75,10 @@ func NewPartitionCollector(b *replica.Manager) prometheus.Collector {
 		capacity:     node("moonmq_partitions_capacity", "Partitions this node can hold within its file descriptor limit."),
 		followerLag: d("moonmq_partition_follower_lag",
 			"On a follower replica: its leader's high watermark (from the last fetch answer) minus this replica's durable end, in offsets; absent on leaders and before the leader answered."),
+		lso: d("moonmq_partition_last_stable_offset",
+			"Offset up to which read_committed consumers read: the high watermark unless an open transaction holds it back."),
+		lsoLag:   d("moonmq_partition_lso_lag", "High watermark minus last stable offset: what open transactions hold back from read_committed consumers."),
+		openTxns: d("moonmq_partition_open_transactions", "Transactions open on the partition."),
 		maxLag: node("moonmq_follower_max_lag",
 			"The largest moonmq_partition_follower_lag over the partitions this node follows (0 when it follows none), as Kafka's ReplicaFetcherManager MaxLag."),
 	}
@@ -81,7 +86,7 @@ func NewPartitionCollector(b *replica.Manager) prometheus.Collector {
 
 func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.logStart, c.logEnd, c.hw, c.size, c.segments, c.fsyncs, c.online, c.corrupt,
-		c.offline, c.filesOpen, c.filesEvicted, c.capacity, c.followerLag, c.maxLag} {
+		c.offline, c.filesOpen, c.filesEvicted, c.capacity, c.followerLag, c.maxLag, c.lso, c.lsoLag, c.openTxns} {
 		ch <- d
 	}
 }
@@ -108,6 +113,9 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.logStart, prometheus.GaugeValue, float64(st.LogStartOffset), lv...)
 		ch <- prometheus.MustNewConstMetric(c.logEnd, prometheus.GaugeValue, float64(st.LogEndOffset), lv...)
 		ch <- prometheus.MustNewConstMetric(c.hw, prometheus.GaugeValue, float64(st.HighWatermark), lv...)
+		ch <- prometheus.MustNewConstMetric(c.lso, prometheus.GaugeValue, float64(ps.LastStable), lv...)
+		ch <- prometheus.MustNewConstMetric(c.lsoLag, prometheus.GaugeValue, float64(max(0, st.HighWatermark-ps.LastStable)), lv...)
+		ch <- prometheus.MustNewConstMetric(c.openTxns, prometheus.GaugeValue, float64(ps.OpenTransactions), lv...)
 		ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(st.Size), lv...)
 		ch <- prometheus.MustNewConstMetric(c.segments, prometheus.GaugeValue, float64(st.Segments), lv...)
 		ch <- prometheus.MustNewConstMetric(c.fsyncs, prometheus.CounterValue, float64(st.Fsyncs), lv...)
@@ -160,4 +168,46 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// transactionCollector reports the transaction coordinator's counts.
+type transactionCollector struct {
+	stats                        func() *TransactionStats
+	byState, pending             *prometheus.Desc
+	committed, aborted, timedOut *prometheus.Desc
+}
+
+// NewTransactionCollector exposes the transactions this node coordinates
+// by state, the markers it has still to write, and its committed, aborted
+// and timed-out counts, from the same source as /stats.
+func NewTransactionCollector(stats func() *TransactionStats) prometheus.Collector {
+	node := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
+	return &transactionCollector{
+		stats:     stats,
+		byState:   prometheus.NewDesc("moonmq_transactions", "Transactional ids this node coordinates, by the state of their transaction.", []string{"state"}, nil),
+		pending:   node("moonmq_transaction_markers_pending", "End-transaction markers the coordinator has not written yet."),
+		committed: node("moonmq_transactions_committed_total", "Transactions committed by this node's coordinator since it started."),
+		aborted:   node("moonmq_transactions_aborted_total", "Transactions aborted by this node's coordinator since it started (timed out ones included)."),
+		timedOut:  node("moonmq_transactions_timed_out_total", "Transactions the coordinator aborted because they were open longer than their timeout."),
+	}
+}
+
+func (c *transactionCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.byState, c.pending, c.committed, c.aborted, c.timedOut} {
+		ch <- d
+	}
+}
+
+func (c *transactionCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.stats()
+	if st == nil {
+		return
+	}
+	for state, n := range st.ByState {
+		ch <- prometheus.MustNewConstMetric(c.byState, prometheus.GaugeValue, float64(n), state)
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(st.MarkersPending))
+	ch <- prometheus.MustNewConstMetric(c.committed, prometheus.CounterValue, float64(st.Committed))
+	ch <- prometheus.MustNewConstMetric(c.aborted, prometheus.CounterValue, float64(st.Aborted))
+	ch <- prometheus.MustNewConstMetric(c.timedOut, prometheus.CounterValue, float64(st.TimedOut))
 }
