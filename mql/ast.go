@@ -84,6 +84,20 @@ type SetFormat struct {
 	Format Name `parser:"\"SET\" \"FORMAT\" @(Ident | String)"`
 }
 
+// SetIsolation sets the isolation of the session's reads (SELECT, FETCH,
+// SUBSCRIBE).
+type SetIsolation struct {
+	Pos       lexer.Position
+	Isolation *Isolation `parser:"\"SET\" \"ISOLATION\" @@"`
+}
+
+// Isolation is READ COMMITTED or READ UNCOMMITTED: Kafka's read_committed
+// and read_uncommitted.
+type Isolation struct {
+	Pos       lexer.Position
+	Committed bool `parser:"\"READ\" ( @\"COMMITTED\" | \"UNCOMMITTED\" )"`
+}
+
 // Help prints the overview or one statement's syntax.
 type Help struct {
 	Pos   lexer.Position
@@ -267,12 +281,13 @@ type Comparison struct {
 // Select reads a bounded range of records.
 type Select struct {
 	Pos       lexer.Position
-	Columns   []*Column `parser:"\"SELECT\" @@ ( \",\" @@ )*"`
-	Topic     Name      `parser:"\"FROM\" @(Ident | String)"`
-	Partition *Int      `parser:"( \"PARTITION\" @Number )?"`
-	Where     *Expr     `parser:"( \"WHERE\" @@ )?"`
-	From      *StartAt  `parser:"( \"FROM\" @@ )?"`
-	Limit     *Int      `parser:"( \"LIMIT\" @Number )?"`
+	Columns   []*Column  `parser:"\"SELECT\" @@ ( \",\" @@ )*"`
+	Topic     Name       `parser:"\"FROM\" @(Ident | String)"`
+	Partition *Int       `parser:"( \"PARTITION\" @Number )?"`
+	Where     *Expr      `parser:"( \"WHERE\" @@ )?"`
+	From      *StartAt   `parser:"( \"FROM\" @@ )?"`
+	Limit     *Int       `parser:"( \"LIMIT\" @Number )?"`
+	Isolation *Isolation `parser:"( \"ISOLATION\" @@ )?"`
 }
 
 // Fetch reads from a group's committed position and commits past what it
@@ -377,6 +392,19 @@ type AbortTxn struct {
 	Kw  bool `parser:"\"ABORT\" @\"TRANSACTION\""`
 }
 
+// ShowTransactions lists the transactional ids the brokers coordinate.
+type ShowTransactions struct {
+	Pos  lexer.Position
+	Kw   bool `parser:"\"SHOW\" @\"TRANSACTIONS\""`
+	Like *Str `parser:"( \"LIKE\" @String )?"`
+}
+
+// DescribeTransaction shows one transactional id's state and partitions.
+type DescribeTransaction struct {
+	Pos  lexer.Position
+	Name Name `parser:"\"DESCRIBE\" \"TRANSACTION\" @(Ident | String)"`
+}
+
 // ---- Security ----
 
 // CreateUser creates or updates a SCRAM user.
@@ -412,7 +440,7 @@ type Resource struct {
 // Grant adds allow ACLs.
 type Grant struct {
 	Pos       lexer.Position
-	Ops       []Name    `parser:"\"GRANT\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\") ( \",\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\") )*"`
+	Ops       []Name    `parser:"\"GRANT\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\" | \"READ\") ( \",\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\" | \"READ\") )*"`
 	Resource  *Resource `parser:"\"ON\" @@"`
 	Principal Name      `parser:"\"TO\" @(Ident | String)"`
 }
@@ -420,7 +448,7 @@ type Grant struct {
 // Revoke deletes allow ACLs.
 type Revoke struct {
 	Pos       lexer.Position
-	Ops       []Name    `parser:"\"REVOKE\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\") ( \",\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\") )*"`
+	Ops       []Name    `parser:"\"REVOKE\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\" | \"READ\") ( \",\" @(Ident | \"CREATE\" | \"ALTER\" | \"DESCRIBE\" | \"READ\") )*"`
 	Resource  *Resource `parser:"\"ON\" @@"`
 	Principal Name      `parser:"\"FROM\" @(Ident | String)"`
 }
@@ -463,88 +491,94 @@ type ShowReassignments struct {
 // statementTypes lists the union members in the order the parser tries
 // them (participle takes the first that matches).
 var statementTypes = []Statement{
-	&Connect{}, &Disconnect{}, &UseGroup{}, &SetFormat{}, &Help{}, &Exit{},
+	&Connect{}, &Disconnect{}, &UseGroup{}, &SetFormat{}, &SetIsolation{}, &Help{}, &Exit{},
 	&CreateTopic{}, &CreateUser{}, &DropTopic{}, &DropGroup{}, &DropUser{},
 	&AlterTopic{}, &ShowTopics{}, &ShowOffsets{}, &ShowGroups{}, &ShowUsers{},
-	&ShowAcls{}, &ShowBrokers{}, &ShowCluster{}, &ShowReassignments{},
-	&DescribeTopic{}, &DescribeGroup{},
+	&ShowAcls{}, &ShowBrokers{}, &ShowCluster{}, &ShowReassignments{}, &ShowTransactions{},
+	&DescribeTopic{}, &DescribeGroup{}, &DescribeTransaction{},
 	&Produce{}, &Select{}, &Fetch{}, &Subscribe{}, &Assert{},
 	&JoinGroup{}, &LeaveGroup{}, &CommitTxn{}, &CommitOffset{}, &ResetGroup{},
 	&BeginTxn{}, &AbortTxn{}, &Grant{}, &Revoke{}, &MovePartition{},
 }
 
-func (s *Connect) Position() lexer.Position           { return s.Pos }
-func (s *Disconnect) Position() lexer.Position        { return s.Pos }
-func (s *UseGroup) Position() lexer.Position          { return s.Pos }
-func (s *SetFormat) Position() lexer.Position         { return s.Pos }
-func (s *Help) Position() lexer.Position              { return s.Pos }
-func (s *Exit) Position() lexer.Position              { return s.Pos }
-func (s *CreateTopic) Position() lexer.Position       { return s.Pos }
-func (s *DropTopic) Position() lexer.Position         { return s.Pos }
-func (s *AlterTopic) Position() lexer.Position        { return s.Pos }
-func (s *ShowTopics) Position() lexer.Position        { return s.Pos }
-func (s *DescribeTopic) Position() lexer.Position     { return s.Pos }
-func (s *ShowOffsets) Position() lexer.Position       { return s.Pos }
-func (s *Produce) Position() lexer.Position           { return s.Pos }
-func (s *Select) Position() lexer.Position            { return s.Pos }
-func (s *Fetch) Position() lexer.Position             { return s.Pos }
-func (s *Subscribe) Position() lexer.Position         { return s.Pos }
-func (s *Assert) Position() lexer.Position            { return s.Pos }
-func (s *ShowGroups) Position() lexer.Position        { return s.Pos }
-func (s *DescribeGroup) Position() lexer.Position     { return s.Pos }
-func (s *JoinGroup) Position() lexer.Position         { return s.Pos }
-func (s *LeaveGroup) Position() lexer.Position        { return s.Pos }
-func (s *CommitOffset) Position() lexer.Position      { return s.Pos }
-func (s *ResetGroup) Position() lexer.Position        { return s.Pos }
-func (s *DropGroup) Position() lexer.Position         { return s.Pos }
-func (s *BeginTxn) Position() lexer.Position          { return s.Pos }
-func (s *CommitTxn) Position() lexer.Position         { return s.Pos }
-func (s *AbortTxn) Position() lexer.Position          { return s.Pos }
-func (s *CreateUser) Position() lexer.Position        { return s.Pos }
-func (s *DropUser) Position() lexer.Position          { return s.Pos }
-func (s *ShowUsers) Position() lexer.Position         { return s.Pos }
-func (s *Grant) Position() lexer.Position             { return s.Pos }
-func (s *Revoke) Position() lexer.Position            { return s.Pos }
-func (s *ShowAcls) Position() lexer.Position          { return s.Pos }
-func (s *ShowBrokers) Position() lexer.Position       { return s.Pos }
-func (s *ShowCluster) Position() lexer.Position       { return s.Pos }
-func (s *MovePartition) Position() lexer.Position     { return s.Pos }
-func (s *ShowReassignments) Position() lexer.Position { return s.Pos }
+func (s *Connect) Position() lexer.Position             { return s.Pos }
+func (s *Disconnect) Position() lexer.Position          { return s.Pos }
+func (s *UseGroup) Position() lexer.Position            { return s.Pos }
+func (s *SetFormat) Position() lexer.Position           { return s.Pos }
+func (s *SetIsolation) Position() lexer.Position        { return s.Pos }
+func (s *ShowTransactions) Position() lexer.Position    { return s.Pos }
+func (s *DescribeTransaction) Position() lexer.Position { return s.Pos }
+func (s *Help) Position() lexer.Position                { return s.Pos }
+func (s *Exit) Position() lexer.Position                { return s.Pos }
+func (s *CreateTopic) Position() lexer.Position         { return s.Pos }
+func (s *DropTopic) Position() lexer.Position           { return s.Pos }
+func (s *AlterTopic) Position() lexer.Position          { return s.Pos }
+func (s *ShowTopics) Position() lexer.Position          { return s.Pos }
+func (s *DescribeTopic) Position() lexer.Position       { return s.Pos }
+func (s *ShowOffsets) Position() lexer.Position         { return s.Pos }
+func (s *Produce) Position() lexer.Position             { return s.Pos }
+func (s *Select) Position() lexer.Position              { return s.Pos }
+func (s *Fetch) Position() lexer.Position               { return s.Pos }
+func (s *Subscribe) Position() lexer.Position           { return s.Pos }
+func (s *Assert) Position() lexer.Position              { return s.Pos }
+func (s *ShowGroups) Position() lexer.Position          { return s.Pos }
+func (s *DescribeGroup) Position() lexer.Position       { return s.Pos }
+func (s *JoinGroup) Position() lexer.Position           { return s.Pos }
+func (s *LeaveGroup) Position() lexer.Position          { return s.Pos }
+func (s *CommitOffset) Position() lexer.Position        { return s.Pos }
+func (s *ResetGroup) Position() lexer.Position          { return s.Pos }
+func (s *DropGroup) Position() lexer.Position           { return s.Pos }
+func (s *BeginTxn) Position() lexer.Position            { return s.Pos }
+func (s *CommitTxn) Position() lexer.Position           { return s.Pos }
+func (s *AbortTxn) Position() lexer.Position            { return s.Pos }
+func (s *CreateUser) Position() lexer.Position          { return s.Pos }
+func (s *DropUser) Position() lexer.Position            { return s.Pos }
+func (s *ShowUsers) Position() lexer.Position           { return s.Pos }
+func (s *Grant) Position() lexer.Position               { return s.Pos }
+func (s *Revoke) Position() lexer.Position              { return s.Pos }
+func (s *ShowAcls) Position() lexer.Position            { return s.Pos }
+func (s *ShowBrokers) Position() lexer.Position         { return s.Pos }
+func (s *ShowCluster) Position() lexer.Position         { return s.Pos }
+func (s *MovePartition) Position() lexer.Position       { return s.Pos }
+func (s *ShowReassignments) Position() lexer.Position   { return s.Pos }
 
-func (*Connect) stmt()           {}
-func (*Disconnect) stmt()        {}
-func (*UseGroup) stmt()          {}
-func (*SetFormat) stmt()         {}
-func (*Help) stmt()              {}
-func (*Exit) stmt()              {}
-func (*CreateTopic) stmt()       {}
-func (*DropTopic) stmt()         {}
-func (*AlterTopic) stmt()        {}
-func (*ShowTopics) stmt()        {}
-func (*DescribeTopic) stmt()     {}
-func (*ShowOffsets) stmt()       {}
-func (*Produce) stmt()           {}
-func (*Select) stmt()            {}
-func (*Fetch) stmt()             {}
-func (*Subscribe) stmt()         {}
-func (*Assert) stmt()            {}
-func (*ShowGroups) stmt()        {}
-func (*DescribeGroup) stmt()     {}
-func (*JoinGroup) stmt()         {}
-func (*LeaveGroup) stmt()        {}
-func (*CommitOffset) stmt()      {}
-func (*ResetGroup) stmt()        {}
-func (*DropGroup) stmt()         {}
-func (*BeginTxn) stmt()          {}
-func (*CommitTxn) stmt()         {}
-func (*AbortTxn) stmt()          {}
-func (*CreateUser) stmt()        {}
-func (*DropUser) stmt()          {}
-func (*ShowUsers) stmt()         {}
-func (*Grant) stmt()             {}
-func (*Revoke) stmt()            {}
-func (*ShowAcls) stmt()          {}
-func (*ShowBrokers) stmt()       {}
-func (*ShowCluster) stmt()       {}
-func (*MovePartition) stmt()     {}
-func (*ShowReassignments) stmt() {}
+func (*Connect) stmt()             {}
+func (*Disconnect) stmt()          {}
+func (*UseGroup) stmt()            {}
+func (*SetFormat) stmt()           {}
+func (*SetIsolation) stmt()        {}
+func (*ShowTransactions) stmt()    {}
+func (*DescribeTransaction) stmt() {}
+func (*Help) stmt()                {}
+func (*Exit) stmt()                {}
+func (*CreateTopic) stmt()         {}
+func (*DropTopic) stmt()           {}
+func (*AlterTopic) stmt()          {}
+func (*ShowTopics) stmt()          {}
+func (*DescribeTopic) stmt()       {}
+func (*ShowOffsets) stmt()         {}
+func (*Produce) stmt()             {}
+func (*Select) stmt()              {}
+func (*Fetch) stmt()               {}
+func (*Subscribe) stmt()           {}
+func (*Assert) stmt()              {}
+func (*ShowGroups) stmt()          {}
+func (*DescribeGroup) stmt()       {}
+func (*JoinGroup) stmt()           {}
+func (*LeaveGroup) stmt()          {}
+func (*CommitOffset) stmt()        {}
+func (*ResetGroup) stmt()          {}
+func (*DropGroup) stmt()           {}
+func (*BeginTxn) stmt()            {}
+func (*CommitTxn) stmt()           {}
+func (*AbortTxn) stmt()            {}
+func (*CreateUser) stmt()          {}
+func (*DropUser) stmt()            {}
+func (*ShowUsers) stmt()           {}
+func (*Grant) stmt()               {}
+func (*Revoke) stmt()              {}
+func (*ShowAcls) stmt()            {}
+func (*ShowBrokers) stmt()         {}
+func (*ShowCluster) stmt()         {}
+func (*MovePartition) stmt()       {}
+func (*ShowReassignments) stmt()   {}

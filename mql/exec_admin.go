@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -61,6 +62,86 @@ func (s *Session) endTxn(ctx context.Context, commit bool) error {
 	}
 	s.out.OK(fmt.Sprintf("transaction %s %s", quoteRes(t.ID()), verb))
 	return nil
+}
+
+// showTransactions lists the transactional ids every broker coordinates.
+// A broker without transactions says so (the core transaction APIs); one
+// with transactions but without ListTransactions (Kafka before 3.0) says
+// that instead.
+func (s *Session) showTransactions(ctx context.Context, cl *client.Client, st *ShowTransactions) error {
+	if err := s.require(ctx, cl, featTxn); err != nil {
+		return err
+	}
+	if err := s.require(ctx, cl, featTxnList); err != nil {
+		return err
+	}
+	txns, err := cl.ListTransactions(ctx)
+	if err != nil {
+		return err
+	}
+	var like *regexp.Regexp
+	if st.Like != nil {
+		like = likeRegexp(string(*st.Like))
+	}
+	t := &Table{Columns: []string{"transaction", "state", "producer_id", "coordinator"}}
+	for _, x := range txns {
+		if like != nil && !like.MatchString(x.ID) {
+			continue
+		}
+		t.Rows = append(t.Rows, []any{x.ID, x.State, x.ProducerID, int64(x.Coordinator)})
+	}
+	s.out.Table(t)
+	return nil
+}
+
+// describeTransaction shows one transactional id as its coordinator sees
+// it, then the partitions its transaction in progress wrote to.
+func (s *Session) describeTransaction(ctx context.Context, cl *client.Client, st *DescribeTransaction) error {
+	if err := s.require(ctx, cl, featTxn); err != nil {
+		return err
+	}
+	if err := s.require(ctx, cl, featTxnDescribe); err != nil {
+		return err
+	}
+	d, err := cl.DescribeTransaction(ctx, string(st.Name))
+	if err != nil {
+		return err
+	}
+	var started any
+	if !d.Started.IsZero() {
+		started = d.Started
+	}
+	s.out.Table(&Table{
+		Kind:    "transaction",
+		Columns: []string{"transaction", "state", "producer_id", "producer_epoch", "timeout_ms", "started", "coordinator"},
+		Rows: [][]any{{d.ID, d.State, d.ProducerID, int64(d.ProducerEpoch), d.Timeout.Milliseconds(), started,
+			int64(d.Coordinator)}},
+	})
+	parts := &Table{Title: "partitions", Kind: "partition", Columns: []string{"topic", "partition"}}
+	for _, tp := range d.Partitions {
+		for _, p := range tp.Partitions {
+			parts.Rows = append(parts.Rows, []any{tp.Topic, int64(p)})
+		}
+	}
+	s.out.Table(parts)
+	return nil
+}
+
+// isolationOf maps an ISOLATION clause to the client's isolation.
+func isolationOf(i *Isolation) client.Isolation {
+	if i != nil && i.Committed {
+		return client.ReadCommitted
+	}
+	return client.ReadUncommitted
+}
+
+// isolationText is how acknowledgements name an isolation: "read
+// committed (Kafka's read_committed)".
+func isolationText(i client.Isolation) string {
+	if i == client.ReadCommitted {
+		return "read committed: reads skip aborted transactions and stop at open ones"
+	}
+	return "read uncommitted: reads include records of open and aborted transactions"
 }
 
 // ---- Users ----

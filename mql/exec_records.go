@@ -241,7 +241,10 @@ func startPosition(p *StartAt, limit *Int, now time.Time) (client.Position, erro
 // query runs a SELECT: a bounded read that stops at the end offsets it
 // snapshots first, so it returns on a quiet topic.
 func (s *Session) query(ctx context.Context, cl *client.Client, st *Select) (*Table, error) {
-	req := client.ReadRequest{Topic: string(st.Topic)}
+	req := client.ReadRequest{Topic: string(st.Topic), Isolation: s.isolation}
+	if st.Isolation != nil {
+		req.Isolation = isolationOf(st.Isolation)
+	}
 	if st.Partition != nil {
 		req.Partitions = []int32{int32(*st.Partition)}
 	}
@@ -599,7 +602,7 @@ func (s *Session) subscribe(ctx context.Context, cl *client.Client, st *Subscrib
 	}
 	s.out.BeginStream(recordColumns, []int{9, 6, 24, 8, 16, 7}, recordNumeric)
 	n := 0
-	err = cl.Consume(ctx, string(st.Topic), group, from, func(r client.Record) error {
+	err = cl.ConsumeIsolated(ctx, string(st.Topic), group, from, s.isolation, func(r client.Record) error {
 		// Records after the limit return an error so a group does not
 		// commit them: they were not shown.
 		if limit >= 0 && n >= limit {
@@ -670,6 +673,7 @@ func (s *Session) fetch(ctx context.Context, cl *client.Client, st *Fetch) error
 			}
 			got, err := cl.Read(ctx, client.ReadRequest{
 				Topic: topic, Partitions: []int32{pr.Partition}, Start: client.Offset(from), Limit: limit,
+				Isolation: s.isolation,
 			})
 			if err != nil {
 				return err

@@ -142,7 +142,7 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 	parts := &Table{
 		Title:   fmt.Sprintf("topic %s: %s", quoteRes(d.Name), plural(int64(len(d.Partitions)), "partition")),
 		Kind:    "partition",
-		Columns: []string{"partition", "leader", "replicas", "isr", "state", "log_start", "high_watermark", "records", "bytes"},
+		Columns: []string{"partition", "leader", "replicas", "isr", "state", "log_start", "high_watermark", "last_stable", "records", "bytes"},
 	}
 	// Storage problems get their own table, only when there are any: an
 	// offline partition with the reason, each damaged range of a partition
@@ -155,7 +155,7 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 		}
 		parts.Rows = append(parts.Rows, []any{
 			int64(p.Partition), int64(p.Leader), p.Replicas, p.ISR, p.State,
-			orNull(p.LogStart), orNull(p.HighWatermark), records, orNull(p.Bytes),
+			orNull(p.LogStart), orNull(p.HighWatermark), orNull(p.LastStable), records, orNull(p.Bytes),
 		})
 		if p.State == "offline" {
 			detail := p.Storage

@@ -44,6 +44,8 @@ func FormatStatement(s Statement) string {
 		w("USE GROUP", QuoteName(string(s.Group)))
 	case *SetFormat:
 		w("SET FORMAT", QuoteName(string(s.Format)))
+	case *SetIsolation:
+		w("SET ISOLATION", fmtIsolation(s.Isolation))
 	case *Help:
 		w("HELP")
 		w(s.Words...)
@@ -159,6 +161,13 @@ func FormatStatement(s Statement) string {
 		}
 	case *DescribeGroup:
 		w("DESCRIBE GROUP", QuoteName(string(s.Name)))
+	case *ShowTransactions:
+		w("SHOW TRANSACTIONS")
+		if s.Like != nil {
+			w("LIKE", Quote(string(*s.Like)))
+		}
+	case *DescribeTransaction:
+		w("DESCRIBE TRANSACTION", QuoteName(string(s.Name)))
 	case *JoinGroup:
 		ts := make([]string, len(s.Topics))
 		for i, t := range s.Topics {
@@ -296,7 +305,17 @@ func fmtSelect(s *Select) string {
 	if s.Limit != nil {
 		parts = append(parts, "LIMIT", fmtInt(*s.Limit))
 	}
+	if s.Isolation != nil {
+		parts = append(parts, "ISOLATION", fmtIsolation(s.Isolation))
+	}
 	return strings.Join(parts, " ")
+}
+
+func fmtIsolation(i *Isolation) string {
+	if i.Committed {
+		return "READ COMMITTED"
+	}
+	return "READ UNCOMMITTED"
 }
 
 func fmtStart(p *StartAt) string {

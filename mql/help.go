@@ -24,6 +24,11 @@ var HelpEntries = []HelpEntry{
 	{"DISCONNECT", "DISCONNECT", "close the connection", "DISCONNECT;"},
 	{"USE GROUP", "USE GROUP name", "set the default group of FETCH, COMMIT and SUBSCRIBE", "USE GROUP billing;"},
 	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row; in json and csv, OK messages go to stderr)", "SET FORMAT json;"},
+	{"SET ISOLATION", "SET ISOLATION READ COMMITTED | READ UNCOMMITTED",
+		"choose what SELECT, FETCH and SUBSCRIBE read: READ UNCOMMITTED (the default) or READ COMMITTED (no aborted or open transactions)\n" +
+			"  READ UNCOMMITTED reads up to the high watermark, records of open and aborted transactions included.\n" +
+			"  READ COMMITTED (Kafka's read_committed) stops at the last stable offset and leaves out aborted transactions' records.",
+		"SET ISOLATION READ COMMITTED;"},
 	{"HELP", "HELP [statement]", "list the statements, or show one's syntax", "HELP SELECT;"},
 	{"EXIT", "EXIT | QUIT", "leave the console; in the REPL also without ';', or with \\q or Ctrl-D", "EXIT;"},
 
@@ -34,16 +39,18 @@ var HelpEntries = []HelpEntry{
 	{"ALTER TOPIC", "ALTER TOPIC name SET (key = value, ...) | RESET (key, ...) | ADD PARTITIONS n",
 		"change configs, revert them to defaults, or add partitions", "ALTER TOPIC orders SET (retention.ms = '1d');"},
 	{"SHOW TOPICS", "SHOW TOPICS [LIKE 'pattern']", "list topics: partitions, replicas, records, bytes (internal topics only with LIKE)", "SHOW TOPICS LIKE 'ord%';"},
-	{"DESCRIBE TOPIC", "DESCRIBE TOPIC name", "partitions (leader, replicas, isr, log start, high watermark, size) and configs", "DESCRIBE TOPIC orders;"},
+	{"DESCRIBE TOPIC", "DESCRIBE TOPIC name", "partitions (leader, replicas, isr, log start, high watermark, last stable offset, size) and configs", "DESCRIBE TOPIC orders;"},
 	{"SHOW OFFSETS", "SHOW OFFSETS topic [AT TIMESTAMP 'time']", "each partition's start and end offsets, or the first offset at or after a time",
 		"SHOW OFFSETS orders AT TIMESTAMP '2026-11-30T10:00:00Z';"},
 
 	{"PRODUCE", "PRODUCE INTO topic [PARTITION n] [KEY k] VALUE v [HEADERS (name = v, ...)] [TIMESTAMP 'time']\n  PRODUCE INTO topic [PARTITION n] VALUES (k, v), ...",
 		"write one record, or a batch; keys and values are strings, numbers or NULL", "PRODUCE INTO orders KEY 'k1' VALUE 'hello world' HEADERS ('trace-id' = 'abc123');"},
-	{"SELECT", "SELECT * | count(*) | column, ... FROM topic [PARTITION n] [WHERE condition] [FROM EARLIEST | LATEST | OFFSET n | TIMESTAMP 'time'] [LIMIT n]",
+	{"SELECT", "SELECT * | count(*) | column, ... FROM topic [PARTITION n] [WHERE condition] [FROM EARLIEST | LATEST | OFFSET n | TIMESTAMP 'time'] [LIMIT n]\n" +
+		"    [ISOLATION READ COMMITTED | READ UNCOMMITTED]",
 		"read a bounded range (stops at the end of the log). Columns: partition, offset, timestamp, key, value, headers, header('name').\n" +
 			"  WHERE: key, value, header('name') with = != < > LIKE IS [NOT] NULL; offset, partition, timestamp with = != < <= > >=; AND OR NOT ( ).\n" +
 			"  FROM LATEST LIMIT n reads the newest n records of each partition.\n" +
+			"  ISOLATION overrides SET ISOLATION for this query: READ COMMITTED leaves out aborted and open transactions' records.\n" +
 			"  A 'time' is RFC 3339 ('2026-11-30T10:00:00Z'), a date ('2026-11-30'), a duration ago ('5m', '1h30m', '2d') or '@unix-millis'.",
 		"SELECT offset, key, value FROM orders WHERE key = 'k1' AND offset >= 10 LIMIT 20;"},
 	{"FETCH", "FETCH FROM topic [GROUP name] [LIMIT n]",
@@ -66,6 +73,10 @@ var HelpEntries = []HelpEntry{
 	{"BEGIN TRANSACTION", "BEGIN TRANSACTION ['id']", "start a transaction; PRODUCE joins it until COMMIT or ABORT TRANSACTION", "BEGIN TRANSACTION 'tx-1';"},
 	{"COMMIT TRANSACTION", "COMMIT TRANSACTION", "commit the open transaction", "COMMIT TRANSACTION;"},
 	{"ABORT TRANSACTION", "ABORT TRANSACTION", "abort the open transaction", "ABORT TRANSACTION;"},
+	{"SHOW TRANSACTIONS", "SHOW TRANSACTIONS [LIKE 'pattern']", "list transactional ids on every broker: state, producer id, coordinator",
+		"SHOW TRANSACTIONS LIKE 'tx-%';"},
+	{"DESCRIBE TRANSACTION", "DESCRIBE TRANSACTION id", "a transactional id's state, producer id and epoch, timeout, start time, and the partitions its transaction wrote to",
+		"DESCRIBE TRANSACTION 'tx-1';"},
 
 	{"CREATE USER", "CREATE USER name PASSWORD 'secret' [MECHANISM 'SCRAM-SHA-256' | 'SCRAM-SHA-512']", "create or update a SCRAM user", "CREATE USER alice PASSWORD 'secret';"},
 	{"DROP USER", "DROP USER name [MECHANISM 'SCRAM-SHA-256']", "delete a SCRAM user's credentials", "DROP USER alice;"},

@@ -150,7 +150,7 @@ func TestSyntaxErrors(t *testing.T) {
 	}{
 		{"DESCRIBX TOPIC x;", "1:1: unexpected \"DESCRIBX\"; expected a statement such as SELECT, SHOW, CREATE or PRODUCE (HELP; lists them); did you mean DESCRIBE?", "  DESCRIBX TOPIC x;\n  ^\n"},
 		{"SELCT * FROM x;", "did you mean SELECT?", ""},
-		{"SHOW TOPICZ;", "1:6: unexpected \"TOPICZ\"; expected ACLS, BROKERS, CLUSTER, GROUPS, OFFSETS, REASSIGNMENTS, TOPICS or USERS; did you mean TOPICS?", "  SHOW TOPICZ;\n       ^\n"},
+		{"SHOW TOPICZ;", "1:6: unexpected \"TOPICZ\"; expected ACLS, BROKERS, CLUSTER, GROUPS, OFFSETS, REASSIGNMENTS, TOPICS, TRANSACTIONS or USERS; did you mean TOPICS?", "  SHOW TOPICZ;\n       ^\n"},
 		{"SELECT * FROM orders WHERE key = 'a' LIMT 3;", "1:38: unexpected \"LIMT\"", ""},
 		{"SELECT * FROM orders WHERE key = 'a' LIMT 3;", "did you mean LIMIT?", ""},
 		{"CREATE TOPIC select;", "unexpected keyword SELECT; expected a name; SELECT is a keyword: quote it to use it as a name ('select')", ""},

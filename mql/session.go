@@ -69,7 +69,7 @@ type Options struct {
 // Session executes statements against one cluster connection, which it
 // opens lazily and re-opens after a loss. It also holds the session state
 // statements change: the default group, the output format, a joined group
-// membership and an open transaction. Exec is not safe for concurrent use;
+// membership, an open transaction and the isolation of reads. Exec is not safe for concurrent use;
 // the completion helpers (TopicNames, GroupNames) are.
 type Session struct {
 	opts Options
@@ -81,9 +81,10 @@ type Session struct {
 	disconnected bool               // DISCONNECT: do not dial until CONNECT
 	apis         *client.BrokerAPIs // cached ApiVersions of cl
 
-	group  string              // USE GROUP
-	member *client.Membership  // JOIN GROUP
-	txn    *client.Transaction // BEGIN TRANSACTION
+	group     string              // USE GROUP
+	isolation client.Isolation    // SET ISOLATION
+	member    *client.Membership  // JOIN GROUP
+	txn       *client.Transaction // BEGIN TRANSACTION
 }
 
 // NewSession returns a session; it connects on the first statement that
@@ -230,6 +231,10 @@ func (s *Session) exec(ctx context.Context, st Statement) error {
 		s.out.SetFormat(f)
 		s.out.OK("format " + f.String())
 		return nil
+	case *SetIsolation:
+		s.isolation = isolationOf(st.Isolation)
+		s.out.OK("isolation " + isolationText(s.isolation))
+		return nil
 	case *UseGroup:
 		s.group = string(st.Group)
 		s.out.OK("using group " + quoteRes(s.group))
@@ -290,6 +295,10 @@ func (s *Session) exec(ctx context.Context, st Statement) error {
 		return s.resetGroup(ctx, cl, st)
 	case *DropGroup:
 		return s.dropGroup(ctx, cl, st)
+	case *ShowTransactions:
+		return s.showTransactions(ctx, cl, st)
+	case *DescribeTransaction:
+		return s.describeTransaction(ctx, cl, st)
 	case *BeginTxn:
 		return s.beginTxn(ctx, cl, st)
 	case *CommitTxn:
@@ -408,6 +417,8 @@ var (
 	featGroupsMember = feature{"consumer group membership", []client.APIKey{client.APIFindCoordinator, client.APIJoinGroup, client.APISyncGroup, client.APIHeartbeat, client.APILeaveGroup, client.APIOffsetFetch, client.APIOffsetCommit}}
 	featGroupsDelete = feature{"deleting consumer groups", []client.APIKey{client.APIFindCoordinator, client.APIDeleteGroups}}
 	featTxn          = feature{"transactions", []client.APIKey{client.APIFindCoordinator, client.APIInitProducerID, client.APIAddPartitionsToTxn, client.APIEndTxn}}
+	featTxnList      = feature{"listing transactions", []client.APIKey{client.APIListTransactions}}
+	featTxnDescribe  = feature{"describing transactions", []client.APIKey{client.APIFindCoordinator, client.APIDescribeTransactions}}
 	featUsers        = feature{"SCRAM users", []client.APIKey{client.APIDescribeUserSCRAMCredentials, client.APIAlterUserSCRAMCredentials}}
 	featACLs         = feature{"ACLs", []client.APIKey{client.APIDescribeACLs, client.APICreateACLs, client.APIDeleteACLs}}
 	featReassign     = feature{"partition reassignment", []client.APIKey{client.APIAlterPartitionAssignments, client.APIListPartitionReassignments}}

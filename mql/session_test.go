@@ -310,6 +310,85 @@ func TestSessionTransactions(t *testing.T) {
 	h.exec(`BEGIN TRANSACTION 'tx-2'; ABORT TRANSACTION;`)
 }
 
+// SHOW TRANSACTIONS, DESCRIBE TRANSACTION and the two isolation levels,
+// against kfake (which implements transactions): a committed, an aborted
+// and an open transaction.
+func TestSessionTransactionTooling(t *testing.T) {
+	addr := newFake(t)
+	h := newHarness(t, addr)
+	h.exec(`CREATE TOPIC t PARTITIONS 1;
+		PRODUCE INTO t KEY 'plain' VALUE 'p';
+		BEGIN TRANSACTION 'tx-commit'; PRODUCE INTO t KEY 'committed' VALUE 'c'; COMMIT TRANSACTION;
+		BEGIN TRANSACTION 'tx-abort'; PRODUCE INTO t KEY 'aborted' VALUE 'a'; ABORT TRANSACTION;`)
+	other := newHarness(t, addr)
+	other.exec(`BEGIN TRANSACTION 'tx-open'; PRODUCE INTO t KEY 'open' VALUE 'o';`)
+	h.exec(`PRODUCE INTO t KEY 'after' VALUE 'x';`)
+
+	txns := rows(t, h.exec(`SHOW TRANSACTIONS;`))
+	require.Len(t, txns, 3, "%v", txns)
+	states := map[string]any{}
+	for _, x := range txns {
+		states[x["transaction"].(string)] = x["state"]
+		require.Contains(t, x, "producer_id")
+		require.Equal(t, 0.0, x["coordinator"])
+	}
+	require.Equal(t, "Ongoing", states["tx-open"])
+	require.NotEqual(t, "Ongoing", states["tx-commit"])
+	require.Equal(t, []map[string]any{{"transaction": "tx-open", "state": "Ongoing", "producer_id": txns[2]["producer_id"], "coordinator": 0.0}},
+		rows(t, h.exec(`SHOW TRANSACTIONS LIKE '%open';`)))
+
+	desc := rows(t, h.exec(`DESCRIBE TRANSACTION 'tx-open';`))
+	require.Len(t, desc, 2, "%v", desc)
+	require.Equal(t, "transaction", desc[0]["kind"])
+	require.Equal(t, "Ongoing", desc[0]["state"])
+	require.NotNil(t, desc[0]["started"])
+	require.Positive(t, desc[0]["timeout_ms"])
+	require.Equal(t, map[string]any{"kind": "partition", "topic": "t", "partition": 0.0}, desc[1])
+	desc = rows(t, h.exec(`DESCRIBE TRANSACTION "tx-commit";`))
+	require.Len(t, desc, 1, "no partitions once the transaction ended: %v", desc)
+	require.Nil(t, desc[0]["started"])
+	err := h.fail(`DESCRIBE TRANSACTION nope;`)
+	require.ErrorIs(t, err, client.ErrNotFound)
+	require.EqualError(t, err, "transaction 'nope' does not exist")
+
+	keys := func(src string) []string {
+		t.Helper()
+		var out []string
+		for _, r := range rows(t, h.exec(src)) {
+			out = append(out, r["key"].(string))
+		}
+		return out
+	}
+	all := []string{"plain", "committed", "aborted", "open", "after"}
+	committed := []string{"plain", "committed"}
+	require.Equal(t, all, keys(`SELECT key FROM t;`))
+	require.Equal(t, committed, keys(`SELECT key FROM t ISOLATION READ COMMITTED;`))
+	require.Equal(t, []map[string]any{{"count": 2.0}}, rows(t, h.exec(`SELECT count(*) FROM t ISOLATION READ COMMITTED;`)))
+	h.exec(`ASSERT (SELECT count(*) FROM t ISOLATION READ COMMITTED) = 2;`)
+
+	// The session setting applies to SELECT, FETCH and SUBSCRIBE; a
+	// query's own ISOLATION wins.
+	require.Contains(t, h.ack(`SET ISOLATION READ COMMITTED;`), "OK isolation read committed")
+	require.Equal(t, committed, keys(`SELECT key FROM t;`))
+	require.Equal(t, all, keys(`SELECT key FROM t ISOLATION READ UNCOMMITTED;`))
+	require.Equal(t, committed, keys(`FETCH FROM t GROUP g;`))
+	require.Equal(t, committed, keys(`SUBSCRIBE TO t FROM EARLIEST TIMEOUT 1 LIMIT 5;`))
+
+	// DESCRIBE TOPIC shows the open transaction holding the stable offset
+	// back.
+	parts := rows(t, h.exec(`DESCRIBE TOPIC t;`))
+	require.Equal(t, "partition", parts[0]["kind"])
+	require.Equal(t, 7.0, parts[0]["high_watermark"], "%v", parts[0])
+	require.Equal(t, 5.0, parts[0]["last_stable"], "%v", parts[0])
+
+	// Once it commits, its records and those behind it are committed.
+	other.exec(`COMMIT TRANSACTION;`)
+	require.Equal(t, []string{"plain", "committed", "open", "after"}, keys(`SELECT key FROM t;`))
+	require.Equal(t, []string{"open", "after"}, keys(`FETCH FROM t GROUP g;`))
+	h.exec(`SET ISOLATION READ UNCOMMITTED;`)
+	require.Equal(t, all, keys(`SELECT key FROM t;`))
+}
+
 func TestSessionSecurityAndCluster(t *testing.T) {
 	p := newHarness(t, newFake(t))
 	require.Contains(t, p.ack(`CREATE USER alice PASSWORD 'secret-pw';`), "user 'alice' created (SCRAM-SHA-256)")
@@ -357,6 +436,31 @@ func TestSessionUnsupported(t *testing.T) {
 		require.ErrorContains(t, err, "this broker does not support ", src)
 		require.ErrorContains(t, err, ": it does not implement the Kafka "+api+" API", src)
 	}
+}
+
+// A broker with transactions but without the admin APIs of KIP-664 (Kafka
+// before 3.0) says which one it lacks; one without transactions says that.
+func TestSessionTransactionToolingUnsupported(t *testing.T) {
+	v := kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.ListTransactions.Int16(), -1)
+	v.SetMaxKeyVersion(kmsg.DescribeTransactions.Int16(), -1)
+	h := newHarness(t, newFake(t, kfake.MaxVersions(v)))
+	err := h.fail(`SHOW TRANSACTIONS;`)
+	require.ErrorIs(t, err, client.ErrUnsupported)
+	require.EqualError(t, err, "this broker does not support listing transactions: it does not implement the Kafka ListTransactions API (key 66)")
+	err = h.fail(`DESCRIBE TRANSACTION 'x';`)
+	require.EqualError(t, err, "this broker does not support describing transactions: it does not implement the Kafka DescribeTransactions API (key 65)")
+
+	v = kversion.Stable()
+	v.SetMaxKeyVersion(kmsg.EndTxn.Int16(), -1)
+	h = newHarness(t, newFake(t, kfake.MaxVersions(v)))
+	for _, src := range []string{`SHOW TRANSACTIONS;`, `DESCRIBE TRANSACTION 'x';`} {
+		require.EqualError(t, h.fail(src), "this broker does not support transactions: it does not implement the Kafka EndTxn API (key 26)")
+	}
+	// Reading committed records needs nothing of the broker but
+	// ListOffsets: without transactions every record is committed.
+	h.exec(`CREATE TOPIC t; PRODUCE INTO t VALUE 'v';`)
+	require.Equal(t, []map[string]any{{"count": 1.0}}, rows(t, h.exec(`SELECT count(*) FROM t ISOLATION READ COMMITTED;`)))
 }
 
 // A lost connection is reported, the next statement reconnects, and a

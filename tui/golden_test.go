@@ -64,6 +64,13 @@ func demoSource() *fakeSource {
 		"payments": {0: 1_500, 1: 1_500},
 	}
 	f.stable = map[string]map[int32]int64{"orders": {0: 40_000, 1: 39_990, 2: 40_000}}
+	// The transaction holding orders[1]'s stable offset back, and one
+	// that ended.
+	f.txns = []client.TransactionSummary{
+		{ID: "orders-writer-1", ProducerID: 4001, State: client.TxnStateOngoing, Coordinator: 1},
+		{ID: "payments-writer", ProducerID: 4002, State: client.TxnStateCompleteCommit, Coordinator: 2},
+	}
+	f.txnsErr = nil
 	f.descs["orders"] = client.TopicDescription{
 		Name: "orders", ID: "3f2a9c1e",
 		Partitions: []client.PartitionInfo{

@@ -63,6 +63,8 @@ type fakeSource struct {
 	groups     []client.GroupSummary
 	groupDescs map[string]client.GroupDescription
 	groupsErr  error
+	txns       []client.TransactionSummary
+	txnsErr    error // nil: ListTransactions answers txns
 	records    map[string][]client.Record
 	consumed   []client.Position // Consume start positions, in call order
 	calls      map[string]int
@@ -80,6 +82,8 @@ func newFakeSource() *fakeSource {
 		groupDescs: map[string]client.GroupDescription{},
 		records:    map[string][]client.Record{},
 		calls:      map[string]int{},
+		// Like most tests' imaginary broker, one without transactions.
+		txnsErr: &client.Error{Op: "list transactions", Err: client.ErrUnsupported},
 	}
 }
 
@@ -191,6 +195,18 @@ func (f *fakeSource) DescribeGroup(ctx context.Context, name string) (client.Gro
 	}
 	d.Offsets = slices.Clone(d.Offsets)
 	return d, nil
+}
+
+func (f *fakeSource) ListTransactions(ctx context.Context) ([]client.TransactionSummary, error) {
+	if err := f.call("txns"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.txnsErr != nil {
+		return nil, f.txnsErr
+	}
+	return slices.Clone(f.txns), nil
 }
 
 // Consume delivers the topic's canned records, then waits for ctx like a

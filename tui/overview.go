@@ -209,6 +209,16 @@ func (m *overviewModel) view() string {
 		}
 		health = strings.Join(parts, "  ") + th.dim.Render(fmt.Sprintf(" of %d partitions", c.Partitions))
 	}
+	// Open transactions hold back the last stable offset of their
+	// partitions (read-committed consumers wait); shown when the brokers
+	// can list them.
+	if n, ok := s.openTxns(); ok {
+		txns := th.dim.Render("no open transactions")
+		if n > 0 {
+			txns = th.warn.Render(plural(n, "open transaction"))
+		}
+		health += th.dim.Render(" · ") + txns
+	}
 	lines = append(lines, fit(" "+health, m.w))
 
 	// Totals over user topics; internal topics are bookkeeping.

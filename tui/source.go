@@ -27,6 +27,10 @@ type Source interface {
 	DescribeTopic(ctx context.Context, name string) (client.TopicDescription, error)
 	ListGroups(ctx context.Context) ([]client.GroupSummary, error)
 	DescribeGroup(ctx context.Context, name string) (client.GroupDescription, error)
+	// ListTransactions lists the transactional ids of every broker
+	// (ListTransactions); a broker without the API fails, and the
+	// dashboard then leaves transactions out.
+	ListTransactions(ctx context.Context) ([]client.TransactionSummary, error)
 	// Consume streams a topic's records from `from` to fn until ctx ends
 	// (returning nil) or fn fails (returning its error).
 	Consume(ctx context.Context, topic string, from client.Position, fn func(client.Record) error) error
@@ -69,6 +73,10 @@ func (s *clientSource) DescribeGroup(ctx context.Context, name string) (client.G
 	return s.c.DescribeGroup(ctx, name)
 }
 
+func (s *clientSource) ListTransactions(ctx context.Context) ([]client.TransactionSummary, error) {
+	return s.c.ListTransactions(ctx)
+}
+
 func (s *clientSource) Consume(ctx context.Context, topic string, from client.Position, fn func(client.Record) error) error {
 	return s.c.Consume(ctx, topic, "", from, fn)
 }
@@ -109,9 +117,29 @@ type snapshot struct {
 	// listing failed (e.g. a broker without consumer groups).
 	groups    []groupState
 	groupsErr error
+	// txns are the transactional ids the brokers coordinate; txnsErr is
+	// set when they could not be listed (a broker without
+	// ListTransactions), and transactions are then not shown.
+	txns    []client.TransactionSummary
+	txnsErr error
 	// err is set when the cluster could not be read at all; nothing else
 	// is then valid.
 	err error
+}
+
+// openTxns counts the transactions in progress (those holding back the
+// last stable offset of the partitions they wrote); ok is false when the
+// transactions could not be listed.
+func (s *snapshot) openTxns() (n int, ok bool) {
+	if s.txnsErr != nil {
+		return 0, false
+	}
+	for _, t := range s.txns {
+		if client.TxnOpen(t.State) {
+			n++
+		}
+	}
+	return n, true
 }
 
 func (s *snapshot) topic(name string) (client.TopicInfo, bool) {
@@ -162,6 +190,7 @@ func fetchSnapshot(ctx context.Context, src Source, now func() time.Time) *snaps
 	if s.ends, err = src.EndOffsets(ctx, names); err != nil {
 		s.ends = nil
 	}
+	s.txns, s.txnsErr = src.ListTransactions(ctx)
 	summaries, err := src.ListGroups(ctx)
 	if err != nil {
 		s.groupsErr = err

@@ -25,6 +25,31 @@ func TestClientSourceWithKfake(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(fake.Close)
 	testClientSource(t, fake.ListenAddrs()[0], nil, []int32{0}) // kfake numbers brokers from 0
+
+	// kfake implements transactions: an open one is listed, and holds the
+	// partition's last stable offset back.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := client.Options{Addr: fake.ListenAddrs()[0], ClientID: "tui-test", RequestTimeout: 10 * time.Second}
+	cl, err := client.Dial(ctx, opts)
+	require.NoError(t, err)
+	defer cl.Close()
+	tx, err := cl.BeginTransaction(ctx, "tui-txn")
+	require.NoError(t, err)
+	defer func() { _ = tx.Abort(ctx) }()
+	_, err = tx.Produce(ctx, "orders", []client.Record{{Partition: 1, Value: []byte("in a transaction")}})
+	require.NoError(t, err)
+	src, err := DialClient(opts)(ctx)
+	require.NoError(t, err)
+	defer src.Close()
+	s := fetchSnapshot(ctx, src, time.Now)
+	require.NoError(t, s.err)
+	n, ok := s.openTxns()
+	require.True(t, ok, "%v", s.txnsErr)
+	require.Equal(t, 1, n, "%v", s.txns)
+	td, err := fetchTopicDetail(ctx, src, "orders")
+	require.NoError(t, err)
+	require.Less(t, td.stable[1], s.ends["orders"][1])
 }
 
 // TestClientSourceWithMoonMQ is the same against MoonMQ (a node run

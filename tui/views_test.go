@@ -2,6 +2,7 @@ package tui
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -344,6 +345,36 @@ func TestOverviewView(t *testing.T) {
 	require.Contains(t, view, "Brokers 2 up, 2 down")
 	require.Regexp(t, `(?m)^\s+4 NULL\s+NULL\s+0\s+1 down\s*$`, view)
 	require.Contains(t, view, "1 offline  3 under-replicated of 6 partitions")
+	requireFrame(t, m.view(), 80, 20)
+}
+
+// Open transactions are counted next to the partition health when the
+// brokers can list them, and left out quietly when they cannot.
+func TestOverviewTransactions(t *testing.T) {
+	d, _ := newShared()
+	m := newOverview(d)
+	m.setSize(80, 20)
+	_, s := demoSnapshots(t)
+	require.NoError(t, s.txnsErr)
+	feed(d, s)
+	m.dataChanged()
+	require.Contains(t, ansi.Strip(m.view()), "of 3 partitions · 1 open transaction")
+
+	s2 := *s
+	s2.txns = append(slices.Clone(s.txns), client.TransactionSummary{ID: "x", State: client.TxnStatePrepareCommit})
+	feed(d, &s2)
+	m.dataChanged()
+	require.Contains(t, ansi.Strip(m.view()), "· 2 open transactions")
+
+	s2.txns = s.txns[1:] // only a completed one
+	feed(d, &s2)
+	m.dataChanged()
+	require.Contains(t, ansi.Strip(m.view()), "· no open transactions")
+
+	s2.txns, s2.txnsErr = nil, &client.Error{Op: "list transactions", Err: client.ErrUnsupported}
+	feed(d, &s2)
+	m.dataChanged()
+	require.NotContains(t, ansi.Strip(m.view()), "transaction")
 	requireFrame(t, m.view(), 80, 20)
 }
 

@@ -19,10 +19,10 @@ func TestCandidates(t *testing.T) {
 	}{
 		{"", "", nil, NamesNone},
 		{"SEL", "SEL", nil, NamesNone},
-		{"SHOW ", "", []string{"ACLS", "BROKERS", "CLUSTER", "GROUPS", "OFFSETS", "REASSIGNMENTS", "TOPICS", "USERS"}, NamesNone},
+		{"SHOW ", "", []string{"ACLS", "BROKERS", "CLUSTER", "GROUPS", "OFFSETS", "REASSIGNMENTS", "TOPICS", "TRANSACTIONS", "USERS"}, NamesNone},
 		{"SHOW OFFSETS ", "", nil, NamesTopics},
 		{"select * from ord", "ord", nil, NamesTopics},
-		{"SELECT * FROM orders WH", "WH", []string{"FROM", "LIMIT", "PARTITION", "WHERE"}, NamesNone},
+		{"SELECT * FROM orders WH", "WH", []string{"FROM", "ISOLATION", "LIMIT", "PARTITION", "WHERE"}, NamesNone},
 		{"DESCRIBE GROUP b", "b", nil, NamesGroups},
 		{"FETCH FROM t GROUP ", "", nil, NamesGroups},
 		{"SHOW TOPICS; DROP TOPIC x; JOIN GROUP g ON ", "", nil, NamesTopics},

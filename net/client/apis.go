@@ -32,6 +32,8 @@ const (
 	APIInitProducerID               = APIKey(kmsg.InitProducerID)
 	APIAddPartitionsToTxn           = APIKey(kmsg.AddPartitionsToTxn)
 	APIEndTxn                       = APIKey(kmsg.EndTxn)
+	APIDescribeTransactions         = APIKey(kmsg.DescribeTransactions)
+	APIListTransactions             = APIKey(kmsg.ListTransactions)
 	APIDescribeACLs                 = APIKey(kmsg.DescribeACLs)
 	APICreateACLs                   = APIKey(kmsg.CreateACLs)
 	APIDeleteACLs                   = APIKey(kmsg.DeleteACLs)

@@ -97,7 +97,8 @@ func (e *Error) Is(target error) bool {
 		return e.Kafka == nil && isNetworkError(e.Err)
 	case ErrNotFound:
 		return e.Kafka == kerr.UnknownTopicOrPartition || e.Kafka == kerr.GroupIDNotFound ||
-			e.Kafka == kerr.UnknownTopicID || e.Kafka == kerr.ResourceNotFound
+			e.Kafka == kerr.UnknownTopicID || e.Kafka == kerr.ResourceNotFound ||
+			e.Kafka == kerr.TransactionalIDNotFound
 	case ErrExists:
 		return e.Kafka == kerr.TopicAlreadyExists
 	case ErrInvalidArgument:
@@ -179,7 +180,7 @@ func namesResource(s, resource string) bool {
 // the broker's message can only repeat it.
 var completeExplanation = map[*kerr.Error]bool{
 	kerr.UnknownTopicOrPartition: true, kerr.UnknownTopicID: true, kerr.TopicAlreadyExists: true,
-	kerr.GroupIDNotFound: true, kerr.ResourceNotFound: true,
+	kerr.GroupIDNotFound: true, kerr.ResourceNotFound: true, kerr.TransactionalIDNotFound: true,
 }
 
 // detailIsTheReason lists the codes that stand for a whole class of
@@ -320,7 +321,7 @@ func explainCode(ke *kerr.Error, resource string) string {
 		return what + " does not exist"
 	case kerr.TopicAlreadyExists:
 		return what + " already exists"
-	case kerr.GroupIDNotFound, kerr.ResourceNotFound:
+	case kerr.GroupIDNotFound, kerr.ResourceNotFound, kerr.TransactionalIDNotFound:
 		return what + " does not exist"
 	case kerr.NonEmptyGroup:
 		return what + " still has active members; stop its consumers first"
@@ -348,6 +349,9 @@ func explainCode(ke *kerr.Error, resource string) string {
 	case kerr.NotController:
 		return "the controller is moving; retry in a moment"
 	case kerr.CoordinatorNotAvailable, kerr.NotCoordinator, kerr.CoordinatorLoadInProgress:
+		if strings.HasPrefix(what, "transaction ") {
+			return "the transaction coordinator is not ready; retry in a moment"
+		}
 		return "the group coordinator is not ready; retry in a moment"
 	case kerr.RequestTimedOut:
 		return "the broker did not complete the request in time"
@@ -369,7 +373,7 @@ func explainCode(ke *kerr.Error, resource string) string {
 		return "the group name is not valid"
 	case kerr.TopicAuthorizationFailed:
 		return "not authorized to access " + what
-	case kerr.GroupAuthorizationFailed:
+	case kerr.GroupAuthorizationFailed, kerr.TransactionalIDAuthorizationFailed:
 		return "not authorized to access " + what
 	case kerr.ClusterAuthorizationFailed:
 		return "not authorized to perform cluster operations"

@@ -58,6 +58,11 @@ type ReadRequest struct {
 	Limit int
 	// Filter, if set, keeps only records for which it returns true.
 	Filter func(Record) bool
+	// Isolation: ReadUncommitted (the default) reads up to the high
+	// watermark, records of open and aborted transactions included;
+	// ReadCommitted reads up to the last stable offset and leaves out the
+	// records of aborted transactions.
+	Isolation Isolation
 }
 
 // Produce writes records to topic in one call (franz-go batches them per
@@ -183,6 +188,9 @@ func awaitProducerPartition(ctx context.Context, cl *kgo.Client, topic string, p
 type readPart struct {
 	end     int64 // snapshot end offset: stop before it
 	matched int   // records kept (after Filter)
+	// committed is set for a ReadCommitted read: it decides which records
+	// are visible, and holds transactional ones until their marker.
+	committed *committedFilter
 }
 
 // Read returns the records of a bounded range: it snapshots each partition's
@@ -192,9 +200,12 @@ type readPart struct {
 // offset), truncated to Limit: with several partitions, that is the oldest
 // Limit records among the first Limit of each partition.
 //
-// Control records (transaction markers) are skipped; aborted transactional
-// records are included (read-uncommitted), as the end offset is the high
-// watermark.
+// Control records (transaction markers) are skipped. At ReadUncommitted
+// records of open and aborted transactions are included, as the end offset
+// is the high watermark. At ReadCommitted the visible end is the last stable
+// offset and the records of aborted transactions are left out (see
+// committedFilter: the read may continue past the last stable offset to find
+// the markers of transactions that began before it).
 func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
 	const op = "read"
 	res := topicRes(req.Topic)
@@ -204,17 +215,22 @@ func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
 	if req.Limit < 0 {
 		return nil, invalid(op, "negative limit %d", req.Limit)
 	}
-	ranges, err := c.Range(ctx, req.Topic, req.Partitions, req.Start)
+	ranges, err := c.readRanges(ctx, req.Topic, req.Partitions, req.Start, req.Isolation)
 	if err != nil {
 		return nil, wrap(op, res, err)
 	}
 	parts := make(map[int32]*readPart, len(ranges))
 	offsets := make(map[int32]kgo.Offset, len(ranges))
 	for _, r := range ranges {
-		if r.From < r.End {
-			parts[r.Partition] = &readPart{end: r.End}
-			offsets[r.Partition] = kgo.NewOffset().At(r.From)
+		if r.From >= r.visible {
+			continue // nothing visible to read
 		}
+		rp := &readPart{end: r.End}
+		if req.Isolation == ReadCommitted {
+			rp.committed = newCommittedFilter(r.visible)
+		}
+		parts[r.Partition] = rp
+		offsets[r.Partition] = kgo.NewOffset().At(r.From)
 	}
 	if len(parts) == 0 {
 		return []Record{}, nil
@@ -267,26 +283,49 @@ func (c *Client) Read(ctx context.Context, req ReadRequest) ([]Record, error) {
 			return nil, wrap(op, res, fatal)
 		}
 		var done []int32
+		keep := func(st *readPart, r *kgo.Record) {
+			if req.Limit > 0 && st.matched >= req.Limit {
+				return
+			}
+			rec := fromKgo(r)
+			if req.Filter == nil || req.Filter(rec) {
+				out = append(out, rec)
+				st.matched++
+			}
+		}
+		finish := func(p int32, st *readPart) {
+			if st.committed != nil {
+				for _, kr := range st.committed.finish() {
+					keep(st, kr)
+				}
+			}
+			delete(parts, p)
+			done = append(done, p)
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			st := parts[r.Partition]
-			if st == nil || r.Offset >= st.end {
-				if st != nil {
-					delete(parts, r.Partition)
-					done = append(done, r.Partition)
-				}
+			if st == nil {
+				return
+			}
+			if r.Offset >= st.end {
+				finish(r.Partition, st)
 				return
 			}
 			lastProgress = time.Now()
-			if !r.Attrs.IsControl() {
-				rec := fromKgo(r)
-				if req.Filter == nil || req.Filter(rec) {
-					out = append(out, rec)
-					st.matched++
+			complete := r.Offset+1 >= st.end
+			switch {
+			case st.committed != nil:
+				for _, kr := range st.committed.add(r) {
+					keep(st, kr)
 				}
+				// Past the stable offset the read only looks for the
+				// markers of transactions begun before it.
+				complete = complete || (r.Offset+1 >= st.committed.stable && !st.committed.undecided())
+			case !r.Attrs.IsControl():
+				keep(st, r)
 			}
-			if r.Offset+1 >= st.end || (req.Limit > 0 && st.matched >= req.Limit) {
-				delete(parts, r.Partition)
-				done = append(done, r.Partition)
+			if complete || (req.Limit > 0 && st.matched >= req.Limit) {
+				finish(r.Partition, st)
 			}
 		})
 		if len(done) > 0 && len(parts) > 0 {
@@ -330,9 +369,30 @@ type PartitionRange struct {
 func (r PartitionRange) Records() int64 { return max(r.End-r.From, 0) }
 
 // Range resolves from against each partition (nil partitions = all) and
-// snapshots the end offsets: exactly what Read would read. Sorted by
-// partition.
+// snapshots the end offsets: exactly what Read would read at
+// ReadUncommitted. Sorted by partition.
 func (c *Client) Range(ctx context.Context, topic string, partitions []int32, from Position) ([]PartitionRange, error) {
+	rs, err := c.readRanges(ctx, topic, partitions, from, ReadUncommitted)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PartitionRange, len(rs))
+	for i, r := range rs {
+		out[i] = r.PartitionRange
+	}
+	return out, nil
+}
+
+// readRange is a PartitionRange with the end of what is visible at the
+// read's isolation: the high watermark (End) at ReadUncommitted, the last
+// stable offset at ReadCommitted, where From is resolved against it (FROM
+// LATEST is the stable end).
+type readRange struct {
+	PartitionRange
+	visible int64
+}
+
+func (c *Client) readRanges(ctx context.Context, topic string, partitions []int32, from Position, iso Isolation) ([]readRange, error) {
 	const op = "read"
 	ctx, cancel, err := c.call(ctx)
 	if err != nil {
@@ -360,6 +420,12 @@ func (c *Client) Range(ctx context.Context, topic string, partitions []int32, fr
 	if err != nil {
 		return nil, wrap(op, topicRes(topic), err)
 	}
+	lstable := lend
+	if iso == ReadCommitted {
+		if lstable, err = c.adm.ListCommittedOffsets(ctx, topic); err != nil {
+			return nil, wrap(op, topicRes(topic), err)
+		}
+	}
 	var lts map[int32]int64
 	if from.kind == posTime {
 		lt, err := c.adm.ListOffsetsAfterMilli(ctx, from.t.UnixMilli(), topic)
@@ -373,7 +439,7 @@ func (c *Client) Range(ctx context.Context, topic string, partitions []int32, fr
 			}
 		}
 	}
-	out := make([]PartitionRange, 0, len(want))
+	out := make([]readRange, 0, len(want))
 	for _, p := range want {
 		s, err := lookupOffset(lstart, topic, p)
 		if err != nil {
@@ -383,11 +449,21 @@ func (c *Client) Range(ctx context.Context, topic string, partitions []int32, fr
 		if err != nil {
 			return nil, wrap(op, partRes(topic, p), err)
 		}
+		v, err := lookupOffset(lstable, topic, p)
+		if err != nil {
+			return nil, wrap(op, partRes(topic, p), err)
+		}
+		// The stable offset is never past the high watermark (the two
+		// answers are not taken at the same instant).
+		visible := min(v.Offset, e.Offset)
 		ts, ok := lts[p]
 		if !ok {
 			ts = -1
 		}
-		out = append(out, PartitionRange{Partition: p, From: from.resolve(s.Offset, e.Offset, ts), End: e.Offset})
+		out = append(out, readRange{
+			PartitionRange: PartitionRange{Partition: p, From: from.resolve(s.Offset, visible, ts), End: e.Offset},
+			visible:        visible,
+		})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
 	return out, nil
@@ -401,6 +477,16 @@ func (c *Client) Range(ctx context.Context, topic string, partitions []int32, fr
 // offset only after fn returned nil for it, so a crash re-delivers rather
 // than loses records. fn is called from one goroutine.
 func (c *Client) Consume(ctx context.Context, topic, group string, from Position, fn func(Record) error) error {
+	return c.ConsumeIsolated(ctx, topic, group, from, ReadUncommitted, fn)
+}
+
+// ConsumeIsolated is Consume at the given isolation. At ReadCommitted the
+// broker serves records only up to the last stable offset and the consumer
+// drops those of aborted transactions (the fetch's AbortedTransactions list,
+// applied per producer from each aborted transaction's first offset to that
+// producer's abort marker, as Kafka consumers do): a record appears once its
+// transaction commits, never if it aborts.
+func (c *Client) ConsumeIsolated(ctx context.Context, topic, group string, from Position, iso Isolation, fn func(Record) error) error {
 	const op = "consume"
 	res := topicRes(topic)
 	if topic == "" {
@@ -424,6 +510,7 @@ func (c *Client) Consume(ctx context.Context, topic, group string, from Position
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(from.kgoOffset()),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.FetchIsolationLevel(iso.kgo()),
 	}
 	if group != "" {
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.AutoCommitMarks())

@@ -49,6 +49,10 @@ type PartitionInfo struct {
 	// HighWatermark is the end offset readers see (one past the last
 	// committed record), -1 if unknown.
 	HighWatermark int64 `json:"high_watermark"`
+	// LastStable is the last stable offset: the high watermark, or the
+	// first offset of the oldest transaction still open on the partition
+	// (read_committed readers stop there). -1 if unknown.
+	LastStable int64 `json:"last_stable"`
 	// Bytes is the leader replica's size on disk, -1 if unknown.
 	Bytes int64 `json:"bytes"`
 	// State is "online"; "offline" when it has no leader or its leader's
@@ -297,7 +301,7 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 }
 
 // DescribeTopic returns a topic's partitions (leader, replicas, ISR, log
-// start, high watermark, size) and configs.
+// start, high watermark, last stable offset, size) and configs.
 func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescription, error) {
 	const op = "describe topic"
 	ctx, cancel, err := c.call(ctx)
@@ -314,6 +318,9 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 		desc.ID = td.ID.String()
 	}
 	starts, ends := c.listStartEnd(ctx, name)
+	// A broker without read_committed ListOffsets still gets a full
+	// description, without the stable offsets.
+	stables, _ := c.adm.ListCommittedOffsets(ctx, name)
 	dirs := c.leaderDirs(ctx, kadm.TopicDetails{name: td})
 	for _, pd := range td.Partitions.Sorted() {
 		pi := PartitionInfo{
@@ -325,6 +332,7 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 			Offline:       sortedCopy(pd.OfflineReplicas),
 			LogStart:      -1,
 			HighWatermark: -1,
+			LastStable:    -1,
 			Bytes:         -1,
 			Err:           pd.Err,
 		}
@@ -333,6 +341,12 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 		}
 		if o, ok := ends.Lookup(name, pd.Partition); ok && o.Err == nil {
 			pi.HighWatermark = o.Offset
+		}
+		if o, ok := stables.Lookup(name, pd.Partition); ok && o.Err == nil && o.Offset >= 0 {
+			pi.LastStable = o.Offset
+			if pi.HighWatermark >= 0 {
+				pi.LastStable = min(pi.LastStable, pi.HighWatermark)
+			}
 		}
 		rd, ok := dirs[name][pd.Partition]
 		if ok {
