@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/txncoord"
+	"github.com/moonmq/moonmq/internal/testbroker"
 	"github.com/moonmq/moonmq/node"
 )
 
@@ -240,5 +241,58 @@ func TestApiVersionsTransactionVersion(t *testing.T) {
 		require.Len(t, resp.FinalizedFeatures, 1)
 		require.Equal(t, "transaction.version", resp.FinalizedFeatures[0].Name)
 		require.Equal(t, tv, resp.FinalizedFeatures[0].MaxVersionLevel)
+	})
+}
+
+// A transaction open longer than its timeout is aborted by the coordinator:
+// read_committed consumers are not held back past it, its records are
+// never visible, and the stuck producer is fenced.
+func TestTransactionTimeoutAborts(t *testing.T) {
+	forEachTransactionVersion(t, func(t *testing.T, cfg node.Config) {
+		s := startServer(t, cfg)
+		createTopic(t, s, "t", 1)
+		addr := s.Addr().String()
+		ctx := context.Background()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tx-slow"), kgo.DefaultProduceTopic("t"),
+			kgo.TransactionTimeout(time.Second))
+		require.NoError(t, err)
+		defer cl.Close()
+		require.NoError(t, cl.BeginTransaction())
+		require.NoError(t, cl.ProduceSync(ctx, kgo.StringRecord("stuck")).FirstErr())
+
+		adm := kadm.NewClient(cl)
+		testbroker.WaitFor(t, 20*time.Second, "the coordinator aborts the timed-out transaction", func() bool {
+			d, err := adm.DescribeTransactions(ctx, "tx-slow")
+			if err != nil {
+				return false
+			}
+			st := d["tx-slow"].State
+			return st == "CompleteAbort"
+		})
+		testbroker.WaitFor(t, 20*time.Second, "the LSO reaches the high watermark", func() bool {
+			end, err1 := adm.ListEndOffsets(ctx, "t")
+			stable, err2 := adm.ListCommittedOffsets(ctx, "t")
+			if err1 != nil || err2 != nil {
+				return false
+			}
+			hw, _ := end.Lookup("t", 0)
+			lso, _ := stable.Lookup("t", 0)
+			return hw.Offset > 0 && lso.Offset == hw.Offset
+		})
+		// The stuck producer's next write belongs to a transaction the
+		// coordinator ended: it is refused.
+		err = cl.ProduceSync(ctx, kgo.StringRecord("late")).FirstErr()
+		if err == nil {
+			err = cl.EndTransaction(ctx, kgo.TryCommit)
+		}
+		require.Error(t, err, "the timed-out producer cannot commit")
+		other, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics("t"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+		require.NoError(t, err)
+		defer other.Close()
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		fs := other.PollFetches(pctx)
+		require.Zero(t, fs.NumRecords(), "aborted records are never read_committed")
 	})
 }
