@@ -296,3 +296,55 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 		require.Zero(t, fs.NumRecords(), "aborted records are never read_committed")
 	})
 }
+
+// Requests naming another producer's transaction are refused with
+// Kafka's codes and change nothing: AddPartitionsToTxn and TxnOffsetCommit
+// with a producer id the transactional id does not have.
+func TestTransactionRequestsForAnotherProducer(t *testing.T) {
+	s := startServer(t, node.Config{})
+	createTopic(t, s, "t", 1)
+	addr := s.Addr().String()
+	ctx := context.Background()
+	owner, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.TransactionalID("tx-owned"), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	defer owner.Close()
+	require.NoError(t, owner.BeginTransaction())
+	require.NoError(t, owner.ProduceSync(ctx, kgo.StringRecord("mine")).FirstErr())
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	require.NoError(t, err)
+	defer cl.Close()
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.Version = 3
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = "tx-owned", 999999, 0
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "t", []int32{0}
+	add.Topics = append(add.Topics, at)
+	addResp, err := add.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.ErrorIs(t, kerr.ErrorForCode(addResp.Topics[0].Partitions[0].ErrorCode), kerr.InvalidProducerIDMapping)
+
+	commit := kmsg.NewPtrTxnOffsetCommitRequest()
+	commit.Version = 3
+	commit.TransactionalID, commit.Group, commit.ProducerID, commit.ProducerEpoch, commit.Generation = "tx-owned", "g", 999999, 0, -1
+	ct := kmsg.NewTxnOffsetCommitRequestTopic()
+	ct.Topic = "t"
+	cp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	cp.Partition, cp.Offset = 0, 1
+	ct.Partitions = append(ct.Partitions, cp)
+	commit.Topics = append(commit.Topics, ct)
+	kadm.NewClient(cl).FindGroupCoordinators(ctx, "g") // creates __consumer_offsets
+	testbroker.WaitFor(t, 20*time.Second, "a TxnOffsetCommit answer other than a coordinator move", func() bool {
+		resp, err := commit.RequestWith(ctx, cl)
+		if err != nil {
+			return false
+		}
+		code := resp.Topics[0].Partitions[0].ErrorCode
+		if code == kerr.CoordinatorLoadInProgress.Code || code == kerr.CoordinatorNotAvailable.Code || code == kerr.NotCoordinator.Code {
+			return false
+		}
+		require.ErrorIs(t, kerr.ErrorForCode(code), kerr.InvalidProducerIDMapping)
+		return true
+	})
+	require.NoError(t, owner.EndTransaction(ctx, kgo.TryCommit), "the owner's transaction is untouched")
+}
