@@ -6,8 +6,8 @@
 # in a temporary directory removed at the end.
 #
 # Environment: KGO_RUN (a -run pattern, default every test), KGO_SKIP (a
-# -skip pattern; default skips what MoonMQ does not implement yet:
-# transactions, share groups, SCRAM), KGO_TEST_RECORDS (records per ETL
+# -skip pattern; default skips what MoonMQ does not implement yet: share
+# groups, SCRAM), KGO_TEST_RECORDS (records per ETL
 # test, default 100000), KGO_TEST_CHAOS=1 (franz-go's connection chaos).
 set -euo pipefail
 
@@ -40,4 +40,4 @@ fi
 KGO_SEEDS=127.0.0.1:9092,127.0.0.1:9192,127.0.0.1:9292 KGO_TEST_RF=3 \
 	KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-100000} \
 	go test -count=1 -timeout 30m -v github.com/twmb/franz-go/pkg/kgo \
-	-run "${KGO_RUN:-.}" -skip "${KGO_SKIP:-Txn|Share|SCRAM}" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)'
+	-run "${KGO_RUN:-.}" -skip "${KGO_SKIP:-Share|SCRAM}" | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic)'

@@ -465,6 +465,17 @@ func (p *Partition) TxnState() (lastStable int64, open int) {
 	return lso, open
 }
 
+// Producers describes the producers the partition knows, for
+// DescribeProducers. A follower refuses (ErrNotLeader), as Kafka's does.
+func (p *Partition) Producers() ([]txn.ProducerInfo, error) {
+	if p.IsFollower() {
+		return nil, p.notLeader()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.producers.Producers(), nil
+}
+
 // OpenTransactions returns, by producer id, the first offset of each
 // transaction open on the partition (DescribeProducers, metrics).
 func (p *Partition) OpenTransactions() map[int64]int64 {

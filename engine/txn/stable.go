@@ -1,6 +1,9 @@
 package txn
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // CompletedTxn is a transaction a marker ended on this partition: from the
 // producer's first transactional batch here to the marker.
@@ -83,4 +86,32 @@ func (v StableView) LastStable(hw, logStart int64) int64 {
 		return hw
 	}
 	return max(first, logStart)
+}
+
+// ProducerInfo describes one producer the partition knows (Kafka's
+// DescribeProducers): its epoch, the last sequence and timestamp it wrote,
+// the coordinator epoch of its last marker, and the first offset of its
+// open transaction (-1: none).
+type ProducerInfo struct {
+	ProducerID       int64
+	Epoch            int16
+	LastSequence     int32 // -1: no batch known at this epoch
+	LastTimestamp    int64
+	CoordinatorEpoch int32
+	TxnStartOffset   int64
+}
+
+// Producers lists the producers the partition knows, by id.
+func (s *ProducerState) Producers() []ProducerInfo {
+	out := make([]ProducerInfo, 0, len(s.producers))
+	for id, p := range s.producers {
+		info := ProducerInfo{ProducerID: id, Epoch: p.epoch, LastSequence: -1, LastTimestamp: p.lastTimestamp,
+			CoordinatorEpoch: p.coordinatorEpoch, TxnStartOffset: p.txnFirst}
+		if n := len(p.batches); n > 0 {
+			info.LastSequence = p.batches[n-1].LastSeq
+		}
+		out = append(out, info)
+	}
+	slices.SortFunc(out, func(a, b ProducerInfo) int { return cmp.Compare(a.ProducerID, b.ProducerID) })
+	return out
 }

@@ -68,6 +68,7 @@ func init() {
 		kmsg.ListTransactions.Int16():     {0, 1, (*conn).handleListTransactions},
 		kmsg.TxnOffsetCommit.Int16():      {0, 5, (*conn).handleTxnOffsetCommit},
 		kmsg.WriteTxnMarkers.Int16():      {0, 2, (*conn).handleWriteTxnMarkers},
+		kmsg.DescribeProducers.Int16():    {0, 0, (*conn).handleDescribeProducers},
 
 		// Consumer groups (group_*.go).
 		kmsg.FindCoordinator.Int16():        {0, 5, (*conn).handleFindCoordinator},

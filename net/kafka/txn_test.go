@@ -348,3 +348,30 @@ func TestTransactionRequestsForAnotherProducer(t *testing.T) {
 	})
 	require.NoError(t, owner.EndTransaction(ctx, kgo.TryCommit), "the owner's transaction is untouched")
 }
+
+// DescribeProducers shows a partition's producers and the start offset of
+// an open transaction, as kafka-transactions.sh find-hanging reads it.
+func TestDescribeProducers(t *testing.T) {
+	s := startServer(t, node.Config{})
+	createTopic(t, s, "t", 1)
+	ctx := context.Background()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.TransactionalID("tx-d"), kgo.DefaultProduceTopic("t"))
+	require.NoError(t, err)
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	require.NoError(t, cl.BeginTransaction())
+	require.NoError(t, cl.ProduceSync(ctx, kgo.StringRecord("open")).FirstErr())
+	startOffset := func() int64 {
+		t.Helper()
+		d, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"t": {0: {}}})
+		require.NoError(t, err)
+		p, ok := d["t"].Partitions[0]
+		require.True(t, ok)
+		require.NoError(t, p.Err)
+		require.Len(t, p.ActiveProducers, 1)
+		return p.ActiveProducers[0].CurrentTxnStartOffset
+	}
+	require.Equal(t, int64(0), startOffset())
+	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
+	testbroker.WaitFor(t, 10*time.Second, "the marker ends the transaction on the partition", func() bool { return startOffset() == -1 })
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/txn"
 	"github.com/moonmq/moonmq/engine/txncoord"
 )
 
@@ -252,4 +253,40 @@ func (s *Server) writeMarker(ctx context.Context, m kmsg.WriteTxnMarkersRequestM
 		return err
 	}
 	return part.WaitReplicated(ctx, res)
+}
+
+// handleDescribeProducers answers DescribeProducers v0 (KIP-664): the
+// producers each partition this node leads knows, with their open
+// transaction's start offset, for tools that look for hanging
+// transactions (kafka-transactions.sh describe-producers, find-hanging).
+func (c *conn) handleDescribeProducers(r *request) (kmsg.Response, func() kmsg.Response) {
+	req := r.kreq.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition = p
+			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p})
+			var infos []txn.ProducerInfo
+			if err == nil {
+				infos, err = part.Producers()
+			}
+			if err != nil {
+				rp.ErrorCode = c.errCode(err)
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			for _, info := range infos {
+				ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+				ap.ProducerID, ap.ProducerEpoch, ap.LastSequence = info.ProducerID, int32(info.Epoch), info.LastSequence
+				ap.LastTimestamp, ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = info.LastTimestamp, info.CoordinatorEpoch, info.TxnStartOffset
+				rp.ActiveProducers = append(rp.ActiveProducers, ap)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp, nil
 }
