@@ -73,13 +73,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	// verification's answer resumes a transactional append, and the last
 	// partition to settle answers: no goroutine waits per request. The
 	// handler holds the wait open until every partition is registered.
-	pw := &produceWait{resp: resp, errCode: c.errCode, acks: acks, remaining: 1}
-	if acks == -1 {
-		// The acks=all waits of appends made by a replicated leader: what
-		// the append was made as decides, not the role now (a leadership
-		// lost since must not turn the wait into a local fsync's).
-		pw.replicated, pw.stopReplicated = context.WithCancel(c.ctx)
-	}
+	pw := &produceWait{resp: resp, errCode: c.errCode, acks: acks, remaining: 1, connCtx: c.ctx}
 	// Allocate the whole response first so pointers into it stay valid for
 	// the parked durability wait.
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
@@ -146,9 +140,6 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		pw.mu.Lock()
 		pw.finished = true // nobody is answered; the appends run their course
 		pw.mu.Unlock()
-		if pw.stopReplicated != nil {
-			pw.stopReplicated()
-		}
 		return nil, nil
 	}
 	pw.mu.Lock() // callbacks may run before the answer is registered
@@ -156,9 +147,6 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 		// Nothing waits: answer now.
 		pw.finished = true
 		pw.mu.Unlock()
-		if pw.stopReplicated != nil {
-			pw.stopReplicated()
-		}
 		return resp, nil
 	}
 	pw.answer = c.answerLater(r)
@@ -214,13 +202,14 @@ type produceWait struct {
 	resp    *kmsg.ProduceResponse
 	errCode func(error) int16
 	acks    int16
-	// replicated is the context of the acks=all waits of replicated
-	// appends (nil unless acks=-1), cancelled by stopReplicated when the
-	// request is answered.
-	replicated     context.Context
-	stopReplicated context.CancelFunc
+	connCtx context.Context
 
 	mu          sync.Mutex
+	// replicated is the context of the acks=all waits of replicated
+	// appends, made by the first of them and cancelled by stopReplicated
+	// when the request is answered.
+	replicated     context.Context
+	stopReplicated context.CancelFunc
 	outs        []*kmsg.ProduceResponseTopicPartition // by slot; nil once settled
 	remaining   int                                   // slots not settled, plus the handler's hold
 	finished    bool
@@ -253,21 +242,34 @@ func (w *produceWait) appended(i int, part *replica.Partition, topic string, res
 	}
 	m.bytesIn.WithLabelValues(topic).Add(float64(res.Bytes))
 	m.recordsIn.WithLabelValues(topic).Add(float64(res.Records))
+	if w.acks == 0 {
+		return // nobody is answered
+	}
 	w.mu.Lock()
-	if out := w.outs[i]; out != nil && !w.finished {
-		out.BaseOffset, out.LogAppendTime, out.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+	if w.finished || w.outs[i] == nil {
+		w.mu.Unlock()
+		return // answered already (timed out): nothing waits
+	}
+	out := w.outs[i]
+	out.BaseOffset, out.LogAppendTime, out.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+	// The acks=all waits of appends made by a replicated leader: what the
+	// append was made as decides, not the role now (a leadership lost
+	// since must not turn the wait into a local fsync's).
+	var replicated context.Context
+	if w.acks == -1 && res.Replicated() {
+		if w.replicated == nil {
+			w.replicated, w.stopReplicated = context.WithCancel(w.connCtx)
+		}
+		replicated = w.replicated
 	}
 	w.mu.Unlock()
-	switch {
-	case w.acks == 0:
-		w.settle(i, nil)
-	case w.replicated != nil && res.Replicated():
+	if replicated != nil {
 		// The ISR's high watermark has no callbacks: one goroutine per
 		// waiting partition, stopped when the request is answered.
-		go func() { w.settle(i, part.WaitReplicated(w.replicated, res)) }()
-	default:
-		part.NotifyDurable(res, func(err error) { w.settle(i, err) })
+		go func() { w.settle(i, part.WaitReplicated(replicated, res)) }()
+		return
 	}
+	part.NotifyDurable(res, func(err error) { w.settle(i, err) })
 }
 
 // finish stops the timer, the abandon hook and the replication waits, and
@@ -275,8 +277,11 @@ func (w *produceWait) appended(i int, part *replica.Partition, topic string, res
 func (w *produceWait) finish() {
 	w.timer.Stop()
 	w.stopAbandon()
-	if w.stopReplicated != nil {
-		w.stopReplicated()
+	w.mu.Lock()
+	stop := w.stopReplicated
+	w.mu.Unlock()
+	if stop != nil {
+		stop()
 	}
 	w.answer(w.resp)
 }
