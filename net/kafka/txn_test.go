@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/txncoord"
-	"github.com/moonmq/moonmq/internal/testbroker"
 	"github.com/moonmq/moonmq/node"
 )
 
@@ -261,7 +260,7 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 		require.NoError(t, cl.ProduceSync(ctx, kgo.StringRecord("stuck")).FirstErr())
 
 		adm := kadm.NewClient(cl)
-		testbroker.WaitFor(t, 20*time.Second, "the coordinator aborts the timed-out transaction", func() bool {
+		eventually(t, "the coordinator aborts the timed-out transaction", 20*time.Second, func() bool {
 			d, err := adm.DescribeTransactions(ctx, "tx-slow")
 			if err != nil {
 				return false
@@ -269,7 +268,7 @@ func TestTransactionTimeoutAborts(t *testing.T) {
 			st := d["tx-slow"].State
 			return st == "CompleteAbort"
 		})
-		testbroker.WaitFor(t, 20*time.Second, "the LSO reaches the high watermark", func() bool {
+		eventually(t, "the LSO reaches the high watermark", 20*time.Second, func() bool {
 			end, err1 := adm.ListEndOffsets(ctx, "t")
 			stable, err2 := adm.ListCommittedOffsets(ctx, "t")
 			if err1 != nil || err2 != nil {
@@ -334,7 +333,7 @@ func TestTransactionRequestsForAnotherProducer(t *testing.T) {
 	ct.Partitions = append(ct.Partitions, cp)
 	commit.Topics = append(commit.Topics, ct)
 	kadm.NewClient(cl).FindGroupCoordinators(ctx, "g") // creates __consumer_offsets
-	testbroker.WaitFor(t, 20*time.Second, "a TxnOffsetCommit answer other than a coordinator move", func() bool {
+	eventually(t, "a TxnOffsetCommit answer other than a coordinator move", 20*time.Second, func() bool {
 		resp, err := commit.RequestWith(ctx, cl)
 		if err != nil {
 			return false
@@ -373,5 +372,5 @@ func TestDescribeProducers(t *testing.T) {
 	}
 	require.Equal(t, int64(0), startOffset())
 	require.NoError(t, cl.EndTransaction(ctx, kgo.TryCommit))
-	testbroker.WaitFor(t, 10*time.Second, "the marker ends the transaction on the partition", func() bool { return startOffset() == -1 })
+	eventually(t, "the marker ends the transaction on the partition", 10*time.Second, func() bool { return startOffset() == -1 })
 }
