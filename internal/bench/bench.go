@@ -1,6 +1,8 @@
 // Package bench is the `moonmq bench` load generator: `produce` drives P
 // concurrent producers at a topic (optionally at a fixed rate) and reports
-// throughput and per-record latency percentiles; `consume` reads a topic from
+// throughput and per-record latency percentiles (with --transactional, in
+// transactions of N records, adding commit latency percentiles and the
+// transactions committed and aborted); `consume` reads a topic from
 // a start position to the end offsets snapshotted at start (or N records)
 // and reports throughput.
 //

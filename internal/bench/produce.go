@@ -40,6 +40,12 @@ type ProduceConfig struct {
 	ClientID    string
 	Timeout     time.Duration // stop after this long, 0 = no limit
 
+	// Transactional produces in transactions of TransactionRecords
+	// records, each producer under its own transactional ID (see
+	// produce_txn.go); it requires Acks "all".
+	Transactional      bool
+	TransactionRecords int
+
 	// ProgressInterval is the live progress period (1s from the CLI).
 	ProgressInterval time.Duration
 
@@ -60,6 +66,8 @@ func DefaultProduceConfig() ProduceConfig {
 		Output:           "text",
 		ClientID:         "moonmq-bench",
 		ProgressInterval: time.Second,
+
+		TransactionRecords: 1000,
 	}
 }
 
@@ -83,9 +91,16 @@ func parseProduce(args []string) (ProduceConfig, bool, error) {
 	fs.StringVar(&cfg.Output, "output", cfg.Output, "result `format`: text or json")
 	fs.StringVar(&cfg.ClientID, "client-id", cfg.ClientID, "client `id` sent to the broker")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "stop after this `duration`, 0 = no limit")
+	fs.BoolVar(&cfg.Transactional, "transactional", cfg.Transactional,
+		"produce in transactions (begin, --transaction-records records, commit), one transactional ID per producer")
+	fs.IntVar(&cfg.TransactionRecords, "transaction-records", cfg.TransactionRecords,
+		"records per transaction (`N`) with --transactional")
 	help, err := parseFlags("produce", fs, args)
 	if help || err != nil {
 		return cfg, help, err
+	}
+	if !cfg.Transactional && flagSet(fs, "transaction-records") {
+		return cfg, false, flagError("produce", "transaction-records", "applies only with --transactional")
 	}
 	return cfg, false, cfg.validate()
 }
@@ -115,6 +130,10 @@ func (cfg *ProduceConfig) validate() error {
 		return flagError(cmd, "replicas", "must be between 0 and 32767 (got %d)", cfg.Replicas)
 	case cfg.Timeout < 0:
 		return flagError(cmd, "timeout", "must not be negative (got %s)", cfg.Timeout)
+	case cfg.Transactional && cfg.TransactionRecords < 1:
+		return flagError(cmd, "transaction-records", "must be at least 1 (got %d)", cfg.TransactionRecords)
+	case cfg.Transactional && cfg.Acks != "all" && cfg.Acks != "-1":
+		return flagError(cmd, "acks", "must be all with --transactional: transactions need the idempotent producer (got %q)", cfg.Acks)
 	}
 	if _, err := acksOpts(cfg.Acks); err != nil {
 		return flagError(cmd, "acks", "%v", err)
@@ -129,6 +148,13 @@ func (cfg *ProduceConfig) validate() error {
 		cfg.ProgressInterval = time.Second
 	}
 	return nil
+}
+
+// flagSet reports whether the command line set flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func acksOpts(acks string) ([]kgo.Opt, error) {
@@ -188,6 +214,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 	acks, _ := acksOpts(cfg.Acks)
 	comp, _ := codec(cfg.Compression)
 	perProducerBuffer := max((256<<20)/cfg.Producers, 4<<20)
+	txnIDs := transactionalIDs(cfg)
 	clients := make([]*kgo.Client, cfg.Producers)
 	defer func() {
 		for _, cl := range clients {
@@ -205,6 +232,9 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 			kgo.MaxBufferedBytes(perProducerBuffer),
 			kgo.DefaultProduceTopic(cfg.Topic),
 		}, acks...)
+		if txnIDs != nil {
+			opts = append(opts, kgo.TransactionalID(txnIDs[i]))
+		}
 		cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID), opts...)
 		if err != nil {
 			return Result{}, fmt.Errorf("bench produce: new producer: %w", err)
@@ -225,6 +255,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 		pending              sync.WaitGroup
 		producersDone        sync.WaitGroup
 		perProducer, remains = cfg.Records / int64(cfg.Producers), cfg.Records % int64(cfg.Producers)
+		txns                 = newTxnStats()
 	)
 	// The send time travels in a closure rather than in the record
 	// timestamp: a LogAppendTime topic overwrites that with broker time.
@@ -261,6 +292,14 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 				pace = newPacer(cfg.Rate / float64(cfg.Producers))
 			}
 			rng := uint64(i)*0x9E3779B97F4A7C15 + 1
+			if txnIDs != nil {
+				txnProducer{
+					cfg: &cfg, cl: cl, pace: pace, rng: rng, payload: payload,
+					hist: hist, stalls: stalls, acked: &acked, ackedBytes: &ackedBytes,
+					failed: &failed, firstErr: &firstErr, stats: txns,
+				}.run(ctx, n)
+				return
+			}
 			for range n {
 				if pace != nil {
 					if pace.wait(ctx) != nil {
@@ -300,6 +339,12 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 			"compression": cfg.Compression,
 		},
 	}
+	if txnIDs != nil {
+		res.Transactions = txns.transactions(cfg.TransactionRecords)
+		res.Commit = latencyOf(txns.commit)
+		res.Params["transactional"] = true
+		res.Params["transaction_records"] = cfg.TransactionRecords
+	}
 	res.setRates(elapsed)
 	if p := firstErr.Load(); p != nil {
 		res.FirstError = client.Explain(*p)
@@ -308,6 +353,9 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 		}
 	}
 	switch {
+	case res.Failed > 0 && txnIDs != nil:
+		return res, fmt.Errorf("bench produce: %w: %d of %d records not committed (%d transactions aborted), first error: %s",
+			ErrFailed, res.Failed, cfg.Records, res.Transactions.Aborted, res.FirstError)
 	case res.Failed > 0:
 		return res, fmt.Errorf("bench produce: %w: %d of %d records failed, first: %s",
 			ErrFailed, res.Failed, cfg.Records, res.FirstError)

@@ -16,11 +16,14 @@ const megabyte = 1e6
 type Result struct {
 	Mode  string `json:"mode"` // "produce" or "consume"
 	Topic string `json:"topic"`
-	// Records acknowledged (produce) or read (consume).
+	// Records acknowledged (produce), committed (produce
+	// --transactional) or read (consume).
 	Records int64 `json:"records"`
 	// Bytes of payload (key + value) in those records.
 	Bytes int64 `json:"bytes"`
-	// Failed records (produce); first error in FirstError.
+	// Failed records (produce); with --transactional, the records not
+	// committed because of an error (every record of an aborted
+	// transaction). First error in FirstError.
 	Failed     int64   `json:"failed"`
 	FirstError string  `json:"first_error,omitempty"`
 	Elapsed    float64 `json:"elapsed_seconds"`
@@ -31,6 +34,12 @@ type Result struct {
 	// Stall is produce-only: the longest one partition went without an
 	// acknowledgement (a failover's cost, with a steady --rate).
 	Stall *Stall `json:"longest_stall,omitempty"`
+	// Transactions is produce --transactional only: transactions
+	// committed and aborted.
+	Transactions *Transactions `json:"transactions,omitempty"`
+	// Commit is produce --transactional only: the latency of
+	// EndTransaction(commit), per committed transaction.
+	Commit *Latency `json:"commit_latency_ms,omitempty"`
 	// Params echoes the settings that shape the numbers.
 	Params map[string]any `json:"params"`
 }
@@ -42,6 +51,15 @@ type Latency struct {
 	P999 float64 `json:"p999"`
 	Max  float64 `json:"max"`
 	Mean float64 `json:"mean"`
+}
+
+// Transactions counts the transactions of a transactional produce run.
+type Transactions struct {
+	Committed int64 `json:"committed"`
+	Aborted   int64 `json:"aborted"`
+	// Records per transaction (--transaction-records); a producer's last
+	// transaction has fewer when they do not divide its share.
+	Records int `json:"records_per_transaction"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -83,9 +101,14 @@ func (r Result) Print(w io.Writer, output string) error {
 		}
 	}
 	p("%s %s\n", r.Mode, r.Topic)
-	if r.Mode == "produce" {
+	switch {
+	case r.Transactions != nil:
+		t := r.Transactions
+		p("  records     %d committed, %d failed\n", r.Records, r.Failed)
+		p("  txns        %d committed, %d aborted, %d records each\n", t.Committed, t.Aborted, t.Records)
+	case r.Mode == "produce":
 		p("  records     %d acknowledged, %d failed\n", r.Records, r.Failed)
-	} else {
+	default:
 		p("  records     %d\n", r.Records)
 	}
 	p("  elapsed     %s\n", time.Duration(r.Elapsed*float64(time.Second)).Round(time.Millisecond))
@@ -93,6 +116,9 @@ func (r Result) Print(w io.Writer, output string) error {
 	if r.Latency != nil {
 		l := r.Latency
 		p("  latency     p50 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms\n", l.P50, l.P99, l.P999, l.Max)
+	}
+	if c := r.Commit; c != nil && r.Transactions != nil && r.Transactions.Committed > 0 {
+		p("  commit      p50 %.3fms  p99 %.3fms  max %.3fms\n", c.P50, c.P99, c.Max)
 	}
 	if s := r.Stall; s != nil {
 		p("  stall       %s on partition %d (%s to %s): the longest a partition went without an acknowledgement\n",
