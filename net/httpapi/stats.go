@@ -123,7 +123,7 @@ type PartitionStats struct {
 	LastStableOffset int64 `json:"last_stable_offset"`
 	OpenTransactions int   `json:"open_transactions"`
 	SizeBytes        int64 `json:"size_bytes"`
-	Segments       int   `json:"segments"`
+	Segments         int   `json:"segments"`
 	// State is "online" or "offline" (it cannot be opened or its log failed
 	// an I/O operation; Error says which, and the broker is retrying it).
 	State         string             `json:"state"`

@@ -204,18 +204,18 @@ type produceWait struct {
 	acks    int16
 	connCtx context.Context
 
-	mu          sync.Mutex
+	mu sync.Mutex
 	// replicated is the context of the acks=all waits of replicated
 	// appends, made by the first of them and cancelled by stopReplicated
 	// when the request is answered.
 	replicated     context.Context
 	stopReplicated context.CancelFunc
-	outs        []*kmsg.ProduceResponseTopicPartition // by slot; nil once settled
-	remaining   int                                   // slots not settled, plus the handler's hold
-	finished    bool
-	answer      func(kmsg.Response)
-	timer       clock.Timer
-	stopAbandon func() bool
+	outs           []*kmsg.ProduceResponseTopicPartition // by slot; nil once settled
+	remaining      int                                   // slots not settled, plus the handler's hold
+	finished       bool
+	answer         func(kmsg.Response)
+	timer          clock.Timer
+	stopAbandon    func() bool
 }
 
 // add registers a partition that will settle later and returns its slot.
