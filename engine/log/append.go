@@ -209,6 +209,7 @@ func (l *Log) roll(base int64) error {
 		if err := old.seal(); err != nil {
 			return err
 		}
+		old.unsynced.Store(true)
 		old.acquire()
 		l.pendingSync = append(l.pendingSync, old)
 	}

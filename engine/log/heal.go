@@ -94,7 +94,7 @@ func (l *Log) Heal() error {
 		}
 		dropped = leo - l.leo.Load()
 	}
-	if err := l.loadTxnIndex(); err != nil {
+	if err := l.loadTxnIndex(false); err != nil {
 		return fmt.Errorf("heal log %s: %w", l.dir, err)
 	}
 	l.rewritten()

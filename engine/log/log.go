@@ -14,6 +14,10 @@
 //	recovery-point-checkpoint  every batch below this offset is fsynced (and every sealed
 //	                           segment below it with its indexes); written after rolls,
 //	                           every RecoveryPointInterval and at Close
+//	<base>.txnindex            aborted transactions whose abort marker is in the segment
+//	                           (txnindex.go), created with the first one
+//	txn-index-valid-to-checkpoint  present only while the .txnindex files must be
+//	                           rebuilt from this offset on (TxnIndexValidTo)
 //	.clean                     written by Close; Open skips recovery if it still matches
 //
 // All file I/O goes through Options.FS (engine/vfs), so crash tests run on a
@@ -312,6 +316,11 @@ type Log struct {
 	truncMu  sync.RWMutex
 	segMu    sync.RWMutex
 	segments []*segment // sorted by base offset; the last one is active
+
+	// txnValidTo is TxnIndexValidTo before the min with the log end:
+	// math.MaxInt64 unless a rebuild of the aborted-transaction index is
+	// due (txnindex.go). Written under appendMu (or with the log to itself).
+	txnValidTo atomic.Int64
 
 	// Guarded by appendMu.
 	active      *segment
@@ -946,6 +955,7 @@ func (l *Log) flushOnce() error {
 			if err := s.syncAll(); err != nil {
 				return err
 			}
+			s.unsynced.Store(false)
 		}
 		if dirDirty {
 			if err := SyncDir(l.st.fs, l.dir); err != nil {

@@ -74,7 +74,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		l.dropSegments(false)
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}
-	if err := l.loadTxnIndex(); err != nil {
+	if err := l.loadTxnIndex(l.uncleanOpen); err != nil {
 		l.dropSegments(false)
 		return nil, fmt.Errorf("open log %s: %w", dir, err)
 	}

@@ -193,11 +193,13 @@ func (l *Log) truncateLocked(offset int64) error {
 		cut = pos
 		newEnd = min(offset, h.BaseOffset)
 	}
-	// Index entries of markers going away go first (an entry past the
-	// log end would be cut at open anyway).
-	if err := l.truncateTxnIndexLocked(newEnd); err != nil {
-		return err
-	}
+	// Aborted-transaction index entries of markers going away leave
+	// memory first (no read_committed fetch is told of an abort whose
+	// marker is gone); their files go with their segments, and the cut
+	// segment's file is cut after its data (below): a crash in between
+	// leaves entries past the log end, which Open cuts, never a surviving
+	// marker without its entry.
+	l.dropTxnEntriesFrom(newEnd)
 	// What the log claims about the offsets going away drops first: a
 	// crash after the files are cut but before a recovery point or
 	// missing ranges above the new end were lowered would reopen with the
@@ -272,6 +274,9 @@ func (l *Log) truncateLocked(offset int64) error {
 		return err
 	}
 	if err := SyncDir(l.st.fs, l.dir); err != nil {
+		return err
+	}
+	if err := l.cutTxnIndexFiles([]int64{s.base}, newEnd); err != nil {
 		return err
 	}
 	// The cut is durable: what is left of the segment is flushed data again.
@@ -360,6 +365,11 @@ func (l *Log) resetLocked(offset int64) error {
 			return err
 		}
 		l.recoveryPoint = offset
+		// Every index file went with its segment: nothing is left to
+		// rebuild (last, so a crash before keeps a rebuild due).
+		if err := l.clearTxnIndexValidTo(); err != nil {
+			return err
+		}
 		l.epochs.clear()
 		return l.epochs.persist()
 	}()

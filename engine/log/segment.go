@@ -115,6 +115,11 @@ type segment struct {
 	rebuildTried atomic.Int64               // unix nanos of the last rebuild attempt by retryRebuild
 	rebuildMu    sync.Mutex
 
+	// unsynced: sealed by a roll, not yet fsynced (its data and indexes);
+	// a directory sync outside the flusher's order must sync it first
+	// (syncSealed).
+	unsynced atomic.Bool
+
 	refs      atomic.Int32
 	keepFiles atomic.Bool // released for a copy of itself (Heal): leave its files in the cache
 }
