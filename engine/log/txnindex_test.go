@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -853,11 +854,16 @@ func TestTxnIndexCrashBeforeEveryDurabilityPoint(t *testing.T) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 14))
 			mem, faults := crashFS(t)
-			var images []*vfs.MemFS
-			var before []string
+			var (
+				mu     sync.Mutex // the flusher syncs too
+				images []*vfs.MemFS
+				before []string
+			)
 			faults.SetInjector(func(op vfs.Op, path string) error {
 				switch op {
 				case vfs.OpSync, vfs.OpSyncDir, vfs.OpRename, vfs.OpRemove:
+					mu.Lock()
+					defer mu.Unlock()
 					images = append(images, mem.Crash(vfs.CrashOptions{}),
 						mem.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(seed, uint64(len(images))))}))
 					before = append(before, op.String()+" "+path, op.String()+" "+path+" (random)")
@@ -888,6 +894,8 @@ func TestTxnIndexCrashBeforeEveryDurabilityPoint(t *testing.T) {
 			faults.SetInjector(nil)
 			require.NoError(t, l.Close())
 
+			mu.Lock()
+			defer mu.Unlock()
 			require.Greater(t, len(images), 100)
 			markers, lowered := 0, 0
 			for n, img := range images {
