@@ -921,6 +921,18 @@ func (l *Log) runFlusher() {
 // segments awaiting it, the directory if segment files were created, and the
 // active segment, then advances the durable mark to the snapshot. Appends
 // continue while it runs.
+// holds reports whether s is still one of the log's segments.
+func (l *Log) holds(s *segment) bool {
+	l.segMu.RLock()
+	defer l.segMu.RUnlock()
+	for _, x := range l.segments {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
 func (l *Log) flushOnce() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -953,6 +965,11 @@ func (l *Log) flushOnce() error {
 	err := func() error {
 		for _, s := range sealed {
 			if err := s.syncAll(); err != nil {
+				if errors.Is(err, errFileGone) && !l.holds(s) {
+					// Retention or DeleteRecords removed the segment
+					// since it was sealed: nothing is left to sync.
+					continue
+				}
 				return err
 			}
 			s.unsynced.Store(false)

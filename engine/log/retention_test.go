@@ -306,3 +306,24 @@ func (l *Log) rollForTest() error {
 	defer l.appendMu.Unlock()
 	return l.roll(l.leo.Load())
 }
+
+// A sealed segment deleted (DeleteRecords, retention) before the flusher
+// got to fsync it is skipped, not a failure that takes the log offline.
+func TestDeletedSegmentAwaitingFsyncIsNotAFailure(t *testing.T) {
+	clk := newFakeClock()
+	opts := testOptions(clk)
+	opts.FlushAlways = false
+	opts.FlushInterval = time.Hour // the fake clock never gets there: only Sync flushes
+	l := openLog(t, t.TempDir(), opts)
+	for l.SegmentCount() < 4 {
+		_, err := l.Append([][]byte{makeBatch(4, 200, 0, 0)}, 0)
+		require.NoError(t, err)
+	}
+	_, err := l.DeleteRecordsBefore(l.HighWatermark())
+	require.NoError(t, err)
+	require.NoError(t, l.Sync())
+	require.NoError(t, l.Failure())
+	_, err = l.Append([][]byte{makeBatch(1, 10, 0, 0)}, 0)
+	require.NoError(t, err)
+	require.NoError(t, l.Sync())
+}
