@@ -28,6 +28,9 @@ var (
 	ErrNotCoordinator = errors.New("not the coordinator")
 	// ErrBatchTooLarge: an operation's records exceed Config.MaxBatchBytes.
 	ErrBatchTooLarge = errors.New("records too large for one batch")
+	// ErrRefused wraps a transactional write its partition refused
+	// before writing anything (TxnStorage): the shard stays as it is.
+	ErrRefused = errors.New("write refused by the partition")
 )
 
 // Storage is the internal topic's partitions, as the runtime needs them.

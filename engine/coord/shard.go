@@ -120,6 +120,10 @@ func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err erro
 // commits): a transactional batch of a producer, appended with the
 // verification guard the partition handed out (see engine/txn), and an
 // end-transaction marker.
+//
+// A write the partition refuses before writing anything (the producer's
+// epoch is fenced, its transaction is not verified there) is returned
+// wrapping ErrRefused, so the shard need not be replayed.
 type TxnStorage interface {
 	AppendTxn(p int32, batch []byte, guard any) (last int64, err error)
 	WriteMarker(p int32, m Marker) (offset int64, err error)
@@ -152,6 +156,9 @@ func (s *Shard) AppendTxn(now time.Time, pid int64, epoch int16, recs []batch.Re
 		return 0, 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
 	}
 	last, err = ts.AppendTxn(s.p, b, guard)
+	if errors.Is(err, ErrRefused) {
+		return 0, 0, err // nothing was written: the shard's state still matches its log
+	}
 	if err != nil {
 		return 0, 0, s.appendFailed(err)
 	}

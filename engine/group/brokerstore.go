@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/moonmq/moonmq/engine/batch"
@@ -160,6 +161,9 @@ func (s *BrokerStorage) AppendTxn(p int32, records []byte, guard any) (int64, er
 	}
 	g, _ := guard.(*txn.Verification)
 	res, err := part.AppendCoordinator(records, g)
+	if errors.Is(err, txn.ErrTxnNotVerified) || errors.Is(err, txn.ErrInvalidEpoch) || errors.Is(err, txn.ErrInvalidTxnState) {
+		return 0, fmt.Errorf("%w: %w", coord.ErrRefused, err) // the producer state refused it: nothing written
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -442,7 +442,15 @@ func (u *Update) addMarker(b Batch) error {
 		p.coordinatorEpoch = m.CoordinatorEpoch
 	}
 	p.txnFirst = -1
-	p.verifying = nil
+	if !(m.TV2 && p.verifying != nil && p.verifying.epoch >= b.Epoch) {
+		// A verification handed out before the marker may be a late write
+		// of the transaction it ends (same epoch before transaction
+		// version 2): it must not open a new one. Under version 2 the
+		// marker carries the bumped epoch, and a verification at it (or
+		// above) is for the producer's next transaction, which the
+		// coordinator confirms only after this one completed: it stays.
+		p.verifying = nil
+	}
 	p.lastTimestamp = max(p.lastTimestamp, b.MaxTimestamp)
 	return nil
 }

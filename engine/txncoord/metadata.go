@@ -304,6 +304,14 @@ func prepareEnd(m Metadata, pid int64, epoch int16, commit bool, tv int16, candi
 			valid = retryOnBump || retryOnOverflow || epoch == m.Epoch
 		}
 	}
+	if !valid && metaTV2 && m.State.preparing() && epoch == m.Epoch {
+		// The producer's next EndTxn (an empty abort, typically) while the
+		// markers of the transaction that handed it this epoch are still
+		// being written. Kafka answers PRODUCER_FENCED, which clients take
+		// as fatal; only the producer that ended that transaction was told
+		// this epoch, so it is asked to retry once the markers are in.
+		return m, 0, fmt.Errorf("%w: %q is completing its previous transaction", ErrConcurrentTransactions, m.ID)
+	}
 	if !valid {
 		return m, 0, fmt.Errorf("%w: %q is at epoch %d, the request %d", ErrProducerFenced, m.ID, m.Epoch, epoch)
 	}

@@ -84,7 +84,11 @@ func TestEndTxnStates(t *testing.T) {
 		{StatePrepareCommit, 0, false, 0, 5, ErrInvalidTxnState, 0},
 		{StatePrepareAbort, 0, false, 0, 5, ErrConcurrentTransactions, 0},
 		{StatePrepareCommit, 2, true, 2, 4, ErrConcurrentTransactions, 0}, // a retry at the pre-bump epoch
-		{StatePrepareCommit, 2, true, 2, 5, ErrProducerFenced, 0},
+		// The producer's next EndTxn at the epoch it was handed, while the
+		// markers are written: retried (Kafka fences it; clients die of it).
+		{StatePrepareCommit, 2, true, 2, 5, ErrConcurrentTransactions, 0},
+		{StatePrepareAbort, 2, false, 2, 5, ErrConcurrentTransactions, 0},
+		{StatePrepareCommit, 2, true, 2, 6, ErrProducerFenced, 0},
 		{StateCompleteCommit, 0, true, 0, 5, nil, endReplyOnly},
 		{StateCompleteCommit, 0, false, 0, 5, ErrInvalidTxnState, 0},
 		{StateCompleteCommit, 2, true, 2, 4, nil, endReplyOnly},

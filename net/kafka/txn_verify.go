@@ -95,7 +95,7 @@ func (b *verifyBatch) run(pid int64, epoch int16, tps []txncoord.TP, dones []fun
 		err = errors.New("no transaction verifier")
 	} else {
 		ctx, cancel := context.WithTimeout(b.c.ctx, b.timeout)
-		res, err = v.Verify(ctx, b.txnID, pid, epoch, tps, b.add)
+		res, err = verifyRetrying(ctx, v, b.txnID, pid, epoch, tps, b.add)
 		cancel()
 	}
 	for i, tp := range tps {
@@ -141,4 +141,62 @@ func (c *conn) produceVerifyError(err error, version int16) error {
 		return fmt.Errorf("%w: unable to verify the partition has been added to the transaction: %v", kerr.NotEnoughReplicas, err)
 	}
 	return err
+}
+
+// Backoffs of a verification the coordinator answers
+// CONCURRENT_TRANSACTIONS (Kafka's add.partitions.to.txn.retry.backoff.ms
+// and .max.ms).
+const (
+	verifyRetryBackoff    = 20 * time.Millisecond
+	verifyRetryBackoffMax = 100 * time.Millisecond
+)
+
+// verifyRetrying is v.Verify that asks again, with a short backoff until
+// ctx ends, for the partitions the coordinator answered
+// CONCURRENT_TRANSACTIONS: the producer's previous transaction is still
+// writing its markers, which takes milliseconds. Kafka's partition
+// leaders retry so too, so a produce of the producer's next transaction
+// is delayed, not failed; failing it would leave the client ending a
+// transaction at an epoch the coordinator, still completing the previous
+// one, takes for a zombie's.
+func verifyRetrying(ctx context.Context, v Verifier, txnID string, pid int64, epoch int16, tps []txncoord.TP, add bool) (map[txncoord.TP]error, error) {
+	out := make(map[txncoord.TP]error, len(tps))
+	backoff := verifyRetryBackoff
+	for {
+		res, err := v.Verify(ctx, txnID, pid, epoch, tps, add)
+		if err != nil && !concurrentTxns(err) {
+			return nil, err
+		}
+		var again []txncoord.TP
+		for _, tp := range tps {
+			e := err
+			if e == nil {
+				e = res[tp]
+			}
+			if concurrentTxns(e) {
+				again = append(again, tp)
+				continue
+			}
+			out[tp] = e
+		}
+		if len(again) == 0 {
+			return out, nil
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			for _, tp := range again {
+				out[tp] = kerr.ConcurrentTransactions
+			}
+			return out, nil
+		case <-t.C:
+		}
+		backoff = min(2*backoff, verifyRetryBackoffMax)
+		tps = again
+	}
+}
+
+func concurrentTxns(err error) bool {
+	return errors.Is(err, txncoord.ErrConcurrentTransactions) || errors.Is(err, kerr.ConcurrentTransactions)
 }

@@ -132,7 +132,7 @@ func (c *conn) verifyOffsetsPartition(ctx context.Context, req *kmsg.TxnOffsetCo
 	tp := txncoord.TP{Topic: group.OffsetsTopic, Partition: p}
 	// v5 (transaction version 2) adds the partition: the client sent no
 	// AddOffsetsToTxn.
-	res, err := v.Verify(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txncoord.TP{tp}, req.Version >= 5)
+	res, err := verifyRetrying(ctx, v, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txncoord.TP{tp}, req.Version >= 5)
 	if err == nil {
 		err = res[tp]
 	}
