@@ -281,3 +281,26 @@ func (c *Coordinator) Stats() Stats {
 	})
 	return st
 }
+
+// Settled returns a channel closed once the transaction of id is no
+// longer being completed: at once unless it is in Prepare*, else when its
+// last marker is written (or this node stops coordinating it). EndTxn
+// waits on it for a moment before answering, so a producer's next
+// transaction rarely finds its previous one still completing.
+func (c *Coordinator) Settled(id string) <-chan struct{} {
+	ch := make(chan struct{})
+	p, err := c.PartitionFor(id)
+	if err == nil {
+		err = c.rt.Do(p, func(s *shard) {
+			if m, ok := s.txns[id]; ok && m.State.preparing() {
+				s.settled[id] = append(s.settled[id], ch)
+				return
+			}
+			close(ch)
+		})
+	}
+	if err != nil {
+		close(ch)
+	}
+	return ch
+}

@@ -27,6 +27,9 @@ type shard struct {
 	// written.
 	markers    map[string]*markerTxn
 	nextExpire time.Time
+	// settled are closed once the transaction of an id in Prepare* has
+	// all its markers written (or the shard unloads): Settled's waiters.
+	settled map[string][]chan struct{}
 }
 
 // markerTxn is the marker work of one transaction in Prepare*.
@@ -48,7 +51,8 @@ type markerPart struct {
 }
 
 func (c *Coordinator) newShard(sh *coord.Shard) *shard {
-	return &shard{c: c, sh: sh, p: sh.Partition(), txns: map[string]Metadata{}, markers: map[string]*markerTxn{}}
+	return &shard{c: c, sh: sh, p: sh.Partition(), txns: map[string]Metadata{}, markers: map[string]*markerTxn{},
+		settled: map[string][]chan struct{}{}}
 }
 
 // Replay implements coord.State.
@@ -91,7 +95,20 @@ func (s *shard) Activate(now time.Time) {
 }
 
 // Unload implements coord.State: the marker work goes with the shard.
-func (s *shard) Unload(error) { clear(s.markers) }
+func (s *shard) Unload(error) {
+	clear(s.markers)
+	for id := range s.settled {
+		s.settle(id)
+	}
+}
+
+// settle releases the Settled waiters of id.
+func (s *shard) settle(id string) {
+	for _, ch := range s.settled[id] {
+		close(ch)
+	}
+	delete(s.settled, id)
+}
 
 // Tick implements coord.State: transactions past their timeout are aborted
 // (the producer fenced), and idle transactional ids expire.
@@ -267,6 +284,7 @@ func (s *shard) markerWritten(now time.Time, r MarkerResult) {
 		s.c.log.Warn("marker refused as fenced; no more markers for this transaction", "transactional_id",
 			r.Write.TransactionalID, "topic", r.Write.TP.Topic, "partition", r.Write.TP.Partition, "err", r.Err)
 		delete(s.markers, r.Write.TransactionalID)
+		s.settle(r.Write.TransactionalID)
 		return
 	default:
 		part.attempts++
@@ -290,6 +308,7 @@ func (s *shard) complete(now time.Time, id string) {
 	m, ok := s.txns[id]
 	if !ok || !m.State.preparing() {
 		delete(s.markers, id)
+		s.settle(id)
 		return
 	}
 	next := prepareComplete(m, now.UnixMilli())
@@ -297,6 +316,7 @@ func (s *shard) complete(now time.Time, id string) {
 		return
 	}
 	delete(s.markers, id)
+	s.settle(id)
 	if next.State == StateCompleteCommit {
 		s.c.metrics.committed.Add(1)
 	} else {
