@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -99,7 +100,11 @@ func TestExactlyOnceChainWithKills(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Nodes: 3, SessionTimeout: 3 * time.Second,
 		Flags: []string{"--transaction-state-partitions", "3", "--offsets-topic-partitions", "3"}})
 	cl, adm := c.Client()
-	const in, out, group, partitions, n = "eos-in", "eos-out", "eos", 6, 3000
+	const in, out, group, partitions = "eos-in", "eos-out", "eos", 6
+	n := 1500 // about a minute in make test; MOONMQ_SOAK copies more
+	if os.Getenv("MOONMQ_SOAK") != "" {
+		n = 20000
+	}
 	createTopic(t, cl, in, partitions, 3, nil)
 	createTopic(t, cl, out, partitions, 3, nil)
 	ctx := ctxT(t, 4*time.Minute)
