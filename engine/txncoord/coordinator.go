@@ -193,7 +193,9 @@ func (c *Coordinator) EnsureTopic(ctx context.Context) (int32, error) {
 	}
 	n, err := c.store.Create(ctx, c.cfg.Partitions)
 	if err != nil {
-		return 0, fmt.Errorf("txncoord: create %s: %w", Topic, err)
+		// Retriable for the client (COORDINATOR_NOT_AVAILABLE): the
+		// controller may be failing over, and the topic may even exist.
+		return 0, fmt.Errorf("%w: create %s: %v", ErrUnavailable, Topic, err)
 	}
 	c.SetPartitions(n)
 	return n, nil

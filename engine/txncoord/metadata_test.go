@@ -1,9 +1,15 @@
 package txncoord
 
 import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/moonmq/moonmq/engine/coord/coordtest"
 )
 
 // At the end of the epoch range a producer moves to a new producer id:
@@ -112,4 +118,25 @@ func TestEndTxnStates(t *testing.T) {
 		require.NoError(t, err, "%+v", tc)
 		require.Equal(t, tc.wantWhat, what, "%+v", tc)
 	}
+}
+
+// failingCreate is a storage whose topic creation fails (a controller
+// failing over).
+type failingCreate struct{ memStore }
+
+func (failingCreate) Partitions() int32 { return 0 }
+func (failingCreate) Create(context.Context, int32) (int32, error) {
+	return 0, errors.New("controller rpc create_topic: no answer")
+}
+
+// A failure to create __transaction_state is COORDINATOR_NOT_AVAILABLE to
+// the client (retriable), never an unknown error, which franz-go takes as
+// fatal for its producer.
+func TestEnsureTopicFailureIsUnavailable(t *testing.T) {
+	c, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, failingCreate{memStore{MemLog: coordtest.NewMemLog(), epoch: func() int32 { return 0 }}},
+		fakePIDs{new(atomic.Int64)}, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.EnsureTopic(context.Background())
+	require.ErrorIs(t, err, ErrUnavailable)
 }
