@@ -103,7 +103,7 @@ func TestExactlyOnceChainWithKills(t *testing.T) {
 	const in, out, group, partitions = "eos-in", "eos-out", "eos", 6
 	n := 1500 // about a minute in make test; MOONMQ_SOAK copies more
 	if os.Getenv("MOONMQ_SOAK") != "" {
-		n = 20000
+		n = 100000
 	}
 	createTopic(t, cl, in, partitions, 3, nil)
 	createTopic(t, cl, out, partitions, 3, nil)
