@@ -101,13 +101,13 @@ func TestExactlyOnceChainWithKills(t *testing.T) {
 		Flags: []string{"--transaction-state-partitions", "3", "--offsets-topic-partitions", "3"}})
 	cl, adm := c.Client()
 	const in, out, group, partitions = "eos-in", "eos-out", "eos", 6
-	n := 1500 // about a minute in make test; MOONMQ_SOAK copies more
+	n, budget := 1500, 4*time.Minute // about a minute in make test; MOONMQ_SOAK copies more
 	if os.Getenv("MOONMQ_SOAK") != "" {
-		n = 100000
+		n, budget = 100000, 30*time.Minute
 	}
 	createTopic(t, cl, in, partitions, 3, nil)
 	createTopic(t, cl, out, partitions, 3, nil)
-	ctx := ctxT(t, 4*time.Minute)
+	ctx := ctxT(t, budget)
 	for i := range n {
 		cl.Produce(ctx, &kgo.Record{Topic: in, Value: []byte(fmt.Sprintf("id-%05d", i))}, nil)
 	}
