@@ -103,7 +103,7 @@ func TestExactlyOnceChainWithKills(t *testing.T) {
 	const in, out, group, partitions = "eos-in", "eos-out", "eos", 6
 	n, budget := 1500, 4*time.Minute // about a minute in make test; MOONMQ_SOAK copies more
 	if os.Getenv("MOONMQ_SOAK") != "" {
-		n, budget = 100000, 30*time.Minute
+		n, budget = 1000000, 30*time.Minute
 	}
 	createTopic(t, cl, in, partitions, 3, nil)
 	createTopic(t, cl, out, partitions, 3, nil)
