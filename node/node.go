@@ -246,7 +246,10 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	fds := planDescriptors(cfg.MaxConnections)
 	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, Clock: cfg.Clock, OnFsync: storage.ObserveFsync,
-		Replicated: cluster.Clustered(), FS: cfg.partitionFS,
+		// Each transaction waits for three rounds on its __transaction_state
+		// partition one after another: no window there.
+		NoGroupCommitWindow: func(topic string) bool { return topic == txncoord.Topic },
+		Replicated:          cluster.Clustered(), FS: cfg.partitionFS,
 		OnOnline: func(tp replica.TopicPartition) {
 			if rec := healed.Load(); rec != nil {
 				rec.rehost(tp)

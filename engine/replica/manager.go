@@ -91,6 +91,11 @@ type Options struct {
 	// GroupCommitWindow is every partition's log.Options.GroupCommitWindow:
 	// the shortest time between two fsync rounds of one partition.
 	GroupCommitWindow time.Duration
+	// NoGroupCommitWindow names the topics whose logs fsync back to back
+	// instead (nil: none): the transaction coordinator's, whose writes come
+	// one after another within each transaction, each waited for, so a
+	// window would only add its length to every transaction's latency.
+	NoGroupCommitWindow func(topic string) bool
 	// OnFsync observes every partition's fsync rounds (see log.Options).
 	OnFsync func(d time.Duration, appends uint64)
 	// ProducerIDExpiration forgets an idempotent producer's sequences when

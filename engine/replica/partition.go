@@ -119,7 +119,7 @@ func logOptions(tp TopicPartition, cfg topicconfig.Config, opts Options) log.Opt
 		FlushAlways:        cfg.FlushAlways,
 		FlushInterval:      cfg.FlushInterval,
 		FlushMessages:      cfg.FlushMessages,
-		GroupCommitWindow:  opts.GroupCommitWindow,
+		GroupCommitWindow:  groupCommitWindow(tp, opts),
 		FS:                 opts.FS,
 		Files:              opts.Files,
 		Logger:             opts.Logger.With("topic", tp.Topic, "partition", tp.Partition),
@@ -439,4 +439,13 @@ func (p *Partition) NotifyDurable(r ProduceResult, fn func(error)) {
 // the high watermark.
 func (p *Partition) Read(offset int64, maxBytes int) ([]byte, error) {
 	return p.log.Read(offset, maxBytes, p.HighWatermark())
+}
+
+// groupCommitWindow is the log's group-commit window: the node's, or none
+// for a topic Options.NoGroupCommitWindow names.
+func groupCommitWindow(tp TopicPartition, opts Options) time.Duration {
+	if opts.NoGroupCommitWindow != nil && opts.NoGroupCommitWindow(tp.Topic) {
+		return 0
+	}
+	return opts.GroupCommitWindow
 }
