@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/clock"
+	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/txn"
 )
 
@@ -391,4 +393,15 @@ func TestZeroMaxMessageBytesIsTheDefaultEverywhere(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.Append(producerBatch(-1, -1, -1, "a"))
 	require.NoError(t, err)
+}
+
+// The topics NoGroupCommitWindow names fsync back to back; others keep the
+// node's window.
+func TestNoGroupCommitWindow(t *testing.T) {
+	opts := Options{GroupCommitWindow: time.Millisecond, NoGroupCommitWindow: func(topic string) bool { return topic == "__txns" },
+		Logger: slog.New(slog.DiscardHandler)}
+	require.Equal(t, time.Duration(0), logOptions(TopicPartition{Topic: "__txns"}, topicconfig.Config{}, opts).GroupCommitWindow)
+	require.Equal(t, time.Millisecond, logOptions(TopicPartition{Topic: "orders"}, topicconfig.Config{}, opts).GroupCommitWindow)
+	opts.NoGroupCommitWindow = nil
+	require.Equal(t, time.Millisecond, logOptions(TopicPartition{Topic: "__txns"}, topicconfig.Config{}, opts).GroupCommitWindow)
 }
