@@ -970,9 +970,20 @@ func (c *Controller) AlterPartition(ctx context.Context, req metadata.AlterParti
 }
 
 func (c *Controller) alterPartitionLocal(ctx context.Context, req metadata.AlterPartitionRequest) (metadata.Partition, uint64, error) {
+	return c.commitPartition(ctx, "alter partition", req.Partition, func(st *state, eligible func(int32) bool) ([]record, metadata.Partition, error) {
+		return planAlterPartition(st, req, eligible)
+	})
+}
+
+// commitPartition commits the change plan makes to one partition (given
+// the brokers eligible for its ISR and leadership) and returns the
+// partition as committed, with the index to await; a plan that changes
+// nothing returns the partition as it is, with index 0.
+func (c *Controller) commitPartition(ctx context.Context, what string, partition int32,
+	plan func(st *state, eligible func(int32) bool) ([]record, metadata.Partition, error)) (metadata.Partition, uint64, error) {
 	var cur metadata.Partition
-	res, index, err := c.commit(ctx, "alter partition", func(st *state) ([]record, error) {
-		recs, p, err := planAlterPartition(st, req, eligibleIn(st, c.liveIn(st)))
+	res, index, err := c.commit(ctx, what, func(st *state) ([]record, error) {
+		recs, p, err := plan(st, eligibleIn(st, c.liveIn(st)))
 		cur = p
 		return recs, err
 	})
@@ -982,7 +993,7 @@ func (c *Controller) alterPartitionLocal(ctx context.Context, req metadata.Alter
 	if index == 0 || res == nil || res.topic == nil {
 		return cur, 0, nil
 	}
-	return res.topic.Partitions[req.Partition].Clone(), index, nil
+	return res.topic.Partitions[partition].Clone(), index, nil
 }
 
 // ReportReplicaStorage records what broker says of the storage of its
@@ -1006,19 +1017,9 @@ func (c *Controller) ReportReplicaStorage(ctx context.Context, broker int32, top
 }
 
 func (c *Controller) reportReplicaStorageLocal(ctx context.Context, a replicaStorageArgs) (metadata.Partition, uint64, error) {
-	var cur metadata.Partition
-	res, index, err := c.commit(ctx, "report replica storage", func(st *state) ([]record, error) {
-		recs, p, err := planReplicaStorage(st, a, eligibleIn(st, c.liveIn(st)))
-		cur = p
-		return recs, err
+	return c.commitPartition(ctx, "report replica storage", a.Partition, func(st *state, eligible func(int32) bool) ([]record, metadata.Partition, error) {
+		return planReplicaStorage(st, a, eligible)
 	})
-	if err != nil {
-		return metadata.Partition{}, 0, err
-	}
-	if index == 0 || res == nil || res.topic == nil {
-		return cur, 0, nil
-	}
-	return res.topic.Partitions[a.Partition].Clone(), index, nil
 }
 
 // ControlledShutdown moves every leadership of broker id to another ISR

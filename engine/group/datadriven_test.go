@@ -182,57 +182,11 @@ func (h *ddHarness) run(t *testing.T, td *datadriven.TestData) string {
 	case "commit":
 		req := CommitRequest{Group: group, Version: int16(a.int("version", 8)), Generation: int32(a.int("gen", -1)),
 			MemberID: a.str("member", "")}
-		for _, kv := range a.list("offsets", "") {
-			tp, off, _ := strings.Cut(kv, "=")
-			topic, part, _ := strings.Cut(tp, "/")
-			o, _ := strconv.ParseInt(off, 10, 64)
-			p, _ := strconv.Atoi(part)
-			i := slices.IndexFunc(req.Topics, func(ct CommitTopic) bool { return ct.Topic == topic })
-			if i < 0 {
-				req.Topics, i = append(req.Topics, CommitTopic{Topic: topic}), len(req.Topics)
-			}
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, CommitPartition{Partition: int32(p), Offset: o, LeaderEpoch: -1, Timestamp: -1})
-		}
-		coordtest.Park(h.Harness, "commit", h.c.CommitOffsets(req), func(errs [][]error, err error) string {
-			var out []string
-			for i, t := range req.Topics {
-				for j, p := range t.Partitions {
-					e := err
-					if len(errs) > i && errs[i][j] != nil {
-						e = errs[i][j]
-					}
-					out = append(out, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(e)))
-				}
-			}
-			return strings.Join(out, " ")
-		})
+		h.parkCommit("commit", req, a)
 	case "txn-commit":
 		req := CommitRequest{Group: group, Version: 3, Generation: int32(a.int("gen", -1)), MemberID: a.str("member", ""),
 			Producer: &TxnProducer{ID: int64(a.int("pid", 7)), Epoch: int16(a.int("epoch", 0))}}
-		for _, kv := range a.list("offsets", "") {
-			tp, off, _ := strings.Cut(kv, "=")
-			topic, part, _ := strings.Cut(tp, "/")
-			o, _ := strconv.ParseInt(off, 10, 64)
-			p, _ := strconv.Atoi(part)
-			i := slices.IndexFunc(req.Topics, func(ct CommitTopic) bool { return ct.Topic == topic })
-			if i < 0 {
-				req.Topics, i = append(req.Topics, CommitTopic{Topic: topic}), len(req.Topics)
-			}
-			req.Topics[i].Partitions = append(req.Topics[i].Partitions, CommitPartition{Partition: int32(p), Offset: o, LeaderEpoch: -1, Timestamp: -1})
-		}
-		coordtest.Park(h.Harness, "txn-commit", h.c.CommitOffsets(req), func(errs [][]error, err error) string {
-			var out []string
-			for i, t := range req.Topics {
-				for j, p := range t.Partitions {
-					e := err
-					if len(errs) > i && errs[i][j] != nil {
-						e = errs[i][j]
-					}
-					out = append(out, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(e)))
-				}
-			}
-			return strings.Join(out, " ")
-		})
+		h.parkCommit("txn-commit", req, a)
 	case "marker":
 		p := PartitionFor(group, h.log.Partitions())
 		m := coord.Marker{ProducerID: int64(a.int("pid", 7)), Epoch: int16(a.int("epoch", 0)), Commit: a.str("result", "commit") == "commit"}
@@ -306,6 +260,35 @@ func (h *ddHarness) run(t *testing.T, td *datadriven.TestData) string {
 		td.Fatalf(t, "unknown command %q", td.Cmd)
 	}
 	return h.Output(result)
+}
+
+// parkCommit fills req with the offsets= argument (topic/partition=offset,
+// ...) and parks the commit under name, printing each partition's answer.
+func (h *ddHarness) parkCommit(name string, req CommitRequest, a ddArgs) {
+	for _, kv := range a.list("offsets", "") {
+		tp, off, _ := strings.Cut(kv, "=")
+		topic, part, _ := strings.Cut(tp, "/")
+		o, _ := strconv.ParseInt(off, 10, 64)
+		p, _ := strconv.Atoi(part)
+		i := slices.IndexFunc(req.Topics, func(ct CommitTopic) bool { return ct.Topic == topic })
+		if i < 0 {
+			req.Topics, i = append(req.Topics, CommitTopic{Topic: topic}), len(req.Topics)
+		}
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, CommitPartition{Partition: int32(p), Offset: o, LeaderEpoch: -1, Timestamp: -1})
+	}
+	coordtest.Park(h.Harness, name, h.c.CommitOffsets(req), func(errs [][]error, err error) string {
+		var out []string
+		for i, t := range req.Topics {
+			for j, p := range t.Partitions {
+				e := err
+				if len(errs) > i && errs[i][j] != nil {
+					e = errs[i][j]
+				}
+				out = append(out, fmt.Sprintf("%s/%d=%s", t.Topic, p.Partition, errName(e)))
+			}
+		}
+		return strings.Join(out, " ")
+	})
 }
 
 func (h *ddHarness) describe(group string) string {
