@@ -365,36 +365,15 @@ func (p *Partition) AppendAsFollower(records []byte) (ProduceResult, error) {
 	u := p.producers.Begin(txn.OriginReplication)
 	transactional := false
 	for i, h := range headers {
-		b, ok, err := txnBatch(h, batches[i], h.BaseOffset)
-		if err != nil {
-			p.opts.Logger.Warn("control batch from the leader not understood; producer state skips it", "topic", p.tp.Topic,
-				"partition", p.tp.Partition, "offset", h.BaseOffset, "err", err)
-			continue
-		}
-		if !ok || h.ProducerID < 0 {
-			continue
-		}
-		transactional = transactional || h.IsTransactional()
-		if _, err := u.Add(b, nil); err != nil {
-			return ProduceResult{}, fmt.Errorf("%s-%d: batch from the leader at offset %d: %w", p.tp.Topic, p.tp.Partition, h.BaseOffset, err)
-		}
+		transactional = p.stageStored(u, h, batches[i]) || transactional
 	}
 	res, err := p.log.AppendReplicatedWith(batches, toLogAborted(u.Aborted()))
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	if res.Rolled {
-		p.snapshotAtRoll(res.BaseOffset)
-	}
-	p.producers.Apply(u)
-	if transactional {
-		p.publishStable()
-	}
+	p.applyAppended(res, u, transactional)
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: -1, LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}
-	for i, h := range headers {
-		out.Records += int(h.NumRecords)
-		out.Bytes += len(batches[i])
-	}
+	out.count(batches, headers)
 	return out, nil
 }
 

@@ -177,15 +177,7 @@ func (p *Partition) loadProducers() error {
 	if from < leo {
 		u := p.producers.Begin(txn.OriginReplication)
 		err := p.log.VerifiedBatches(from, func(h batch.Header, raw []byte) bool {
-			b, ok, err := txnBatch(h, raw, h.BaseOffset)
-			if err != nil {
-				p.opts.Logger.Warn("control batch not understood; producer state skips it", "topic", p.tp.Topic,
-					"partition", p.tp.Partition, "offset", h.BaseOffset, "err", err)
-				return true
-			}
-			if ok && h.ProducerID >= 0 {
-				_, _ = u.Add(b, nil) // origin Replication refuses nothing
-			}
+			p.stageStored(u, h, raw)
 			return true
 		})
 		if err != nil {

@@ -156,15 +156,7 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	if res.Rolled {
-		// A new segment: snapshot the producer state as of its base (this
-		// append is not applied yet), so recovery replays at most a segment.
-		p.snapshotAtRoll(res.BaseOffset)
-	}
-	p.producers.Apply(u)
-	if transactional {
-		p.publishStable()
-	}
+	p.applyAppended(res, u, transactional)
 	if replicated {
 		// The ISR learns the leader's new committed end once it is durable.
 		p.log.NotifyDurable(res.LastOffset, p.committed)
@@ -172,11 +164,50 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: spec.appendTime,
 		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset,
 		replicated: replicated, epoch: p.LeaderEpoch(), gen: p.log.Generation()}
-	for i, h := range headers {
-		out.Records += int(h.NumRecords)
-		out.Bytes += len(batches[i])
-	}
+	out.count(batches, headers)
 	return out, nil
+}
+
+// applyAppended applies update u once the log took its batches (res): at
+// a roll the producer snapshot as of the new segment's base comes first
+// (this append is not applied yet, so recovery replays at most a segment),
+// then the update, then the LSO view if transactions changed. Caller
+// holds p.mu.
+func (p *Partition) applyAppended(res log.AppendResult, u *txn.Update, transactional bool) {
+	if res.Rolled {
+		p.snapshotAtRoll(res.BaseOffset)
+	}
+	p.producers.Apply(u)
+	if transactional {
+		p.publishStable()
+	}
+}
+
+// count adds the records and bytes of the appended batches.
+func (r *ProduceResult) count(batches [][]byte, headers []batch.Header) {
+	for i, h := range headers {
+		r.Records += int(h.NumRecords)
+		r.Bytes += len(batches[i])
+	}
+}
+
+// stageStored stages a stored batch (the leader's, copied by a follower,
+// or the log's own, replayed) in an update of origin Replication, which
+// refuses nothing: the state follows what the log holds. It reports
+// whether the batch is transactional. A control batch that cannot be read
+// is skipped, with a warning.
+func (p *Partition) stageStored(u *txn.Update, h batch.Header, raw []byte) bool {
+	b, ok, err := txnBatch(h, raw, h.BaseOffset)
+	if err != nil {
+		p.opts.Logger.Warn("control batch not understood; producer state skips it", "topic", p.tp.Topic,
+			"partition", p.tp.Partition, "offset", h.BaseOffset, "err", err)
+		return false
+	}
+	if !ok || h.ProducerID < 0 {
+		return false
+	}
+	_, _ = u.Add(b, nil) // origin Replication refuses nothing
+	return h.IsTransactional()
 }
 
 func toLogAborted(in []txn.AbortedTxn) []log.AbortedTxn {
