@@ -320,13 +320,20 @@ func checkTxnProduce(headers []batch.Validated) error {
 // it at once when its epoch is already fenced here. Caller holds p.mu.
 func (p *Partition) startVerification(item txnItem) (*txn.Verification, error) {
 	h := item.header
+	return p.startGuard(h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+}
+
+// startGuard hands out the verification guard of producer (pid, epoch)
+// from sequence seq, refusing a leader that no longer takes writes or an
+// epoch already fenced here. Caller holds p.mu.
+func (p *Partition) startGuard(pid int64, epoch int16, seq int32) (*txn.Verification, error) {
 	if _, err := p.leaderWrite(); err != nil {
 		return nil, err
 	}
-	if cur, ok := p.producers.Epoch(h.ProducerID); ok && h.ProducerEpoch < cur {
-		return nil, fmt.Errorf("%w: producer %d epoch %d < current %d", txn.ErrInvalidEpoch, h.ProducerID, h.ProducerEpoch, cur)
+	if cur, ok := p.producers.Epoch(pid); ok && epoch < cur {
+		return nil, fmt.Errorf("%w: producer %d epoch %d < current %d", txn.ErrInvalidEpoch, pid, epoch, cur)
 	}
-	return p.producers.StartVerification(h.ProducerID, h.ProducerEpoch, h.BaseSequence, p.opts.Clock.Now().UnixMilli()), nil
+	return p.producers.StartVerification(pid, epoch, seq, p.opts.Clock.Now().UnixMilli()), nil
 }
 
 // appendTxnItem appends a queued or direct transactional produce with
@@ -454,10 +461,8 @@ func (p *Partition) StartTxnWrite(pid int64, epoch int16) (guard *txn.Verificati
 	if !p.producers.NeedsVerification(pid, epoch) {
 		return nil, false, nil
 	}
-	if cur, ok := p.producers.Epoch(pid); ok && epoch < cur {
-		return nil, false, fmt.Errorf("%w: producer %d epoch %d < current %d", txn.ErrInvalidEpoch, pid, epoch, cur)
-	}
-	return p.producers.StartVerification(pid, epoch, 0, p.opts.Clock.Now().UnixMilli()), true, nil
+	g, err := p.startGuard(pid, epoch, 0)
+	return g, err == nil, err
 }
 
 // AppendCoordinator appends one transactional batch a coordinator wrote
