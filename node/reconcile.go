@@ -341,15 +341,23 @@ func (r *reconciler) coordinateTxns(p int32, leads bool, epoch int32) {
 		txns.UnloadPartition(p)
 		return
 	}
-	tp := replica.TopicPartition{Topic: txncoord.Topic, Partition: p}
+	r.loadWhileLeading(replica.TopicPartition{Topic: txncoord.Topic, Partition: p}, "transactions",
+		func() error { return txns.LoadPartition(p, epoch) }, func() { txns.UnloadPartition(p) })
+}
+
+// loadWhileLeading runs a coordinator's load of partition tp (its replay)
+// off the reconciler's goroutine, and undoes it with unload if this node
+// no longer leads tp when it finishes (what names the coordinator's state
+// in the log). Alone, a node leads everything.
+func (r *reconciler) loadWhileLeading(tp replica.TopicPartition, what string, load func() error, unload func()) {
 	r.loads.Add(1)
 	go func() {
 		defer r.loads.Done()
-		if err := txns.LoadPartition(p, epoch); err != nil {
-			r.log.Warn("loading the transactions of a transaction state partition this node leads", "partition", p, "err", err)
+		if err := load(); err != nil {
+			r.log.Warn("loading the "+what+" of a partition this node leads", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 		}
 		if r.repl != nil && !r.repl.leads(tp) {
-			txns.UnloadPartition(p)
+			unload()
 		}
 	}()
 }
@@ -368,17 +376,8 @@ func (r *reconciler) coordinate(p int32, leads bool) {
 		coord.UnloadPartition(p)
 		return
 	}
-	tp := replica.TopicPartition{Topic: group.OffsetsTopic, Partition: p}
-	r.loads.Add(1)
-	go func() {
-		defer r.loads.Done()
-		if err := coord.LoadPartition(p); err != nil {
-			r.log.Warn("loading the groups of an offsets partition this node leads", "partition", p, "err", err)
-		}
-		if !r.repl.leads(tp) {
-			coord.UnloadPartition(p)
-		}
-	}()
+	r.loadWhileLeading(replica.TopicPartition{Topic: group.OffsetsTopic, Partition: p}, "groups",
+		func() error { return coord.LoadPartition(p) }, func() { coord.UnloadPartition(p) })
 }
 
 func (r *reconciler) removeTopic(name string) {
