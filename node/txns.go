@@ -15,7 +15,6 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/cluster/metadata"
-	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/net/httpapi"
@@ -176,8 +175,8 @@ func (l *txnLinks) Verify(ctx context.Context, txnID string, pid int64, epoch in
 	}
 	if id == l.nodeID {
 		if add {
-			err := firstErr(txns.AddPartitions(txnID, pid, epoch, tps, 2).Wait(ctx))
-			return nil, err
+			v, err := txns.AddPartitions(txnID, pid, epoch, tps, 2).Wait(ctx)
+			return nil, errors.Join(err, v)
 		}
 		v, err := txns.VerifyPartitions(txnID, pid, epoch, tps).Wait(ctx)
 		if err != nil {
@@ -223,61 +222,12 @@ func (l *txnLinks) Verify(ctx context.Context, txnID string, pid int64, epoch in
 	return out, nil
 }
 
-// firstErr is a reply's own error unless waiting for it failed.
-func firstErr(own, wait error) error {
-	if wait != nil {
-		return wait
-	}
-	return own
-}
-
-// pidBlocks hands out producer ids from blocks the controller reserves.
-type pidBlocks struct {
-	ctrl       *controller.Controller
-	mu         sync.Mutex
-	next, last int64
-}
-
-const txnPIDBlock = 1000
-
-// Next implements txncoord.ProducerIDs.
-func (b *pidBlocks) Next(ctx context.Context) (int64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.next == 0 || b.next > b.last {
-		first, err := b.ctrl.AllocateProducerIDs(ctx, txnPIDBlock)
-		if err != nil {
-			return 0, err
-		}
-		b.next, b.last = first, first+txnPIDBlock-1
-	}
-	id := b.next
-	b.next++
-	return id, nil
-}
-
 // newTxns builds the transaction coordinator over the broker's partitions
 // of __transaction_state. It starts with what the reconciler hosts now
 // (startTxns); the reconciler loads and unloads partitions from then on.
 func newTxns(cfg txncoord.Config, ctrl *controller.Controller, b *replica.Manager, links *txnLinks) (*txncoord.Coordinator, error) {
-	store := &group.BrokerStorage{
-		Broker: b, Topic: txncoord.Topic, Configs: txncoord.TopicConfigs,
-		PartitionCount: func() int32 {
-			t, _ := ctrl.Topic(txncoord.Topic)
-			return int32(len(t.Partitions))
-		},
-		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
-			if err := b.CheckCapacity(int(n)); err != nil {
-				return fmt.Errorf("create %s: %w", txncoord.Topic, err)
-			}
-			_, err := ctrl.CreateTopic(ctx, txncoord.Topic, n, -1, configs, false)
-			if errors.Is(err, metadata.ErrTopicExists) {
-				return nil
-			}
-			return err
-		},
-	}
-	txns, err := txncoord.New(cfg, store, &pidBlocks{ctrl: ctrl}, links)
+	store := internalTopicStorage(ctrl, b, txncoord.Topic, txncoord.TopicConfigs)
+	txns, err := txncoord.New(cfg, store, &txncoord.IDBlocks{Reserve: ctrl.AllocateProducerIDs}, links)
 	if err != nil {
 		return nil, fmt.Errorf("transaction coordinator: %w", err)
 	}

@@ -101,23 +101,7 @@ func planDescriptors(maxConnections int) descriptorPlan {
 // once the reconciler hosts the partitions the metadata names, so the
 // offsets partitions are open.
 func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, rec *reconciler, b *replica.Manager, logger *slog.Logger) (*group.Coordinator, error) {
-	store := &group.BrokerStorage{
-		Broker: b,
-		PartitionCount: func() int32 {
-			t, _ := ctrl.Topic(group.OffsetsTopic)
-			return int32(len(t.Partitions))
-		},
-		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
-			if err := b.CheckCapacity(int(n)); err != nil {
-				return fmt.Errorf("create %s: %w", group.OffsetsTopic, err)
-			}
-			_, err := ctrl.CreateTopic(ctx, group.OffsetsTopic, n, -1, configs, false)
-			if errors.Is(err, metadata.ErrTopicExists) {
-				return nil
-			}
-			return err
-		},
-	}
+	store := internalTopicStorage(ctrl, b, group.OffsetsTopic, nil)
 	if reset {
 		if err := resetOffsetsTopic(ctrl, logger); err != nil {
 			return nil, err
@@ -140,6 +124,29 @@ func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, rec 
 	rec.attachGroups(coord)
 	coord.Start()
 	return coord, nil
+}
+
+// internalTopicStorage is a coordinator's storage over the broker's
+// partitions of its internal topic, created (with configs; nil: the
+// group coordinator's) through the controller.
+func internalTopicStorage(ctrl *controller.Controller, b *replica.Manager, topic string, configs map[string]string) *group.BrokerStorage {
+	return &group.BrokerStorage{
+		Broker: b, Topic: topic, Configs: configs,
+		PartitionCount: func() int32 {
+			t, _ := ctrl.Topic(topic)
+			return int32(len(t.Partitions))
+		},
+		CreateTopic: func(ctx context.Context, n int32, configs map[string]string) error {
+			if err := b.CheckCapacity(int(n)); err != nil {
+				return fmt.Errorf("create %s: %w", topic, err)
+			}
+			_, err := ctrl.CreateTopic(ctx, topic, n, -1, configs, false)
+			if errors.Is(err, metadata.ErrTopicExists) {
+				return nil
+			}
+			return err
+		},
+	}
 }
 
 // repairOffsetsTopic puts back the settings the coordinator creates

@@ -91,7 +91,7 @@ func (c *conn) handleInitProducerID(r *request) (kmsg.Response, func() kmsg.Resp
 	return nil, func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
 		defer cancel()
-		id, err := c.s.pids.allocate(ctx)
+		id, err := c.s.pids.Next(ctx)
 		if err != nil {
 			resp.ErrorCode = c.errCode(err)
 			return resp

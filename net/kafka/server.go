@@ -216,7 +216,7 @@ type Server struct {
 	ln          net.Listener
 	advHost     string
 	advPort     int32
-	pids        pidAllocator
+	pids        txncoord.IDBlocks // idempotent producers' ids
 	ctx         context.Context
 	cancel      context.CancelFunc
 	draining    chan struct{} // closed by Shutdown: stop reading, cut long polls short
@@ -269,7 +269,7 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
 		respBudget: newMemBudget(opts.MaxQueuedResponseBytes),
 	}
-	s.pids.meta = meta
+	s.pids.Reserve = meta.AllocateProducerIDs
 	return s, nil
 }
 
@@ -509,31 +509,4 @@ func (s *Server) Close() error {
 	s.parked.Wait()
 	s.bg.Wait()
 	return nil
-}
-
-// pidAllocator hands out producer ids from blocks reserved in the replicated
-// metadata, so ids stay unique across restarts without a raft round trip per
-// InitProducerId.
-type pidAllocator struct {
-	meta       Metadata
-	mu         sync.Mutex
-	next, last int64 // next id to give, last id of the block (inclusive)
-	have       bool
-}
-
-const pidBlockSize = 1000
-
-func (a *pidAllocator) allocate(ctx context.Context) (int64, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if !a.have || a.next > a.last {
-		first, err := a.meta.AllocateProducerIDs(ctx, pidBlockSize)
-		if err != nil {
-			return 0, err
-		}
-		a.next, a.last, a.have = first, first+pidBlockSize-1, true
-	}
-	id := a.next
-	a.next++
-	return id, nil
 }
