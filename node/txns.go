@@ -113,18 +113,48 @@ func (l *txnLinks) WriteMarkers(ctx context.Context, writes []txncoord.MarkerWri
 				req.Markers = append(req.Markers, m)
 			}
 			resp, err := l.writeMarkers(ctx, id, d.addr, req)
-			for k, i := range d.idx {
-				if err != nil {
+			var codes map[markerKey]int16
+			if err == nil {
+				codes = markerCodes(resp)
+			}
+			for _, i := range d.idx {
+				w := writes[i]
+				code, ok := codes[markerKey{w.ProducerID, w.TP}]
+				switch {
+				case err != nil:
 					results[i].Outcome, results[i].Err = txncoord.MarkerRetry, err
-					continue
+				case !ok:
+					// A peer that left a marker unanswered: ask again.
+					results[i].Outcome, results[i].Err = txncoord.MarkerRetry, errors.New("the partition's leader did not answer for its marker")
+				default:
+					results[i].Outcome, results[i].Err = markerOutcome(code), kerr.ErrorForCode(code)
 				}
-				code := resp.Markers[k].Topics[0].Partitions[0].ErrorCode
-				results[i].Outcome, results[i].Err = markerOutcome(code), kerr.ErrorForCode(code)
 			}
 		}()
 	}
 	wg.Wait()
 	return results
+}
+
+// markerKey names one marker's answer: its producer and partition.
+type markerKey struct {
+	pid int64
+	tp  txncoord.TP
+}
+
+// markerCodes indexes a WriteTxnMarkers answer by producer and partition,
+// so an answer shaped otherwise than the request (a peer's) is read by
+// name, never by position.
+func markerCodes(resp *kmsg.WriteTxnMarkersResponse) map[markerKey]int16 {
+	codes := map[markerKey]int16{}
+	for _, m := range resp.Markers {
+		for _, t := range m.Topics {
+			for _, p := range t.Partitions {
+				codes[markerKey{m.ProducerID, txncoord.TP{Topic: t.Topic, Partition: p.Partition}}] = p.ErrorCode
+			}
+		}
+	}
+	return codes
 }
 
 func (l *txnLinks) writeMarkers(ctx context.Context, id int32, addr string, req *kmsg.WriteTxnMarkersRequest) (*kmsg.WriteTxnMarkersResponse, error) {
@@ -176,7 +206,17 @@ func (l *txnLinks) Verify(ctx context.Context, txnID string, pid int64, epoch in
 	if id == l.nodeID {
 		if add {
 			v, err := txns.AddPartitions(txnID, pid, epoch, tps, 2).Wait(ctx)
-			return nil, errors.Join(err, v)
+			if err != nil {
+				return nil, err // the wait failed
+			}
+			if v != nil {
+				return nil, v // the coordinator's answer, for every partition
+			}
+			added := make(map[txncoord.TP]error, len(tps))
+			for _, tp := range tps {
+				added[tp] = nil
+			}
+			return added, nil
 		}
 		v, err := txns.VerifyPartitions(txnID, pid, epoch, tps).Wait(ctx)
 		if err != nil {
@@ -211,11 +251,19 @@ func (l *txnLinks) Verify(ctx context.Context, txnID string, pid int64, epoch in
 	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 		return nil, err
 	}
-	out := map[txncoord.TP]error{}
+	// Every partition asked has an answer: one the coordinator left out is
+	// not verified (a missing answer must never read as "in the
+	// transaction").
+	out := make(map[txncoord.TP]error, len(tps))
+	for _, tp := range tps {
+		out[tp] = fmt.Errorf("%w: the coordinator did not answer for %s-%d", txncoord.ErrUnavailable, tp.Topic, tp.Partition)
+	}
 	for _, rt := range resp.Transactions {
 		for _, tt := range rt.Topics {
 			for _, p := range tt.Partitions {
-				out[txncoord.TP{Topic: tt.Topic, Partition: p.Partition}] = kerr.ErrorForCode(p.ErrorCode)
+				if tp := (txncoord.TP{Topic: tt.Topic, Partition: p.Partition}); out[tp] != nil {
+					out[tp] = kerr.ErrorForCode(p.ErrorCode)
+				}
 			}
 		}
 	}

@@ -101,7 +101,7 @@ func (b *verifyBatch) run(pid int64, epoch int16, tps []txncoord.TP, dones []fun
 	for i, tp := range tps {
 		e := err
 		if e == nil {
-			e = res[tp]
+			e = answerFor(res, tp)
 		}
 		dones[i](b.c.produceVerifyError(e, b.version))
 	}
@@ -174,7 +174,7 @@ func verifyRetrying(ctx context.Context, v Verifier, txnID string, pid int64, ep
 		for _, tp := range tps {
 			e := err
 			if e == nil {
-				e = res[tp]
+				e = answerFor(res, tp)
 			}
 			if concurrentTxns(e) {
 				again = append(again, tp)
@@ -198,6 +198,16 @@ func verifyRetrying(ctx context.Context, v Verifier, txnID string, pid int64, ep
 		backoff = min(2*backoff, verifyRetryBackoffMax)
 		tps = again
 	}
+}
+
+// answerFor is a verification's answer for tp; a partition the answer
+// leaves out is not verified (never "in the transaction").
+func answerFor(res map[txncoord.TP]error, tp txncoord.TP) error {
+	e, ok := res[tp]
+	if !ok {
+		return fmt.Errorf("%w: no answer for %s-%d", txncoord.ErrUnavailable, tp.Topic, tp.Partition)
+	}
+	return e
 }
 
 func concurrentTxns(err error) bool {

@@ -134,7 +134,7 @@ func (c *conn) verifyOffsetsPartition(ctx context.Context, req *kmsg.TxnOffsetCo
 	// AddOffsetsToTxn.
 	res, err := verifyRetrying(ctx, v, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txncoord.TP{tp}, req.Version >= 5)
 	if err == nil {
-		err = res[tp]
+		err = answerFor(res, tp)
 	}
 	if err != nil {
 		switch code := c.errCode(err); code {
