@@ -224,6 +224,12 @@ func (c *Coordinator) PartitionFor(id string) (int32, error) {
 func (c *Coordinator) LoadPartition(p, epoch int32) error {
 	c.mu.Lock()
 	prev, loaded := c.epochs[p]
+	if loaded && epoch < prev {
+		// A load for an older leadership, finishing after a newer one's:
+		// its markers would carry a fenced coordinator epoch.
+		c.mu.Unlock()
+		return nil
+	}
 	c.epochs[p] = epoch
 	c.mu.Unlock()
 	if loaded && prev != epoch {
@@ -250,16 +256,6 @@ func (c *Coordinator) leaderEpoch(p int32) int32 {
 		return e
 	}
 	return c.store.LeaderEpoch(p)
-}
-
-// Status is nil when transactional id id is served here, else the error an
-// operation on it would get.
-func (c *Coordinator) Status(id string) error {
-	p, err := c.PartitionFor(id)
-	if err != nil {
-		return err
-	}
-	return c.rt.Status(p)
 }
 
 // Loading reports whether a partition this node leads is still replaying.

@@ -140,3 +140,18 @@ func TestEnsureTopicFailureIsUnavailable(t *testing.T) {
 	_, err = c.EnsureTopic(context.Background())
 	require.ErrorIs(t, err, ErrUnavailable)
 }
+
+// A load for an older leadership that finishes after a newer one's
+// changes nothing: markers keep the newer coordinator epoch.
+func TestLoadPartitionKeepsTheNewerEpoch(t *testing.T) {
+	c, err := New(Config{Partitions: 1, Logger: slog.New(slog.DiscardHandler)},
+		memStore{MemLog: coordtest.NewMemLog(), epoch: func() int32 { return 0 }}, fakePIDs{new(atomic.Int64)}, nil)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.EnsureTopic(context.Background())
+	require.NoError(t, err)
+	c.Start(nil)
+	require.NoError(t, c.LoadPartition(0, 5))
+	require.NoError(t, c.LoadPartition(0, 3))
+	require.Equal(t, int32(5), c.leaderEpoch(0))
+}
