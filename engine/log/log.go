@@ -69,6 +69,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -917,22 +918,17 @@ func (l *Log) runFlusher() {
 	}
 }
 
-// flushOnce is one fsync round: it snapshots the log end, fsyncs sealed
-// segments awaiting it, the directory if segment files were created, and the
-// active segment, then advances the durable mark to the snapshot. Appends
-// continue while it runs.
 // holds reports whether s is still one of the log's segments.
 func (l *Log) holds(s *segment) bool {
 	l.segMu.RLock()
 	defer l.segMu.RUnlock()
-	for _, x := range l.segments {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(l.segments, s)
 }
 
+// flushOnce is one fsync round: it snapshots the log end, fsyncs sealed
+// segments awaiting it, the directory if segment files were created, and the
+// active segment, then advances the durable mark to the snapshot. Appends
+// continue while it runs.
 func (l *Log) flushOnce() error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()

@@ -174,6 +174,7 @@ func (p *Partition) loadProducers() error {
 	if err := p.log.TruncateAbortedTxns(valid); err != nil {
 		return err
 	}
+	var lost []txn.AbortedTxn
 	if from < leo {
 		u := p.producers.Begin(txn.OriginReplication)
 		err := p.log.VerifiedBatches(from, func(h batch.Header, raw []byte) bool {
@@ -183,16 +184,17 @@ func (p *Partition) loadProducers() error {
 		if err != nil {
 			return err
 		}
-		var lost []txn.AbortedTxn
 		for _, a := range u.Aborted() {
 			if a.LastOffset >= valid {
 				lost = append(lost, a)
 			}
 		}
 		p.producers.Apply(u)
-		if err := p.log.AddAbortedTxns(toLogAborted(lost)); err != nil {
-			return err
-		}
+	}
+	// Always, even with nothing replayed: it completes the rebuild the
+	// truncation above began, so the next open trusts the index again.
+	if err := p.log.AddAbortedTxns(toLogAborted(lost)); err != nil {
+		return err
 	}
 	p.publishStable()
 	return nil
