@@ -812,7 +812,7 @@ func (b *Manager) expireProducers() {
 	for _, p := range b.Partitions() {
 		p.mu.Lock()
 		p.producers.Expire(now, b.opts.ProducerIDExpiration.Milliseconds())
-		if p.stable.Load() != nil {
+		if v := p.stable.Load(); v != nil && len(v.Unreplicated) > 0 {
 			p.publishStable() // forget completed transactions below the HW
 		}
 		p.mu.Unlock()

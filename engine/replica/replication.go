@@ -363,15 +363,14 @@ func (p *Partition) AppendAsFollower(records []byte) (ProduceResult, error) {
 	// transactions and aborted-transaction index as the leader and serves
 	// read_committed correctly the moment it leads.
 	u := p.producers.Begin(txn.OriginReplication)
-	transactional := false
 	for i, h := range headers {
-		transactional = p.stageStored(u, h, batches[i]) || transactional
+		p.stageStored(u, h, batches[i])
 	}
 	res, err := p.log.AppendReplicatedWith(batches, toLogAborted(u.Aborted()))
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	p.applyAppended(res, u, transactional)
+	p.applyAppended(res, u)
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: -1, LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset}
 	out.count(batches, headers)
 	return out, nil

@@ -116,7 +116,6 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 	// them.
 	off := p.log.LogEndOffset()
 	u := p.producers.Begin(spec.origin)
-	transactional := false
 	for i, h := range headers {
 		b, ok, err := txnBatch(h, batches[i], off)
 		if err != nil {
@@ -132,7 +131,6 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 		if b.Marker != nil {
 			b.Marker.TV2 = spec.tv2
 		}
-		transactional = transactional || h.IsTransactional()
 		dup, err := u.Add(b, spec.guard)
 		if err != nil {
 			return ProduceResult{}, err
@@ -156,7 +154,7 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	p.applyAppended(res, u, transactional)
+	p.applyAppended(res, u)
 	if replicated {
 		// The ISR learns the leader's new committed end once it is durable.
 		p.log.NotifyDurable(res.LastOffset, p.committed)
@@ -173,12 +171,13 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 // (this append is not applied yet, so recovery replays at most a segment),
 // then the update, then the LSO view if transactions changed. Caller
 // holds p.mu.
-func (p *Partition) applyAppended(res log.AppendResult, u *txn.Update, transactional bool) {
+func (p *Partition) applyAppended(res log.AppendResult, u *txn.Update) {
 	if res.Rolled {
 		p.snapshotAtRoll(res.BaseOffset)
 	}
+	changed := u.ChangesStable()
 	p.producers.Apply(u)
-	if transactional {
+	if changed {
 		p.publishStable()
 	}
 }
@@ -193,21 +192,17 @@ func (r *ProduceResult) count(batches [][]byte, headers []batch.Header) {
 
 // stageStored stages a stored batch (the leader's, copied by a follower,
 // or the log's own, replayed) in an update of origin Replication, which
-// refuses nothing: the state follows what the log holds. It reports
-// whether the batch is transactional. A control batch that cannot be read
-// is skipped, with a warning.
-func (p *Partition) stageStored(u *txn.Update, h batch.Header, raw []byte) bool {
+// refuses nothing: the state follows what the log holds. A control batch that cannot be read is skipped, with a warning.
+func (p *Partition) stageStored(u *txn.Update, h batch.Header, raw []byte) {
 	b, ok, err := txnBatch(h, raw, h.BaseOffset)
 	if err != nil {
 		p.opts.Logger.Warn("control batch not understood; producer state skips it", "topic", p.tp.Topic,
 			"partition", p.tp.Partition, "offset", h.BaseOffset, "err", err)
-		return false
+		return
 	}
-	if !ok || h.ProducerID < 0 {
-		return false
+	if ok && h.ProducerID >= 0 {
+		_, _ = u.Add(b, nil) // origin Replication refuses nothing
 	}
-	_, _ = u.Add(b, nil) // origin Replication refuses nothing
-	return h.IsTransactional()
 }
 
 func toLogAborted(in []txn.AbortedTxn) []log.AbortedTxn {
@@ -510,14 +505,6 @@ func (p *Partition) Producers() ([]txn.ProducerInfo, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.producers.Producers(), nil
-}
-
-// OpenTransactions returns, by producer id, the first offset of each
-// transaction open on the partition (DescribeProducers, metrics).
-func (p *Partition) OpenTransactions() map[int64]int64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.producers.OpenTransactions()
 }
 
 // abortedIn lists the aborted transactions a read_committed consumer

@@ -262,6 +262,8 @@ type Update struct {
 	// entries.
 	completed []CompletedTxn
 	aborted   []AbortedTxn
+	// opened: a transaction starts on the partition in this update.
+	opened bool
 }
 
 // Begin starts an update of appends from origin.
@@ -340,6 +342,7 @@ func (u *Update) Add(b Batch, guard *Verification) (dup *BatchInfo, err error) {
 	}
 	if b.Transactional && p.txnFirst < 0 {
 		p.txnFirst = b.BaseOffset
+		u.opened = true
 	}
 	p.lastTimestamp = max(p.lastTimestamp, b.MaxTimestamp)
 	if b.Transactional {
@@ -492,5 +495,9 @@ func (s *ProducerState) Apply(u *Update) {
 		s.producers[id] = p
 	}
 	s.unreplicated = append(s.unreplicated, u.completed...)
-	u.touched, u.completed, u.aborted = nil, nil, nil
+	u.touched, u.completed, u.aborted, u.opened = nil, nil, nil, false
 }
+
+// ChangesStable reports whether the update opens or ends a transaction:
+// only then does the view the last stable offset comes from change.
+func (u *Update) ChangesStable() bool { return u.opened || len(u.completed) > 0 }

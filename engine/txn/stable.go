@@ -58,18 +58,6 @@ func (s *ProducerState) OnHighWatermark(hw int64) {
 	s.unreplicated = slices.DeleteFunc(s.unreplicated, func(c CompletedTxn) bool { return c.LastOffset < hw })
 }
 
-// OpenTransactions returns, by producer id, the first offset of each
-// transaction open on the partition.
-func (s *ProducerState) OpenTransactions() map[int64]int64 {
-	out := map[int64]int64{}
-	for id, p := range s.producers {
-		if p.txnFirst >= 0 {
-			out[id] = p.txnFirst
-		}
-	}
-	return out
-}
-
 // LastStable is the last stable offset for high watermark hw and log start
 // logStart (Kafka's UnifiedLog.lastStableOffset): the first offset of the
 // earliest transaction still open, or completed with its marker at or above
