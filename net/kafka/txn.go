@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -152,7 +151,7 @@ func (c *conn) handleAddPartitionsToTxn(r *request) (kmsg.Response, func() kmsg.
 	}
 	return nil, func() kmsg.Response {
 		v, err := waitTxn(c, txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, tps, 0))
-		code := fencedCode(c.errCode(errors.Join(err, v)), req.Version, 2)
+		code := fencedCode(c.errCode(firstErr(v, err)), req.Version, 2)
 		answer(func(txncoord.TP) int16 { return code })
 		return resp
 	}
@@ -233,14 +232,14 @@ func (c *conn) addPartitionsBroker(req *kmsg.AddPartitionsToTxnRequest, resp *km
 			case w.settled:
 			case w.add != nil:
 				v, err := waitTxn(c, w.add)
-				code := c.errCode(errors.Join(err, v))
+				code := c.errCode(firstErr(v, err))
 				for _, tp := range w.tps {
 					w.codes[tp] = code
 				}
 			default:
 				v, err := waitTxn(c, w.verify)
 				for _, tp := range w.tps {
-					perr := errors.Join(err, v.Err)
+					perr := firstErr(v.Err, err)
 					if perr == nil {
 						perr = v.Partitions[tp]
 					}
@@ -270,7 +269,7 @@ func (c *conn) handleAddOffsetsToTxn(r *request) (kmsg.Response, func() kmsg.Res
 	tp := txncoord.TP{Topic: group.OffsetsTopic, Partition: coord.PartitionFor(req.Group, int32(len(t.Partitions)))}
 	return nil, func() kmsg.Response {
 		v, err := waitTxn(c, txns.AddPartitions(req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txncoord.TP{tp}, 0))
-		resp.ErrorCode = fencedCode(c.errCode(errors.Join(err, v)), req.Version, 2)
+		resp.ErrorCode = fencedCode(c.errCode(firstErr(v, err)), req.Version, 2)
 		return resp
 	}
 }
@@ -305,10 +304,10 @@ func (c *conn) handleEndTxn(r *request) (kmsg.Response, func() kmsg.Response) {
 		// finding this one still completing (CONCURRENT_TRANSACTIONS,
 		// retries) and lets read_committed consumers see a committed
 		// transaction as soon as its producer does.
-		t := time.NewTimer(endTxnSettleWait)
+		t := c.s.opts.Clock.NewTimer(endTxnSettleWait)
 		select {
 		case <-txns.Settled(req.TransactionalID):
-		case <-t.C:
+		case <-t.C():
 		case <-ctx.Done():
 		}
 		t.Stop()

@@ -29,8 +29,12 @@ import (
 //     (*Server).WriteTxnMarkers, the same without a network hop, for the
 //     coordinator on this node). Markers are acks=all writes.
 
-// maxMarkerPartitions bounds the partition markers of one WriteTxnMarkers.
-const maxMarkerPartitions = 10000
+// maxMarkerPartitions bounds the partition markers of one WriteTxnMarkers,
+// and markerWriters how many of them are written at once.
+const (
+	maxMarkerPartitions = 10000
+	markerWriters       = 32
+)
 
 func (c *conn) handleTxnOffsetCommit(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.TxnOffsetCommitRequest)
@@ -190,6 +194,9 @@ func (s *Server) WriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 	ctx, cancel := context.WithTimeout(ctx, txnWait)
 	defer cancel()
 	var wg sync.WaitGroup
+	// The partitions' markers are written and waited for in parallel, a
+	// bounded number at a time: a request may name thousands.
+	slots := make(chan struct{}, markerWriters)
 	resp.Markers = make([]kmsg.WriteTxnMarkersResponseMarker, len(req.Markers))
 	for i, m := range req.Markers {
 		rm := &resp.Markers[i]
@@ -210,8 +217,10 @@ func (s *Server) WriteTxnMarkers(ctx context.Context, req *kmsg.WriteTxnMarkersR
 					continue
 				}
 				wg.Add(1)
+				slots <- struct{}{}
 				go func() {
 					defer wg.Done()
+					defer func() { <-slots }()
 					rp.ErrorCode = s.errCode(s.writeMarker(ctx, m, t.Topic, p), "api", "WriteTxnMarkers")
 				}()
 			}
