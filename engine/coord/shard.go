@@ -94,18 +94,12 @@ func (s *Shard) release(off int64, err error) {
 // now. It is for operations only: the State applies what it appended in
 // the same operation, so memory follows log order.
 func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err error) {
-	if !s.inOp {
-		return 0, errors.New("coord: Append outside an operation")
+	if err := s.writable("Append"); err != nil {
+		return 0, err
 	}
-	if s.status != statusActive {
-		return 0, fmt.Errorf("%w: %s-%d is not served", ErrUnavailable, s.cfg.Topic, s.p)
-	}
-	if s.lastErr != nil {
-		return 0, fmt.Errorf("%w: %s-%d is to be replayed after a failed append: %v", ErrUnavailable, s.cfg.Topic, s.p, s.lastErr)
-	}
-	b := buildBatch(now.UnixMilli(), recs)
-	if len(b) > s.cfg.MaxBatchBytes {
-		return 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
+	b, err := s.buildBatch(now, -1, -1, -1, recs)
+	if err != nil {
+		return 0, err
 	}
 	last, err = s.store.Append(s.p, b)
 	if err != nil {
@@ -146,14 +140,11 @@ func (s *Shard) AppendTxn(now time.Time, pid int64, epoch int16, recs []batch.Re
 	if err != nil {
 		return 0, 0, err
 	}
-	for i := range recs {
-		recs[i].OffsetDelta = int32(i)
-	}
-	b := batch.Build(batch.Header{Attributes: batch.TransactionalBit,
-		FirstTimestamp: now.UnixMilli(), MaxTimestamp: now.UnixMilli(),
-		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: 0, PartitionLeaderEpoch: -1}, recs)
-	if len(b) > s.cfg.MaxBatchBytes {
-		return 0, 0, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
+	// Sequence 0, as Kafka's coordinators number their transactional
+	// batches (the partition checks no sequences for them).
+	b, err := s.buildBatch(now, pid, epoch, 0, recs)
+	if err != nil {
+		return 0, 0, err
 	}
 	last, err = ts.AppendTxn(s.p, b, guard)
 	if errors.Is(err, ErrRefused) {
@@ -184,20 +175,29 @@ func (s *Shard) AppendMarker(m Marker) (offset int64, err error) {
 }
 
 func (s *Shard) txnStorage() (TxnStorage, error) {
-	if !s.inOp {
-		return nil, errors.New("coord: transactional append outside an operation")
-	}
-	if s.status != statusActive {
-		return nil, fmt.Errorf("%w: %s-%d is not served", ErrUnavailable, s.cfg.Topic, s.p)
-	}
-	if s.lastErr != nil {
-		return nil, fmt.Errorf("%w: %s-%d is to be replayed after a failed append: %v", ErrUnavailable, s.cfg.Topic, s.p, s.lastErr)
+	if err := s.writable("a transactional append"); err != nil {
+		return nil, err
 	}
 	ts, ok := s.store.(TxnStorage)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s-%d: its storage does not take transactional writes", ErrUnavailable, s.cfg.Topic, s.p)
 	}
 	return ts, nil
+}
+
+// writable says why the shard cannot append now (what names the caller),
+// or nil: appends happen inside an operation, on a served shard that has
+// not failed an append since its replay.
+func (s *Shard) writable(what string) error {
+	switch {
+	case !s.inOp:
+		return fmt.Errorf("coord: %s outside an operation", what)
+	case s.status != statusActive:
+		return fmt.Errorf("%w: %s-%d is not served", ErrUnavailable, s.cfg.Topic, s.p)
+	case s.lastErr != nil:
+		return fmt.Errorf("%w: %s-%d is to be replayed after a failed append: %v", ErrUnavailable, s.cfg.Topic, s.p, s.lastErr)
+	}
+	return nil
 }
 
 // appendFailed notes a failed append: the shard is replayed before it
@@ -208,13 +208,21 @@ func (s *Shard) appendFailed(err error) error {
 }
 
 // buildBatch wraps records in an uncompressed RecordBatch v2 stamped with
-// nowMs, as a broker writes its own internal records.
-func buildBatch(nowMs int64, recs []batch.Record) []byte {
+// now, as a broker writes its own internal records: a transactional batch
+// of producer (pid, epoch) from sequence seq, or a plain one (pid -1).
+// It must fit Config.MaxBatchBytes.
+func (s *Shard) buildBatch(now time.Time, pid int64, epoch int16, seq int32, recs []batch.Record) ([]byte, error) {
 	for i := range recs {
 		recs[i].OffsetDelta = int32(i)
 	}
-	return batch.Build(batch.Header{
-		FirstTimestamp: nowMs, MaxTimestamp: nowMs,
-		ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, PartitionLeaderEpoch: -1,
-	}, recs)
+	h := batch.Header{FirstTimestamp: now.UnixMilli(), MaxTimestamp: now.UnixMilli(),
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, PartitionLeaderEpoch: -1}
+	if pid >= 0 {
+		h.Attributes = batch.TransactionalBit
+	}
+	b := batch.Build(h, recs)
+	if len(b) > s.cfg.MaxBatchBytes {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrBatchTooLarge, len(b), s.cfg.MaxBatchBytes)
+	}
+	return b, nil
 }
