@@ -174,6 +174,8 @@ func (s *Shard) AppendMarker(m Marker) (offset int64, err error) {
 	return offset, nil
 }
 
+// txnStorage is the storage of a transactional write, once the shard may
+// append.
 func (s *Shard) txnStorage() (TxnStorage, error) {
 	if err := s.writable("a transactional append"); err != nil {
 		return nil, err

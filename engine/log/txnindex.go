@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/moonmq/moonmq/engine/batch"
 	"sort"
 )
 
@@ -135,11 +137,12 @@ func (l *Log) txnIndexPath(base int64) string {
 }
 
 // txnIndexReadLimit bounds what is read of a segment's index file of size
-// bytes, entries' markers in [base, end): one entry more than the range
-// has offsets (enough to tell why the decoder stops), never more than the
-// file holds nor maxTxnIndexMemory.
-func txnIndexReadLimit(size, base, end int64) int64 {
-	n := max(end-base, 0)
+// bytes, entries' markers in [base, end) of a segment of logBytes: one
+// entry more than the range can hold markers (each an offset and a batch
+// of at least a header; enough to tell why the decoder stops), never more
+// than the file holds nor maxTxnIndexMemory.
+func txnIndexReadLimit(size, base, end, logBytes int64) int64 {
+	n := min(max(end-base, 0), logBytes/batch.HeaderSize)
 	limit := int64(maxTxnIndexMemory)
 	if n < limit/txnEntrySize-1 {
 		limit = (n + 1) * txnEntrySize
@@ -287,7 +290,11 @@ func (l *Log) readTxnIndexFile(base, end int64) (txnIndexFile, txnCut, error) {
 	if err != nil {
 		return out, txnCutNone, fmt.Errorf("load %s: %w", path, err)
 	}
-	b := make([]byte, txnIndexReadLimit(size, base, end))
+	logBytes := int64(math.MaxInt64) // the segment is gone: the offsets bound it alone
+	if fi, err := l.st.fs.Stat(filepath.Join(l.dir, segmentFileName(base, logExt))); err == nil {
+		logBytes = fi.Size
+	}
+	b := make([]byte, txnIndexReadLimit(size, base, end, logBytes))
 	if n, err := f.ReadAt(b, 0); err != nil && n != len(b) {
 		return out, txnCutNone, fmt.Errorf("load %s: %w", path, err)
 	}
