@@ -83,7 +83,10 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/when":       nil,
 		"./internal/faultproxy": nil,
 		"./internal/history":    nil,
-		"./cluster/metadata":    nil,
+		// The metadata image carries ACL bindings in engine/acl's types;
+		// the authorizer itself is a leaf of pure decisions.
+		"./cluster/metadata": {"engine/acl"},
+		"./engine/acl":       nil,
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its

@@ -59,6 +59,13 @@ type conn struct {
 	lastActive atomic.Int64 // unix nanos of the last request read or reply written
 	pieces     []piece      // scratch for writeFetch; owned by the write loop
 
+	// principal is who the connection acts as ("User:ANONYMOUS" until a
+	// SASL exchange or a client certificate says otherwise); host is the
+	// client's IP, which ACLs match. Set before the first request other
+	// than the handshake's is handled; read-only after.
+	principal string
+	host      string
+
 	// refusedTxn is set once a transactional request was refused and
 	// logged: clients retry the refusal, the log says it once per
 	// connection. Read loop only.
@@ -67,11 +74,18 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), ctx: ctx, cancel: cancel,
+	c := &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), principal: AnonymousPrincipal, ctx: ctx, cancel: cancel,
 		out: newOutbox(s.opts.MaxInFlight), respBudget: newMemBudget(s.opts.ConnResponseBytes)}
+	c.host = c.peer
+	if h, _, err := net.SplitHostPort(c.peer); err == nil {
+		c.host = h
+	}
 	c.touch()
 	return c
 }
+
+// AnonymousPrincipal is who an unauthenticated connection acts as.
+const AnonymousPrincipal = "User:ANONYMOUS"
 
 func (c *conn) serve() {
 	c.s.log.Debug("connection opened", "peer", c.peer)
