@@ -103,6 +103,11 @@ var wireErrors = []struct {
 	{"ineligible_replica", metadata.ErrIneligibleReplica},
 	{"broker_not_available", metadata.ErrBrokerNotAvailable},
 	{"state_broken", ErrStateBroken},
+	{"resource_not_found", metadata.ErrResourceNotFound},
+	{"unsupported_sasl_mechanism", metadata.ErrUnsupportedSaslMechanism},
+	{"unacceptable_credential", metadata.ErrUnacceptableCredential},
+	{"duplicate_resource", metadata.ErrDuplicateResource},
+	{"unsupported_quota_entity", metadata.ErrUnsupportedQuotaEntity},
 	{"deadline_exceeded", context.DeadlineExceeded},
 	{"canceled", context.Canceled},
 }
@@ -276,6 +281,11 @@ var rpcHandlers = map[string]rpcHandler{
 	rpcControlledShutdown: handler((*Controller).controlledShutdownLocal),
 	// A broker's report on its replicas' storage (ReportReplicaStorage).
 	rpcReportReplicaStorage: handler((*Controller).reportReplicaStorageLocal),
+	// The security metadata (security.go).
+	rpcCreateACLs:            handler((*Controller).createACLsLocal),
+	rpcDeleteACLs:            handler((*Controller).deleteACLsLocal),
+	rpcAlterScramCredentials: handler((*Controller).alterScramLocal),
+	rpcAlterClientQuotas:     handler((*Controller).alterClientQuotasLocal),
 }
 
 func (c *Controller) dispatch(ctx context.Context, op string, args json.RawMessage) (any, uint64, error) {
