@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/net/kafka"
 )
@@ -24,22 +25,14 @@ type AuthzConfig struct {
 	ACLs func() ([]acl.Binding, uint64)
 }
 
-// aclSource is what the controller offers once it stores ACLs in the
-// metadata log (ACLs returns an immutable shared slice and a version that
-// changes with it).
-type aclSource interface {
-	ACLs() ([]acl.Binding, uint64)
-}
-
-// kafkaAuthz is the listener's authorization options; meta is the
-// controller (nil in Validate, before anything is open).
-func (c Config) kafkaAuthz(meta any) kafka.AuthzOptions {
+// kafkaAuthz is the listener's authorization options, reading the
+// controller's ACLs (an immutable shared slice and a version that changes
+// with it) unless the configuration names another source.
+func (c Config) kafkaAuthz(ctrl *controller.Controller) kafka.AuthzOptions {
 	o := kafka.AuthzOptions{Enabled: c.Authz.Enabled, SuperUsers: c.Authz.SuperUsers,
 		AllowEveryoneIfNoACL: c.Authz.AllowEveryoneIfNoACL, ACLs: c.Authz.ACLs}
 	if o.ACLs == nil {
-		if src, ok := meta.(aclSource); ok {
-			o.ACLs = src.ACLs
-		}
+		o.ACLs = ctrl.ACLs
 	}
 	return o
 }

@@ -360,8 +360,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	handedOver = true
 	ko := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
 	ko.Authz = cfg.kafkaAuthz(ctrl)
-	if ko.Authz.Enabled && ko.Authz.ACLs == nil {
-		n.log.Warn("ACLs are enforced but the metadata holds none: only super users are allowed", "superusers", cfg.Authz.SuperUsers)
+	if ko.Authz.Enabled {
+		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
+			"allow_everyone_if_no_acl_found", cfg.Authz.AllowEveryoneIfNoACL)
 	}
 	ks, err := kafka.Listen(ko, ctrl, b)
 	if err != nil {

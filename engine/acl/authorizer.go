@@ -1,6 +1,9 @@
 package acl
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Decision is the outcome of one authorization check, with why, so a
 // denial can be logged with its reason.
@@ -125,15 +128,16 @@ func denies(op Operation) uint32 {
 }
 
 // New builds an Authorizer. Bindings that could never match (unknown or
-// filter-only enum values, an empty resource name) are ignored: Validate
-// keeps them out of the metadata in the first place.
+// filter-only enum values, an empty resource name or host, a principal
+// without a type) are ignored: the controller refuses them in the first
+// place (cluster/metadata.ValidateACLBinding).
 func New(bindings []Binding, opts Options) *Authorizer {
 	a := &Authorizer{superUsers: make(map[string]bool, len(opts.SuperUsers)), allowNoACL: opts.AllowEveryoneIfNoACL}
 	for _, p := range opts.SuperUsers {
 		a.superUsers[p] = true
 	}
 	for _, b := range bindings {
-		if Validate(b) != nil {
+		if !usable(b) {
 			continue
 		}
 		a.byType[b.ResourceType] = append(a.byType[b.ResourceType], b)
@@ -187,6 +191,16 @@ func New(bindings []Binding, opts Options) *Authorizer {
 		}
 	}
 	return a
+}
+
+// usable reports whether b is a binding a check can match: concrete enum
+// values, a resource name, a host and a Type:Name principal.
+func usable(b Binding) bool {
+	return b.ResourceType >= ResourceTopic && b.ResourceType <= ResourceUser &&
+		(b.PatternType == PatternLiteral || b.PatternType == PatternPrefixed) &&
+		b.Operation >= OpAll && b.Operation <= OpDescribeTokens &&
+		(b.Permission == PermissionAllow || b.Permission == PermissionDeny) &&
+		b.ResourceName != "" && b.Host != "" && strings.Contains(b.Principal, ":")
 }
 
 func ruleFor(m map[string]*resourceRules, name string) *resourceRules {

@@ -299,7 +299,7 @@ func refAuthorize(bs []Binding, opts Options, principal, host string, op Operati
 	}
 	found, allowed := false, false
 	for _, b := range bs {
-		if Validate(b) != nil || b.ResourceType != rt {
+		if !usable(b) || b.ResourceType != rt {
 			continue
 		}
 		switch {
