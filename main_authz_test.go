@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,4 +41,25 @@ func TestAuthzFlags(t *testing.T) {
 	}
 	_, err = load(t, nil, []string{"MOONMQ_ALLOW_EVERYONE_IF_NO_ACL_FOUND=perhaps"})
 	require.ErrorContains(t, err, "MOONMQ_ALLOW_EVERYONE_IF_NO_ACL_FOUND")
+}
+
+// FuzzSuperusers: --superusers never panics, and what it accepts are
+// Type:Name principals without separators or blanks around them.
+func FuzzSuperusers(f *testing.F) {
+	for _, s := range []string{"User:admin", "User:a, User:b;Group:c", "", ",,", "admin", "User:", " : "} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ps, err := (&authzFlags{superUsers: s}).principals()
+		if err != nil {
+			return
+		}
+		for _, p := range ps {
+			typ, name, ok := strings.Cut(p, ":")
+			require.True(t, ok && typ != "" && name != "", "%q from %q", p, s)
+			require.NotContains(t, p, ",")
+			require.NotContains(t, p, ";")
+			require.Equal(t, strings.TrimSpace(p), p)
+		}
+	})
 }

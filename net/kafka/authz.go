@@ -43,8 +43,9 @@ type builtAuthorizer struct {
 }
 
 // authorizer is the Authorizer for the current ACLs, built once per
-// version. Two connections seeing a new version at once may both build
-// it; either result is the same.
+// version: the first request to see a new version builds it (under
+// authzBuild, so a change does not make every connection build its own
+// copy at once) and the others wait for it.
 func (s *Server) authorizer() *acl.Authorizer {
 	var (
 		bindings []acl.Binding
@@ -53,6 +54,11 @@ func (s *Server) authorizer() *acl.Authorizer {
 	if s.opts.Authz.ACLs != nil {
 		bindings, version = s.opts.Authz.ACLs()
 	}
+	if cur := s.authz.Load(); cur != nil && cur.version == version {
+		return cur.a
+	}
+	s.authzBuild.Lock()
+	defer s.authzBuild.Unlock()
 	if cur := s.authz.Load(); cur != nil && cur.version == version {
 		return cur.a
 	}

@@ -155,7 +155,7 @@ func TestAuthzProduceFetch(t *testing.T) {
 		{aliceCl, "orders", nil},
 		{aliceCl, "order-audit", kerr.TopicAuthorizationFailed}, // READ only
 		{aliceCl, "payments", kerr.TopicAuthorizationFailed},
-		{bobCl, "orders", nil},                              // wildcard ALL
+		{bobCl, "orders", nil},                             // wildcard ALL
 		{bobCl, "payments", kerr.TopicAuthorizationFailed}, // DENY overrides the wildcard ALLOW
 	} {
 		resp := send[*kmsg.ProduceResponse](t, r.who, produceReq(r.topic, "v"))

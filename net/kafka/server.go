@@ -240,6 +240,7 @@ type Server struct {
 	apiKeysOnce sync.Once
 	apiKeys     []kmsg.ApiVersionsResponseApiKey // what ApiVersions advertises (apiVersionKeys)
 	authz       atomic.Pointer[builtAuthorizer]  // the Authorizer of the latest ACLs seen (authz.go)
+	authzBuild  sync.Mutex                       // held while an Authorizer is built
 	// principalOf, set only by tests (export_test.go), names the
 	// principal of a new connection, standing in for authentication.
 	principalOf atomic.Pointer[func(net.Conn) string]
