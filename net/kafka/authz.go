@@ -14,6 +14,9 @@ import (
 	"iter"
 	"log/slog"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/moonmq/moonmq/engine/acl"
 )
 
@@ -162,4 +165,80 @@ func namesOf[T any](items []T, name func(*T) string) iter.Seq[string] {
 			}
 		}
 	}
+}
+
+// clusterGated are the APIs whose whole request needs one operation on
+// the cluster (Kafka's authorizeClusterOperation in KafkaApis/AclApis):
+// the security admin APIs. They are checked in dispatch, before their
+// handlers, so no handler can forget it.
+var clusterGated = map[int16]acl.Operation{
+	kmsg.DescribeACLs.Int16():                 acl.OpDescribe,
+	kmsg.CreateACLs.Int16():                   acl.OpAlter,
+	kmsg.DeleteACLs.Int16():                   acl.OpAlter,
+	kmsg.DescribeClientQuotas.Int16():         acl.OpDescribeConfigs,
+	kmsg.AlterClientQuotas.Int16():            acl.OpAlterConfigs,
+	kmsg.DescribeUserSCRAMCredentials.Int16(): acl.OpDescribe,
+	kmsg.AlterUserSCRAMCredentials.Int16():    acl.OpAlter,
+}
+
+// clusterGate answers a cluster-gated request the principal may not make
+// with CLUSTER_AUTHORIZATION_FAILED, shaped as Kafka's error response for
+// it (every item of the request refused); nil lets the handler run.
+func (c *conn) clusterGate(r *request) kmsg.Response {
+	op, gated := clusterGated[r.key]
+	if !gated || c.authz(r).cluster(op) {
+		return nil
+	}
+	code := kerr.ClusterAuthorizationFailed.Code
+	msg := kmsg.StringPtr("not authorized: " + op.String() + " on the cluster is needed")
+	resp := r.kreq.ResponseKind()
+	switch req := r.kreq.(type) {
+	case *kmsg.DescribeACLsRequest:
+		resp := resp.(*kmsg.DescribeACLsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+	case *kmsg.CreateACLsRequest:
+		resp := resp.(*kmsg.CreateACLsResponse)
+		for range req.Creations {
+			resp.Results = append(resp.Results, kmsg.CreateACLsResponseResult{ErrorCode: code, ErrorMessage: msg})
+		}
+	case *kmsg.DeleteACLsRequest:
+		resp := resp.(*kmsg.DeleteACLsResponse)
+		for range req.Filters {
+			resp.Results = append(resp.Results, kmsg.DeleteACLsResponseResult{ErrorCode: code, ErrorMessage: msg})
+		}
+	case *kmsg.DescribeClientQuotasRequest:
+		resp := resp.(*kmsg.DescribeClientQuotasResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+	case *kmsg.AlterClientQuotasRequest:
+		resp := resp.(*kmsg.AlterClientQuotasResponse)
+		for _, e := range req.Entries {
+			re := kmsg.AlterClientQuotasResponseEntry{ErrorCode: code, ErrorMessage: msg}
+			for _, part := range e.Entity {
+				re.Entity = append(re.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: part.Type, Name: part.Name})
+			}
+			resp.Entries = append(resp.Entries, re)
+		}
+	case *kmsg.DescribeUserSCRAMCredentialsRequest:
+		resp := resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+	case *kmsg.AlterUserSCRAMCredentialsRequest:
+		// One result per user named, as Kafka's error response.
+		resp := resp.(*kmsg.AlterUserSCRAMCredentialsResponse)
+		seen := map[string]bool{}
+		add := func(user string) {
+			if !seen[user] {
+				seen[user] = true
+				resp.Results = append(resp.Results, kmsg.AlterUserSCRAMCredentialsResponseResult{User: user, ErrorCode: code, ErrorMessage: msg})
+			}
+		}
+		for _, d := range req.Deletions {
+			add(d.Name)
+		}
+		for _, u := range req.Upsertions {
+			add(u.Name)
+		}
+	default:
+		return nil // a gated key always decodes to its request type
+	}
+	return resp
 }

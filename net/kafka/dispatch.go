@@ -173,7 +173,11 @@ func (c *conn) dispatch(r *request) {
 		resp kmsg.Response
 		park func() kmsg.Response
 	)
-	ok := c.guard(r, func() { resp, park = apis[r.key].handle(c, r) })
+	ok := c.guard(r, func() {
+		if resp = c.clusterGate(r); resp == nil { // authz.go: the APIs wholly gated by a cluster operation
+			resp, park = apis[r.key].handle(c, r)
+		}
+	})
 	if !ok || park == nil {
 		if r.later {
 			return // the answer function fills the entry and releases the budget
