@@ -114,17 +114,41 @@ func (z authz) cluster(op acl.Operation) bool {
 	return z.allowed(op, acl.ResourceCluster, acl.ClusterName)
 }
 
-// topics reports, for each distinct topic name, whether op on it is
-// allowed (Kafka's filterByAuthorized: one check per name, however many
-// partitions name it).
-func (z authz) topics(op acl.Operation, names iter.Seq[string]) map[string]bool {
+// topicSet is which topics of a request an operation is allowed on.
+type topicSet struct {
+	m map[string]bool // nil: all of them
+}
+
+// ok reports whether the operation is allowed on topic.
+func (s topicSet) ok(topic string) bool { return s.m == nil || s.m[topic] }
+
+// refusesAny reports whether some topic of the request is refused.
+func (s topicSet) refusesAny() bool {
+	for _, ok := range s.m {
+		if !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// noTopics refuses every topic.
+var noTopics = topicSet{m: map[string]bool{}}
+
+// topics decides op for each distinct topic name (Kafka's
+// filterByAuthorized: one check per name, however many partitions name
+// it). With authorization off it allocates nothing.
+func (z authz) topics(op acl.Operation, names iter.Seq[string]) topicSet {
+	if z.a == nil {
+		return topicSet{}
+	}
 	out := map[string]bool{}
 	for n := range names {
 		if _, seen := out[n]; !seen {
 			out[n] = z.allowed(op, acl.ResourceTopic, n)
 		}
 	}
-	return out
+	return topicSet{m: out}
 }
 
 // byResourceType reports whether the connection may do op on some

@@ -34,7 +34,7 @@ func (c *conn) handleOffsetForLeaderEpoch(r *request) (kmsg.Response, func() kms
 	// Followers have CLUSTER_ACTION; consumers (KIP-320) need DESCRIBE
 	// on each topic, as in Kafka.
 	z := c.authz(r)
-	var describable map[string]bool
+	var describable topicSet // all
 	if !z.quietly(acl.OpClusterAction, acl.ResourceCluster, acl.ClusterName) {
 		describable = z.topics(acl.OpDescribe, namesOf(req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }))
 	}
@@ -46,7 +46,7 @@ func (c *conn) handleOffsetForLeaderEpoch(r *request) (kmsg.Response, func() kms
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
-			if describable != nil && !describable[t.Topic] {
+			if !describable.ok(t.Topic) {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue

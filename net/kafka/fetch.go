@@ -38,12 +38,10 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	// follower needs CLUSTER_ACTION for everything, a consumer READ on
 	// each topic (Kafka's handleFetchRequest).
 	z := c.authz(r)
-	var readable map[string]bool
+	var readable topicSet
 	if req.ReplicaID >= 0 {
-		ok := z.cluster(acl.OpClusterAction)
-		readable = map[string]bool{}
-		for _, t := range req.Topics {
-			readable[t.Topic] = ok
+		if !z.cluster(acl.OpClusterAction) {
+			readable = noTopics
 		}
 	} else {
 		readable = z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic }))
@@ -161,7 +159,7 @@ func (c *conn) discardFetch(resp *kmsg.FetchResponse, ch fetchCharge) {
 // Room is taken from the budgets partition by partition, for what each
 // read may return, and what the read did not use is given back at once.
 // Topics readable does not allow are answered TOPIC_AUTHORIZATION_FAILED.
-func (c *conn) fetchOnce(req *kmsg.FetchRequest, readable map[string]bool) (resp *kmsg.FetchResponse, bytes int, changed []<-chan struct{}, starved bool, charge fetchCharge) {
+func (c *conn) fetchOnce(req *kmsg.FetchRequest, readable topicSet) (resp *kmsg.FetchResponse, bytes int, changed []<-chan struct{}, starved bool, charge fetchCharge) {
 	c.s.fetchPasses.Add(1)
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	// The client's sizes are capped by the broker's, so one consumer cannot
@@ -183,7 +181,7 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest, readable map[string]bool) (resp
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.RecordBatches = []byte{} // librdkafka rejects a null record set
-			if !readable[t.Topic] {
+			if !readable.ok(t.Topic) {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue

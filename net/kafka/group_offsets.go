@@ -38,7 +38,7 @@ func (c *conn) handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Respon
 	readable := z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.OffsetCommitRequestTopic) string { return t.Topic }))
 	var committed []int // the indexes in req.Topics of the topics committed
 	for i, t := range req.Topics {
-		if readable[t.Topic] {
+		if readable.ok(t.Topic) {
 			committed = append(committed, i)
 			continue
 		}
@@ -298,7 +298,7 @@ func (c *conn) handleOffsetDelete(r *request) (kmsg.Response, func() kmsg.Respon
 		return resp, nil
 	}
 	for _, t := range req.Topics {
-		if readable[t.Topic] {
+		if readable.ok(t.Topic) {
 			continue
 		}
 		rt := kmsg.NewOffsetDeleteResponseTopic()
@@ -312,7 +312,7 @@ func (c *conn) handleOffsetDelete(r *request) (kmsg.Response, func() kmsg.Respon
 	}
 	topics := make([]group.FetchTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
-		if !readable[t.Topic] {
+		if !readable.ok(t.Topic) {
 			continue
 		}
 		ft := group.FetchTopic{Topic: t.Topic}

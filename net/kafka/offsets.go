@@ -22,7 +22,7 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
-			if !describable[t.Topic] {
+			if !describable.ok(t.Topic) {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
@@ -55,7 +55,7 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
-			if !deletable[t.Topic] {
+			if !deletable.ok(t.Topic) {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue

@@ -94,7 +94,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			rp := &rt.Partitions[pi]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
-			if !writable[t.Topic] {
+			if !writable.ok(t.Topic) {
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			}

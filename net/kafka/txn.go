@@ -2,8 +2,6 @@ package kafka
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -156,9 +154,9 @@ func (c *conn) handleAddPartitionsToTxn(r *request) (kmsg.Response, func() kmsg.
 		return resp, nil
 	}
 	writable := z.topics(acl.OpWrite, namesOf(req.Topics, func(t *kmsg.AddPartitionsToTxnRequestTopic) string { return t.Topic }))
-	if slices.Contains(slices.Collect(maps.Values(writable)), false) {
+	if writable.refusesAny() {
 		answer(func(tp txncoord.TP) int16 {
-			if !writable[tp.Topic] {
+			if !writable.ok(tp.Topic) {
 				return kerr.TopicAuthorizationFailed.Code
 			}
 			return kerr.OperationNotAttempted.Code

@@ -77,7 +77,7 @@ func (c *conn) handleTxnOffsetCommit(r *request) (kmsg.Response, func() kmsg.Res
 	readable := z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic }))
 	var committed []int // the indexes in req.Topics of the topics committed
 	for i, t := range req.Topics {
-		if readable[t.Topic] {
+		if readable.ok(t.Topic) {
 			committed = append(committed, i)
 			continue
 		}
@@ -324,7 +324,7 @@ func (c *conn) handleDescribeProducers(r *request) (kmsg.Response, func() kmsg.R
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
-			if !readable[t.Topic] { // Kafka asks READ on the topic
+			if !readable.ok(t.Topic) { // Kafka asks READ on the topic
 				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				rt.Partitions = append(rt.Partitions, rp)
 				continue
