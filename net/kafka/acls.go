@@ -56,8 +56,6 @@ var securityErrors = []struct {
 	{metadata.ErrUnsupportedSaslMechanism, kerr.UnsupportedSaslMechanism},
 	{metadata.ErrUnacceptableCredential, kerr.UnacceptableCredential},
 	{metadata.ErrDuplicateResource, kerr.DuplicateResource},
-	// Kafka answers an unknown quota entity type UNSUPPORTED_VERSION.
-	{metadata.ErrUnsupportedQuotaEntity, kerr.UnsupportedVersion},
 }
 
 // securityErrCode is errCode knowing the security sentinels.

@@ -5,15 +5,16 @@ package kafka
 // stores. Entities are user, client-id, user with client-id, or ip; a
 // null name is the type's default. Describe filters as Kafka's QuotaImage
 // does (EXACT with a name, DEFAULT, ANY; strict: no other entity types;
-// each type once; ip not with user or client-id), refusing a bad filter
-// with INVALID_REQUEST and an unknown entity type or match type with
-// UNSUPPORTED_VERSION for the whole request. Alter answers per entity:
-// INVALID_REQUEST for a key not valid for the entity (ip:
+// each type once, one of user, client-id, ip; ip not with user or
+// client-id), refusing a bad filter with INVALID_REQUEST and an unknown
+// match type with UNSUPPORTED_VERSION for the whole request. Alter answers
+// per entity, INVALID_REQUEST for: a key not valid for the entity (ip:
 // connection_creation_rate only; user/client-id: producer_byte_rate,
 // consumer_byte_rate, request_percentage, controller_mutation_rate), a
-// value not > 0, a fraction of an integral rate, a key twice, a bad entity;
-// UNSUPPORTED_VERSION for an unknown entity type. Enforcement is not
-// here. Authorization is not decided here.
+// value not > 0, a fraction of an integral rate, a key twice, a bad or
+// unknown entity type, an entity twice in one request (the first
+// applies). Removing a value that is not set succeeds and changes
+// nothing. Enforcement is not here. Authorization is not decided here.
 
 import (
 	"fmt"
@@ -45,7 +46,7 @@ func parseQuotaFilter(req *kmsg.DescribeClientQuotasRequest) (quotaFilter, *kerr
 		switch typ {
 		case metadata.QuotaEntityUser, metadata.QuotaEntityClientID, metadata.QuotaEntityIP:
 		default:
-			return f, kerr.UnsupportedVersion, fmt.Errorf("unsupported entity type %s", typ)
+			return f, kerr.InvalidRequest, fmt.Errorf("custom entity type %s not supported (want user, client-id or ip)", typ)
 		}
 		switch comp.MatchType {
 		case kmsg.QuotasMatchTypeExact:

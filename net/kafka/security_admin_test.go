@@ -250,10 +250,8 @@ func TestClientQuotaAdminWithKadm(t *testing.T) {
 		switch {
 		case i < 4:
 			require.NoError(t, v.Err, "%d %v", i, v.Entity)
-		case i < 6:
-			require.ErrorIs(t, v.Err, kerr.InvalidRequest, "%d", i)
 		default:
-			require.ErrorIs(t, v.Err, kerr.UnsupportedVersion, "%d", i)
+			require.ErrorIs(t, v.Err, kerr.InvalidRequest, "%d", i)
 		}
 	}
 	none, err := adm.DescribeClientQuotas(ctx, false, nil)
