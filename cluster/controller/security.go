@@ -287,10 +287,10 @@ func (x *txn) quotaCount() int {
 func validateScramCredential(c metadata.ScramCredential) error {
 	h := metadata.ScramHash(c.Mechanism)
 	switch {
-	case h == nil:
-		return fmt.Errorf("%w: %q (want %s or %s)", metadata.ErrUnsupportedSaslMechanism, c.Mechanism, metadata.ScramSHA256, metadata.ScramSHA512)
 	case c.User == "":
 		return fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+	case h == nil:
+		return fmt.Errorf("%w: %q (want %s or %s)", metadata.ErrUnsupportedSaslMechanism, c.Mechanism, metadata.ScramSHA256, metadata.ScramSHA512)
 	case c.Iterations < metadata.MinScramIterations:
 		return fmt.Errorf("%w: too few iterations (%d; at least %d)", metadata.ErrUnacceptableCredential, c.Iterations, metadata.MinScramIterations)
 	case c.Iterations > metadata.MaxScramIterations:
@@ -727,11 +727,11 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, upserts []metada
 		case count[d.User] > 1:
 			errs[i] = fmt.Errorf("%w: user %q is altered more than once in one request", metadata.ErrDuplicateResource, d.User)
 			continue
-		case metadata.ScramHash(d.Mechanism) == nil:
-			errs[i] = fmt.Errorf("%w: %q", metadata.ErrUnsupportedSaslMechanism, d.Mechanism)
-			continue
 		case d.User == "":
 			errs[i] = fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+			continue
+		case metadata.ScramHash(d.Mechanism) == nil:
+			errs[i] = fmt.Errorf("%w: %q", metadata.ErrUnsupportedSaslMechanism, d.Mechanism)
 			continue
 		}
 		a.Deletions = append(a.Deletions, removeScramCredentialRecord{User: d.User, Mechanism: d.Mechanism})

@@ -10,8 +10,9 @@ package kafka
 // deleting a credential that does not exist is RESOURCE_NOT_FOUND. The
 // broker keeps only StoredKey and ServerKey derived from the salted
 // password (metadata.NewScramCredential); neither they nor the salted
-// password are ever logged or answered. Alter results list deletions,
-// then upsertions, as Kafka's do. Authorization is not decided here.
+// password are ever logged or answered. Alter answers once per user, as
+// Kafka does (the users of deletions first): the first error among the
+// user's items, or success. Authorization is not decided here.
 
 import (
 	"fmt"
@@ -125,20 +126,24 @@ func (c *conn) handleAlterUserScramCredentials(r *request) (kmsg.Response, func(
 		errs = c.s.meta.AlterScramCredentials(ctx, upserts, deletions)
 		cancel()
 	}
-	result := func(user string, err error) {
-		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
-		res.User = user
-		if err != nil {
-			res.ErrorCode, res.ErrorMessage = c.securityErrCode(err), errMessage(err)
+	// Kafka answers once per user, deletions' users first: the first
+	// error among the user's items, or success.
+	var users []string
+	userErr := map[string]error{}
+	note := func(user string, err error) {
+		if _, seen := userErr[user]; !seen {
+			users = append(users, user)
+			userErr[user] = err
+		} else if userErr[user] == nil {
+			userErr[user] = err
 		}
-		resp.Results = append(resp.Results, res)
 	}
 	for i, d := range req.Deletions {
 		var err error
 		if j := len(upserts) + i; j < len(errs) {
 			err = errs[j]
 		}
-		result(d.Name, err)
+		note(d.Name, err)
 	}
 	for j, i := range upsertAt {
 		if j < len(errs) {
@@ -146,7 +151,15 @@ func (c *conn) handleAlterUserScramCredentials(r *request) (kmsg.Response, func(
 		}
 	}
 	for i, u := range req.Upsertions {
-		result(u.Name, upsertErrs[i])
+		note(u.Name, upsertErrs[i])
+	}
+	for _, user := range users {
+		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		res.User = user
+		if err := userErr[user]; err != nil {
+			res.ErrorCode, res.ErrorMessage = c.securityErrCode(err), errMessage(err)
+		}
+		resp.Results = append(resp.Results, res)
 	}
 	return resp, nil
 }
@@ -156,10 +169,10 @@ func (c *conn) handleAlterUserScramCredentials(r *request) (kmsg.Response, func(
 func scramUpsert(u kmsg.AlterUserSCRAMCredentialsRequestUpsertion) (metadata.ScramCredential, error) {
 	mech, ok := scramMechanisms[u.Mechanism]
 	switch {
-	case !ok:
-		return metadata.ScramCredential{}, fmt.Errorf("%w: mechanism code %d", metadata.ErrUnsupportedSaslMechanism, u.Mechanism)
 	case u.Name == "":
 		return metadata.ScramCredential{}, fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+	case !ok:
+		return metadata.ScramCredential{}, fmt.Errorf("%w: mechanism code %d", metadata.ErrUnsupportedSaslMechanism, u.Mechanism)
 	case u.Iterations < metadata.MinScramIterations:
 		return metadata.ScramCredential{}, fmt.Errorf("%w: too few iterations (%d; at least %d)", metadata.ErrUnacceptableCredential, u.Iterations, metadata.MinScramIterations)
 	case u.Iterations > metadata.MaxScramIterations:

@@ -212,8 +212,9 @@ func TestScramAdminWithKadm(t *testing.T) {
 	for _, r := range resp.Results {
 		codes = append(codes, r.ErrorCode)
 	}
-	require.Equal(t, []int16{kerr.DuplicateResource.Code, kerr.DuplicateResource.Code, kerr.UnsupportedSaslMechanism.Code,
-		kerr.UnacceptableCredential.Code, kerr.UnacceptableCredential.Code}, codes)
+	require.Equal(t, []int16{kerr.DuplicateResource.Code, kerr.UnsupportedSaslMechanism.Code,
+		kerr.UnacceptableCredential.Code, kerr.UnacceptableCredential.Code}, codes, "one result per user")
+	require.Equal(t, "dave", resp.Results[0].User)
 }
 
 func quotaName(s string) *string { return &s }
