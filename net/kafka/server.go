@@ -204,6 +204,8 @@ type Metadata interface {
 	// ControllerID is the active controller's node id, -1 while there is
 	// none (an election, or no quorum).
 	ControllerID() int32
+	// SecurityMetadata: ACLs, SCRAM credentials, client quotas (acls.go).
+	SecurityMetadata
 }
 
 // Server accepts Kafka connections.
