@@ -91,6 +91,8 @@ type Config struct {
 	ResetOffsetsTopic bool
 	// Txns configures the transaction coordinator.
 	Txns txncoord.Config
+	// Authz configures ACL checks on the Kafka listener (authz.go).
+	Authz AuthzConfig
 
 	Version string
 	Logger  *slog.Logger
@@ -356,7 +358,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	handedOver = true
-	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups, txns, links), ctrl, b)
+	ko := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	ko.Authz = cfg.kafkaAuthz(ctrl)
+	if ko.Authz.Enabled {
+		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
+			"allow_everyone_if_no_acl_found", cfg.Authz.AllowEveryoneIfNoACL)
+	}
+	ks, err := kafka.Listen(ko, ctrl, b)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,8 @@ package kafka
 // internals is exported to them here, in test builds only.
 
 import (
+	"net"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -50,3 +52,8 @@ func (s *Server) RequestErrors(api, code string) (float64, error) {
 	}
 	return m.GetCounter().GetValue(), nil
 }
+
+// SetPrincipalOf makes f name the principal of every connection accepted
+// from now on, in place of authentication, so tests can act as chosen
+// principals without SASL or certificates.
+func (s *Server) SetPrincipalOf(f func(net.Conn) string) { s.principalOf.Store(&f) }

@@ -115,6 +115,8 @@ type Options struct {
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.
 	Clock clock.Clock
+	// Authz configures ACL checks (authz.go); off by default.
+	Authz AuthzOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -239,6 +241,11 @@ type Server struct {
 	closeOnce   sync.Once
 	apiKeysOnce sync.Once
 	apiKeys     []kmsg.ApiVersionsResponseApiKey // what ApiVersions advertises (apiVersionKeys)
+	authz       atomic.Pointer[builtAuthorizer]  // the Authorizer of the latest ACLs seen (authz.go)
+	authzBuild  sync.Mutex                       // held while an Authorizer is built
+	// principalOf, set only by tests (export_test.go), names the
+	// principal of a new connection, standing in for authentication.
+	principalOf atomic.Pointer[func(net.Conn) string]
 }
 
 // Listen binds the listener; Serve then accepts on it.
