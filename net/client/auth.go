@@ -18,8 +18,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -318,7 +320,7 @@ func dialError(opts Options, err error) error {
 	if ke, ok := errors.AsType[*kerr.Error](err); ok {
 		e.Kafka = ke
 		// kgo appends the broker's message after the code's name.
-		if _, msg, ok := strings.Cut(err.Error(), ke.Message+": "); ok {
+		if _, msg, ok := strings.Cut(err.Error(), ke.Error()+": "); ok {
 			e.Detail = msg
 		}
 		return e
@@ -330,6 +332,12 @@ func dialError(opts Options, err error) error {
 		return e
 	}
 	e.Err = fmt.Errorf("%w: %w", ErrUnreachable, err)
+	if opts.Security.UsesSASL() && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) {
+		// Kafka answers a failed authentication with
+		// SASL_AUTHENTICATION_FAILED, but some brokers (and kfake) just
+		// close the connection.
+		e.Detail = "some brokers close the connection on a wrong user, password or mechanism: check them"
+	}
 	return e
 }
 
