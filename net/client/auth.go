@@ -168,7 +168,11 @@ func (s Security) Validate() error {
 			return argError(fmt.Sprintf("%s: SASL mechanism %s needs a user", s.label("User"), s.mechanism()))
 		}
 		if s.Password == "" {
-			return argError(fmt.Sprintf("%s: no password for user %q", s.label("Password"), s.User))
+			at := s.labels["Password"]
+			if at == "" {
+				at = s.label("User")
+			}
+			return argError(fmt.Sprintf("%s: no password for user %q", at, s.User))
 		}
 	}
 	if (s.TLSCertFile == "") != (s.TLSKeyFile == "") {
