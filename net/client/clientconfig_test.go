@@ -188,6 +188,6 @@ func TestSecurityFlags(t *testing.T) {
 		require.ErrorContains(t, sec.Validate(), "--mechanism: unknown SASL mechanism")
 		_, sec, err = parse(t, env(nil), "--tls-cert", "c.pem")
 		require.NoError(t, err)
-		require.ErrorContains(t, sec.Validate(), "--tls-cert: a client certificate needs its key (TLS key file)")
+		require.ErrorContains(t, sec.Validate(), "--tls-cert: a client certificate needs its key (--tls-key)")
 	})
 }

@@ -113,6 +113,13 @@ func (f *SecurityFlags) Resolve(getenv func(string) string) (Security, error) {
 	if sec.User != "" && sec.Mechanism == "" {
 		sec.Mechanism = MechScramSHA256
 	}
+	// Settings given nowhere are named by the flag that would give them.
+	for field, fl := range map[string]string{"User": "--user", "Password": "--password", "Mechanism": "--mechanism",
+		"TLSCAFile": "--tls-ca", "TLSCertFile": "--tls-cert", "TLSKeyFile": "--tls-key"} {
+		if sec.labels[field] == "" {
+			sec.setLabel(field, fl)
+		}
+	}
 	return sec, nil
 }
 
