@@ -93,6 +93,11 @@ func (s Security) label(field string) string {
 	}[field]
 }
 
+// SetLabel records how errors should name a setting: field is a field
+// name of Security ("TLSCAFile"), label what the person typed ("--tls-ca",
+// "CA"). Labels are not part of the settings' equality in any test.
+func (s *Security) SetLabel(field, label string) { s.setLabel(field, label) }
+
 // setLabel records where field's value came from.
 func (s *Security) setLabel(field, label string) {
 	if s.labels == nil {
