@@ -193,7 +193,7 @@ func TestSyntaxErrors(t *testing.T) {
 		{"SET QUOTA (connection_creation_rate = 1) FOR USER a IP '1.2.3.4';", "1:56: an IP quota cannot be combined with USER or CLIENT", ""},
 		{"SET QUOTA (producer_byte_rate = 1) FOR USER '';", "empty name (use DEFAULT for the default entity)", ""},
 		{"RESET QUOTA (bytes) FOR USER a;", "1:14: unknown quota bytes", ""},
-		{"SHOW QUOTAS FOR IP DEFAULT CLIENT x;", "unexpected \"CLIENT\"", ""},
+		{"SHOW QUOTAS FOR IP DEFAULT CLIENT x;", "1:28: unexpected keyword CLIENT; expected ';'", ""},
 		{"\tSHOW\tTOPICZ;", "1:7:", "  \tSHOW\tTOPICZ;\n  \t    \t^\n"},
 	} {
 		var err *SyntaxError
