@@ -90,8 +90,9 @@ var HelpEntries = []HelpEntry{
 	{"REVOKE", "REVOKE op, ... ON resource FROM principal", "remove allow ACLs", "REVOKE WRITE ON TOPIC orders FROM alice;"},
 	{"SHOW ACLS", "SHOW ACLS [FOR principal]", "list ACLs", "SHOW ACLS FOR alice;"},
 	{"SET QUOTA", "SET QUOTA (key = value, ...) FOR USER name|DEFAULT [CLIENT id|DEFAULT] | CLIENT id|DEFAULT | IP address|DEFAULT",
-		"set client quotas: producer_byte_rate, consumer_byte_rate (bytes/s per broker; units like 1MiB), request_percentage,\n" +
-			"  controller_mutation_rate, connection_creation_rate (ip only); DEFAULT is the default user, client id or ip",
+		"set client quotas of a user, client id or ip (the broker slows a client down to them)\n" +
+			"  Keys: producer_byte_rate, consumer_byte_rate (bytes/s per broker; units like 1MiB), request_percentage,\n" +
+			"  controller_mutation_rate, connection_creation_rate (ip only). DEFAULT is the default user, client id or ip.",
 		"SET QUOTA (producer_byte_rate = 1MiB, consumer_byte_rate = 2MiB) FOR USER alice;"},
 	{"RESET QUOTA", "RESET QUOTA (key, ...) FOR target", "remove client quotas (the entity falls back to the defaults)", "RESET QUOTA (producer_byte_rate) FOR USER alice;"},
 	{"SHOW QUOTAS", "SHOW QUOTAS [FOR target]", "list client quotas: user, client id, ip, quota, value", "SHOW QUOTAS FOR USER alice;"},

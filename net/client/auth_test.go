@@ -1,17 +1,8 @@
 package client
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -21,69 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/moonmq/moonmq/internal/testpki"
 )
 
-// testPKI is a CA with a server certificate for 127.0.0.1 and a client
-// certificate (CN alice), written as PEM files in a temp dir.
-type testPKI struct {
-	caFile, serverCert, serverKey, clientCert, clientKey string
-	pool                                                 *x509.CertPool
-	server                                               tls.Certificate
-}
-
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	dir := t.TempDir()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "moonmq test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	require.NoError(t, err)
-	ca, err := x509.ParseCertificate(caDER)
-	require.NoError(t, err)
-
-	write := func(name, typ string, der []byte) string {
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600))
-		return p
-	}
-	issue := func(serial int64, cn string, usage x509.ExtKeyUsage, ips []net.IP) (certFile, keyFile string, c tls.Certificate) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		require.NoError(t, err)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		require.NoError(t, err)
-		kder, err := x509.MarshalPKCS8PrivateKey(key)
-		require.NoError(t, err)
-		certFile = write(cn+".pem", "CERTIFICATE", der)
-		keyFile = write(cn+"-key.pem", "PRIVATE KEY", kder)
-		c, err = tls.LoadX509KeyPair(certFile, keyFile)
-		require.NoError(t, err)
-		return certFile, keyFile, c
-	}
-	p := &testPKI{caFile: write("ca.pem", "CERTIFICATE", caDER), pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	p.serverCert, p.serverKey, p.server = issue(2, "broker", x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.clientCert, p.clientKey, _ = issue(3, "alice", x509.ExtKeyUsageClientAuth, nil)
-	return p
-}
-
-// serverTLS is the kfake listener's config; clientCA turns on mTLS.
-func (p *testPKI) serverTLS(clientCA bool) *tls.Config {
-	c := &tls.Config{Certificates: []tls.Certificate{p.server}, MinVersion: tls.VersionTLS12}
-	if clientCA {
-		c.ClientCAs, c.ClientAuth = p.pool, tls.RequireAndVerifyClientCert
-	}
-	return c
-}
+// newTestPKI makes a CA, a server certificate for 127.0.0.1 and a client
+// certificate with CN alice.
+func newTestPKI(t *testing.T) *testpki.PKI { return testpki.New(t, "alice") }
 
 // newSecureCluster starts a one-broker kfake cluster with opts.
 func newSecureCluster(t *testing.T, opts ...kfake.Opt) string {
@@ -184,8 +119,8 @@ func TestTLSAgainstKfake(t *testing.T) {
 	pki := newTestPKI(t)
 
 	t.Run("ssl", func(t *testing.T) {
-		addr := newSecureCluster(t, kfake.TLS(pki.serverTLS(false)))
-		cl, err := dialSecure(t, addr, Security{TLSCAFile: pki.caFile})
+		addr := newSecureCluster(t, kfake.TLS(pki.ServerTLS(false)))
+		cl, err := dialSecure(t, addr, Security{TLSCAFile: pki.CAFile})
 		require.NoError(t, err)
 		require.Equal(t, AnonymousPrincipal, cl.Principal())
 		useCluster(t, cl)
@@ -206,20 +141,20 @@ func TestTLSAgainstKfake(t *testing.T) {
 	})
 
 	t.Run("mtls", func(t *testing.T) {
-		addr := newSecureCluster(t, kfake.TLS(pki.serverTLS(true)))
-		cl, err := dialSecure(t, addr, Security{TLSCAFile: pki.caFile, TLSCertFile: pki.clientCert, TLSKeyFile: pki.clientKey})
+		addr := newSecureCluster(t, kfake.TLS(pki.ServerTLS(true)))
+		cl, err := dialSecure(t, addr, Security{TLSCAFile: pki.CAFile, TLSCertFile: pki.ClientCert, TLSKeyFile: pki.ClientKey})
 		require.NoError(t, err)
 		require.Equal(t, "User:alice", cl.Principal())
 		useCluster(t, cl)
 
-		_, err = dialSecure(t, addr, Security{TLSCAFile: pki.caFile}) // no client certificate
+		_, err = dialSecure(t, addr, Security{TLSCAFile: pki.CAFile}) // no client certificate
 		require.Error(t, err)
 	})
 
 	t.Run("sasl_ssl fallback from -PLUS", func(t *testing.T) {
-		addr := newSecureCluster(t, kfake.TLS(pki.serverTLS(false)), kfake.EnableSASL(),
+		addr := newSecureCluster(t, kfake.TLS(pki.ServerTLS(false)), kfake.EnableSASL(),
 			kfake.Superuser(MechScramSHA256, "admin", "admin-secret"))
-		sec := Security{TLSCAFile: pki.caFile, User: "admin", Password: "admin-secret"}
+		sec := Security{TLSCAFile: pki.CAFile, User: "admin", Password: "admin-secret"}
 		ms := sec.mechanisms(&peerCerts{})
 		require.Len(t, ms, 2)
 		require.Equal(t, MechScramSHA256Plus, ms[0].Name())
@@ -230,7 +165,7 @@ func TestTLSAgainstKfake(t *testing.T) {
 		useCluster(t, cl)
 
 		// An explicit -PLUS does not fall back: kfake lacks it.
-		_, err = dialSecure(t, addr, Security{TLSCAFile: pki.caFile, Mechanism: MechScramSHA256Plus, User: "admin", Password: "admin-secret"})
+		_, err = dialSecure(t, addr, Security{TLSCAFile: pki.CAFile, Mechanism: MechScramSHA256Plus, User: "admin", Password: "admin-secret"})
 		require.Error(t, err)
 		require.ErrorIs(t, err, kerr.UnsupportedSaslMechanism)
 	})
