@@ -24,6 +24,13 @@
 //     a sentence with Explain.
 //   - Results are returned sorted (topics by name, partitions by number,
 //     groups by name) so renderers are deterministic.
+//   - Security (auth.go) applies to every kgo client of a Client: TLS with
+//     a CA and client certificate, SASL PLAIN and SCRAM-SHA-256/512, and
+//     SCRAM-SHA-x-PLUS with tls-server-end-point channel binding
+//     (scramplus.go), offered first over TLS and fallen back from when the
+//     broker lacks it. Passwords appear in no error, log or String(). The
+//     toolkit's commands take the same flags (flags.go) and Kafka client
+//     properties files (clientconfig.go).
 package client
 
 import (
