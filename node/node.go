@@ -32,6 +32,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/cluster/membership"
+	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
@@ -91,6 +92,10 @@ type Config struct {
 	ResetOffsetsTopic bool
 	// Txns configures the transaction coordinator.
 	Txns txncoord.Config
+	// Quotas are the Kafka listener's client quotas. A nil Source is the
+	// controller's quotas (ClientQuotas, once the controller serves them);
+	// tests pass a static one.
+	Quotas kafka.QuotaOptions
 
 	Version string
 	Logger  *slog.Logger
@@ -133,7 +138,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		Groups: groups, Txns: txns, Verifier: verifier, TransactionVersion: c.Txns.TransactionVersion, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
-		Clock: c.Clock,
+		Clock: c.Clock, Quotas: c.Quotas,
 	}
 }
 
@@ -356,7 +361,18 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	handedOver = true
-	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups, txns, links), ctrl, b)
+	kopts := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	if kopts.Quotas.Source == nil {
+		// The quotas AlterClientQuotas stores in the metadata, on every
+		// node (checked by method so this builds before the controller
+		// serves them).
+		if src, ok := any(ctrl).(interface {
+			ClientQuotas() ([]metadata.ClientQuota, uint64)
+		}); ok {
+			kopts.Quotas.Source = src.ClientQuotas
+		}
+	}
+	ks, err := kafka.Listen(kopts, ctrl, b)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -173,7 +174,13 @@ func (c *conn) dispatch(r *request) {
 		resp kmsg.Response
 		park func() kmsg.Response
 	)
-	ok := c.guard(r, func() { resp, park = apis[r.key].handle(c, r) })
+	ok := c.guard(r, func() {
+		if c.measureHandler() {
+			start := time.Now()
+			defer func() { r.handlerTime = time.Since(start) }()
+		}
+		resp, park = apis[r.key].handle(c, r)
+	})
 	if !ok || park == nil {
 		if r.later {
 			return // the answer function fills the entry and releases the budget

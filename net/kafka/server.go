@@ -32,6 +32,7 @@ import (
 	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/quota"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
 )
@@ -115,6 +116,8 @@ type Options struct {
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.
 	Clock clock.Clock
+	// Quotas enforces client quotas (quota.go); the zero value none.
+	Quotas QuotaOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -237,6 +240,9 @@ type Server struct {
 	closeOnce   sync.Once
 	apiKeysOnce sync.Once
 	apiKeys     []kmsg.ApiVersionsResponseApiKey // what ApiVersions advertises (apiVersionKeys)
+
+	quotas        *quota.Manager        // nil: no quota enforced (quota.go)
+	delayedCloses map[net.Conn]struct{} // refused over their IP's connection rate, closed after the delay
 }
 
 // Listen binds the listener; Serve then accepts on it.
@@ -268,6 +274,7 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
 		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
 		respBudget: newMemBudget(opts.MaxQueuedResponseBytes),
+		quotas:     newQuotas(opts.Quotas), delayedCloses: make(map[net.Conn]struct{}),
 	}
 	s.pids.Reserve = meta.AllocateProducerIDs
 	return s, nil
@@ -348,6 +355,9 @@ func (s *Server) Serve() error {
 		}
 		backoff = 0
 		ip := remoteIP(nc)
+		if !s.admitConnection(nc, ip) {
+			continue
+		}
 		s.mu.Lock()
 		if s.ctx.Err() != nil || s.isDraining() {
 			s.mu.Unlock()
@@ -499,6 +509,9 @@ func (s *Server) Close() error {
 		err := s.ln.Close()
 		for c := range s.conns {
 			c.nc.Close()
+		}
+		for nc := range s.delayedCloses {
+			nc.Close()
 		}
 		s.mu.Unlock()
 		if err != nil && !errors.Is(err, net.ErrClosed) {
