@@ -50,3 +50,27 @@ func (s *Server) RequestErrors(api, code string) (float64, error) {
 	}
 	return m.GetCounter().GetValue(), nil
 }
+
+// QuotaThrottles is how many throttles moonmq_quota_throttle_seconds
+// observed for a quota label (producer_byte_rate, consumer_byte_rate,
+// request_percentage, connection_creation_rate).
+func (s *Server) QuotaThrottles(label string) (uint64, error) {
+	var m dto.Metric
+	h, err := s.opts.Metrics.quotaThrottle.GetMetricWithLabelValues(label)
+	if err != nil {
+		return 0, err
+	}
+	if err := h.(interface{ Write(*dto.Metric) error }).Write(&m); err != nil {
+		return 0, err
+	}
+	return m.GetHistogram().GetSampleCount(), nil
+}
+
+// ConnectionRejects is moonmq_connection_rejects_total{reason}.
+func (s *Server) ConnectionRejects(reason string) (float64, error) {
+	var m dto.Metric
+	if err := s.opts.Metrics.connRejects.WithLabelValues(reason).Write(&m); err != nil {
+		return 0, err
+	}
+	return m.GetCounter().GetValue(), nil
+}
