@@ -380,3 +380,33 @@ func TestRateWindows(t *testing.T) {
 	require.False(t, r.idle(p, now+10999))
 	require.Zero(t, r.measure(p, now+11000))
 }
+
+// BenchmarkRecord is the cost per request of a client with a quota: the
+// resolution (a client-id quota: the levels before it are skipped by the
+// set mask) and the rate update under the manager's lock.
+func BenchmarkRecord(b *testing.B) {
+	m := New(Options{})
+	c := "app"
+	_ = m.Sync(1, func() []Entry {
+		return []Entry{{Entity: []Part{{Type: EntityClientID, Name: &c}}, Values: map[string]float64{ProducerByteRate: 1e12}}}
+	})
+	now := t0
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if i%1000 == 0 {
+			now = now.Add(time.Millisecond)
+		}
+		m.Record(Produce, "ANONYMOUS", c, 1000, now)
+	}
+}
+
+// BenchmarkNoQuota is the cost when no quota of the kind exists.
+func BenchmarkNoQuota(b *testing.B) {
+	m := New(Options{})
+	_ = m.Sync(1, func() []Entry { return nil })
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = m.Sync(1, nil)
+		m.Record(Produce, "ANONYMOUS", "app", 1000, t0)
+	}
+}
