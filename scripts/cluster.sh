@@ -11,6 +11,9 @@
 #   scripts/cluster.sh          start the three nodes, wait for Ctrl-C
 #   scripts/cluster.sh node N   start node N alone again (after killing it),
 #                               in the foreground, logging to the terminal
+#
+# MOONMQ_CLUSTER_FLAGS adds flags to every node's `moonmq serve` (a secured
+# cluster: --security-protocol, --tls-*, ...; words without spaces).
 set -euo pipefail
 
 BIN=${BIN:-bin/moonmq}
@@ -28,7 +31,7 @@ flags() {
 	local base=$((9000 + ($1 - 1) * 100))
 	echo --node-id "$1" --data "$DIR/node$1" \
 		--listen "127.0.0.1:$((base + 92))" --http "127.0.0.1:$((base + 90))" \
-		--peers "$PEERS"
+		--peers "$PEERS" ${MOONMQ_CLUSTER_FLAGS:-}
 }
 
 if [ "${1:-}" = node ]; then

@@ -168,7 +168,7 @@ func route[A, R any](c *Controller, ctx context.Context, op string, a A,
 			err = lerr
 		} else if id := c.ControllerID(); id >= 0 {
 			var out R
-			index, cerr := call(ctx, c.peerAddr(id), op, a, &out)
+			index, cerr := call(ctx, c.mux.dial, c.peerAddr(id), op, a, &out)
 			if cerr == nil {
 				return out, index, nil
 			}

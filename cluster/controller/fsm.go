@@ -40,11 +40,14 @@ type state struct {
 	// collisions maps collisionKey(name) to the existing topic's name.
 	collisions map[string]string
 	brokers    map[int32]metadata.Broker
+	// sec is the security metadata: ACLs, SCRAM credentials, quotas
+	// (security.go).
+	sec securityState
 }
 
 func newState() state {
 	return state{topics: map[string]*metadata.Topic{}, byID: map[[16]byte]string{},
-		collisions: map[string]string{}, brokers: map[int32]metadata.Broker{}}
+		collisions: map[string]string{}, brokers: map[int32]metadata.Broker{}, sec: newSecurityState()}
 }
 
 func (st *state) checkCollision(name string) error {
@@ -95,6 +98,8 @@ type txn struct {
 	intents     []intent
 	res         result
 	resName     string
+	// sec holds the entry's security changes (nil: none).
+	sec *secTxn
 }
 
 // intent is a change to announce once the entry is applied, resolved
@@ -351,6 +356,9 @@ func (x *txn) apply(r record) error {
 		x.nextPID = r.NextProducerID
 
 	default:
+		if handled, err := x.applySecurity(r); handled {
+			return err
+		}
 		return fmt.Errorf("%w: unknown record %T", metadata.ErrInvalidRequest, r)
 	}
 	return nil
@@ -478,6 +486,9 @@ func (x *txn) write(b *meta.StateBatch) error {
 	if x.clusterID != "" {
 		b.Set([]byte(stateKeyCluster), []byte(x.clusterID))
 	}
+	if x.sec != nil {
+		return x.sec.write(b)
+	}
 	return nil
 }
 
@@ -560,7 +571,10 @@ func loadState(db *meta.DB) (state, error) {
 		st.brokers[b.ID] = b
 		return nil
 	})
-	return st, err
+	if err != nil {
+		return st, err
+	}
+	return st, loadSecurity(db, &st)
 }
 
 // fsm adapts the Controller to raft.FSM. Raft calls Apply, Snapshot and
@@ -621,6 +635,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 	}
 	c.publish(func(st *state) metadata.Delta {
 		x.mutate(st)
+		if x.sec != nil {
+			x.sec.mutate(&st.sec, l.Index)
+		}
 		st.applied = l.Index
 		return metadata.Delta{Index: l.Index, Changes: x.changes()}
 	})

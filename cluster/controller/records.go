@@ -166,7 +166,7 @@ func newRecord(typ string) record {
 	case recTypeUnfenceBroker:
 		return &unfenceBrokerRecord{}
 	}
-	return nil
+	return newSecurityRecord(typ)
 }
 
 // maxRecordsPerEntry bounds an entry's records: a topic creation at the

@@ -103,6 +103,11 @@ var wireErrors = []struct {
 	{"ineligible_replica", metadata.ErrIneligibleReplica},
 	{"broker_not_available", metadata.ErrBrokerNotAvailable},
 	{"state_broken", ErrStateBroken},
+	{"resource_not_found", metadata.ErrResourceNotFound},
+	{"unsupported_sasl_mechanism", metadata.ErrUnsupportedSaslMechanism},
+	{"unacceptable_credential", metadata.ErrUnacceptableCredential},
+	{"duplicate_resource", metadata.ErrDuplicateResource},
+	{"unsupported_quota_entity", metadata.ErrUnsupportedQuotaEntity},
 	{"deadline_exceeded", context.DeadlineExceeded},
 	{"canceled", context.Canceled},
 }
@@ -176,7 +181,7 @@ var errNotSent = errors.New("request not sent")
 
 // call sends one request to the controller RPC at addr and waits for the
 // answer, within ctx.
-func call(ctx context.Context, addr, op string, args any, out any) (uint64, error) {
+func call(ctx context.Context, dial dialFunc, addr, op string, args any, out any) (uint64, error) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0, fmt.Errorf("controller rpc %s: no deadline", op)
@@ -185,7 +190,7 @@ func call(ctx context.Context, addr, op string, args any, out any) (uint64, erro
 	if err != nil {
 		return 0, fmt.Errorf("controller rpc %s: encode: %w", op, err)
 	}
-	conn, err := dialCluster(ctx, addr, muxRPC)
+	conn, err := dial(ctx, addr, muxRPC)
 	if err != nil {
 		return 0, fmt.Errorf("controller rpc %s to %s: %w: %w", op, addr, errNotSent, err)
 	}
@@ -276,6 +281,11 @@ var rpcHandlers = map[string]rpcHandler{
 	rpcControlledShutdown: handler((*Controller).controlledShutdownLocal),
 	// A broker's report on its replicas' storage (ReportReplicaStorage).
 	rpcReportReplicaStorage: handler((*Controller).reportReplicaStorageLocal),
+	// The security metadata (security.go).
+	rpcCreateACLs:            handler((*Controller).createACLsLocal),
+	rpcDeleteACLs:            handler((*Controller).deleteACLsLocal),
+	rpcAlterScramCredentials: handler((*Controller).alterScramLocal),
+	rpcAlterClientQuotas:     handler((*Controller).alterClientQuotasLocal),
 }
 
 func (c *Controller) dispatch(ctx context.Context, op string, args json.RawMessage) (any, uint64, error) {

@@ -55,6 +55,11 @@ type Options struct {
 	// RejoinInterval is how often the background loop retries the seeds.
 	// Default: 2s.
 	RejoinInterval time.Duration
+	// SecretKey, when set, encrypts and authenticates all gossip with
+	// AES-GCM (memberlist's keyring; 16, 24 or 32 bytes: AES-128/192/256):
+	// a node without the same key can neither read the cluster's gossip
+	// nor join it. Set on a secured cluster (--gossip-key).
+	SecretKey []byte
 	// Logger receives memberlist's logs at their levels. Default:
 	// slog.Default().
 	Logger *slog.Logger
@@ -91,6 +96,9 @@ type Membership struct {
 func Open(ctx context.Context, opts Options) (*Membership, error) {
 	if opts.NodeID < 0 {
 		return nil, fmt.Errorf("membership: node id %d must be >= 0", opts.NodeID)
+	}
+	if n := len(opts.SecretKey); n != 0 && n != 16 && n != 24 && n != 32 {
+		return nil, fmt.Errorf("membership: gossip key of %d bytes: want 16, 24 or 32", n)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -137,6 +145,12 @@ func Open(ctx context.Context, opts Options) (*Membership, error) {
 	conf.Delegate = nodeMeta(opts.Incarnation)
 	conf.Ping = &pings{m: m}
 	conf.Logger = log.New(&logWriter{logger: m.logger}, "", 0)
+	if len(opts.SecretKey) > 0 {
+		// memberlist builds a keyring from SecretKey and then both
+		// encrypts what it sends and refuses what is not encrypted
+		// (GossipVerifyIncoming/Outgoing default to true).
+		conf.SecretKey = opts.SecretKey
+	}
 
 	ml, err := memberlist.Create(conf)
 	if err != nil {

@@ -1,0 +1,921 @@
+package controller
+
+// The security metadata: ACL bindings, SCRAM credentials and client
+// quotas, replicated as records in the Raft log like KRaft's
+// AccessControlEntryRecord, UserScramCredentialRecord and
+// ClientQuotaRecord, persisted in the FSM state beside the topics (so FSM
+// snapshots carry them) and validated as Kafka's AclControlManager,
+// ScramControlManager and ClientQuotaControlManager validate them.
+//
+// Readers call ACLs and ClientQuotas on every connection or request: they
+// get an immutable slice the FSM replaces (copy on write) when an entry
+// changes it, and a version that is the log index of that entry (0: never
+// changed), so a cache keyed by version is rebuilt only on a change.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
+	"github.com/moonmq/moonmq/engine/meta"
+)
+
+// Record types of the security metadata. Stored in the Raft log forever:
+// never rename one.
+const (
+	recTypeACL                = "acl"
+	recTypeRemoveACL          = "remove_acl"
+	recTypeScramCredential    = "scram_credential"
+	recTypeRemoveScramCredent = "remove_scram_credential"
+	recTypeClientQuota        = "client_quota"
+)
+
+// Keys of the security state in meta.
+const (
+	stateKeyACL   = "acl/"
+	stateKeyScram = "scram/"
+	stateKeyQuota = "quota/"
+)
+
+// aclRecord creates one ACL binding (KRaft AccessControlEntryRecord). An
+// existing identical binding makes it a no-op.
+type aclRecord struct {
+	Binding acl.Binding `json:"binding"`
+}
+
+// removeACLRecord deletes one existing binding (KRaft
+// RemoveAccessControlEntryRecord).
+type removeACLRecord struct {
+	Binding acl.Binding `json:"binding"`
+}
+
+// scramCredentialRecord creates or replaces a user's credential for one
+// mechanism (KRaft UserScramCredentialRecord): the salted keys, never the
+// password.
+type scramCredentialRecord struct {
+	User       string `json:"user"`
+	Mechanism  string `json:"mechanism"`
+	Salt       []byte `json:"salt"`
+	StoredKey  []byte `json:"stored_key"`
+	ServerKey  []byte `json:"server_key"`
+	Iterations int32  `json:"iterations"`
+}
+
+// removeScramCredentialRecord deletes an existing credential (KRaft
+// RemoveUserScramCredentialRecord).
+type removeScramCredentialRecord struct {
+	User      string `json:"user"`
+	Mechanism string `json:"mechanism"`
+}
+
+// clientQuotaRecord sets (Value non-nil) or removes (nil) one quota value
+// of an entity (KRaft ClientQuotaRecord). An entity left without values
+// no longer exists.
+type clientQuotaRecord struct {
+	Entity []metadata.QuotaEntityPart `json:"entity"`
+	Key    string                     `json:"key"`
+	Value  *float64                   `json:"value,omitempty"`
+}
+
+func (*aclRecord) recordType() string                   { return recTypeACL }
+func (*removeACLRecord) recordType() string             { return recTypeRemoveACL }
+func (*scramCredentialRecord) recordType() string       { return recTypeScramCredential }
+func (*removeScramCredentialRecord) recordType() string { return recTypeRemoveScramCredent }
+func (*clientQuotaRecord) recordType() string           { return recTypeClientQuota }
+
+// newSecurityRecord is newRecord for the security record types.
+func newSecurityRecord(typ string) record {
+	switch typ {
+	case recTypeACL:
+		return &aclRecord{}
+	case recTypeRemoveACL:
+		return &removeACLRecord{}
+	case recTypeScramCredential:
+		return &scramCredentialRecord{}
+	case recTypeRemoveScramCredent:
+		return &removeScramCredentialRecord{}
+	case recTypeClientQuota:
+		return &clientQuotaRecord{}
+	}
+	return nil
+}
+
+// scramKey identifies a credential.
+type scramKey struct{ user, mechanism string }
+
+func (k scramKey) stateKey() string { return stateKeyScram + k.user + "\x00" + k.mechanism }
+
+// securityState is the security part of the FSM state. acls and
+// quotaList are never modified in place: a change publishes new slices.
+type securityState struct {
+	acls         []acl.Binding // sorted by metadata.CompareACLBindings
+	aclSet       map[acl.Binding]struct{}
+	aclVersion   uint64
+	scram        map[scramKey]metadata.ScramCredential
+	quotas       map[string]metadata.ClientQuota // by metadata.QuotaEntityKey
+	quotaList    []metadata.ClientQuota          // sorted by entity key
+	quotaVersion uint64
+}
+
+func newSecurityState() securityState {
+	return securityState{aclSet: map[acl.Binding]struct{}{}, scram: map[scramKey]metadata.ScramCredential{},
+		quotas: map[string]metadata.ClientQuota{}}
+}
+
+// secTxn is a txn's view of the security changes of one entry.
+type secTxn struct {
+	acls   map[acl.Binding]bool                   // true: added, false: removed
+	scram  map[scramKey]*metadata.ScramCredential // nil: removed
+	quotas map[string]*metadata.ClientQuota       // nil: removed
+}
+
+func (x *txn) security() *secTxn {
+	if x.sec == nil {
+		x.sec = &secTxn{acls: map[acl.Binding]bool{}, scram: map[scramKey]*metadata.ScramCredential{},
+			quotas: map[string]*metadata.ClientQuota{}}
+	}
+	return x.sec
+}
+
+func (x *txn) hasACL(b acl.Binding) bool {
+	if x.sec != nil {
+		if added, ok := x.sec.acls[b]; ok {
+			return added
+		}
+	}
+	_, ok := x.st.sec.aclSet[b]
+	return ok
+}
+
+func (x *txn) aclCount() int {
+	n := len(x.st.sec.aclSet)
+	if x.sec != nil {
+		for b, added := range x.sec.acls {
+			_, had := x.st.sec.aclSet[b]
+			switch {
+			case added && !had:
+				n++
+			case !added && had:
+				n--
+			}
+		}
+	}
+	return n
+}
+
+func (x *txn) scramCredential(k scramKey) (metadata.ScramCredential, bool) {
+	if x.sec != nil {
+		if c, ok := x.sec.scram[k]; ok {
+			if c == nil {
+				return metadata.ScramCredential{}, false
+			}
+			return *c, true
+		}
+	}
+	c, ok := x.st.sec.scram[k]
+	return c, ok
+}
+
+func (x *txn) quota(key string) (metadata.ClientQuota, bool) {
+	if x.sec != nil {
+		if q, ok := x.sec.quotas[key]; ok {
+			if q == nil {
+				return metadata.ClientQuota{}, false
+			}
+			return *q, true
+		}
+	}
+	q, ok := x.st.sec.quotas[key]
+	return q, ok
+}
+
+// applySecurity applies a security record; handled is false for other
+// record types.
+func (x *txn) applySecurity(r record) (handled bool, err error) {
+	switch r := r.(type) {
+	case *aclRecord:
+		if err := metadata.ValidateACLBinding(r.Binding); err != nil {
+			return true, err
+		}
+		if x.hasACL(r.Binding) {
+			return true, nil
+		}
+		if x.aclCount() >= metadata.MaxACLs {
+			return true, fmt.Errorf("%w: the cluster holds %d ACLs, the limit", metadata.ErrInvalidRequest, metadata.MaxACLs)
+		}
+		x.security().acls[r.Binding] = true
+
+	case *removeACLRecord:
+		if !x.hasACL(r.Binding) {
+			return true, fmt.Errorf("%w: ACL to remove does not exist (concurrent change?)", metadata.ErrInvalidRequest)
+		}
+		x.security().acls[r.Binding] = false
+
+	case *scramCredentialRecord:
+		c := metadata.ScramCredential{User: r.User, Mechanism: r.Mechanism, Salt: r.Salt, StoredKey: r.StoredKey,
+			ServerKey: r.ServerKey, Iterations: r.Iterations}
+		if err := validateScramCredential(c); err != nil {
+			return true, err
+		}
+		x.security().scram[scramKey{r.User, r.Mechanism}] = &c
+
+	case *removeScramCredentialRecord:
+		k := scramKey{r.User, r.Mechanism}
+		if _, ok := x.scramCredential(k); !ok {
+			return true, fmt.Errorf("%w: no %s credential of user %q", metadata.ErrResourceNotFound, r.Mechanism, r.User)
+		}
+		x.security().scram[k] = nil
+
+	case *clientQuotaRecord:
+		entity, err := metadata.CanonicalQuotaEntity(r.Entity)
+		if err != nil {
+			return true, err
+		}
+		key := metadata.QuotaEntityKey(entity)
+		q, ok := x.quota(key)
+		if ok {
+			q = q.Clone()
+		} else {
+			q = metadata.ClientQuota{Entity: entity, Values: map[string]float64{}}
+		}
+		if r.Value == nil {
+			delete(q.Values, r.Key)
+		} else {
+			if err := metadata.ValidateQuotaValue(entity, r.Key, *r.Value); err != nil {
+				return true, err
+			}
+			if !ok && x.quotaCount() >= metadata.MaxQuotaEntities {
+				return true, fmt.Errorf("%w: the cluster holds %d client quota entities, the limit", metadata.ErrInvalidRequest, metadata.MaxQuotaEntities)
+			}
+			q.Values[r.Key] = *r.Value
+		}
+		if len(q.Values) == 0 {
+			x.security().quotas[key] = nil
+		} else {
+			x.security().quotas[key] = &q
+		}
+
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+func (x *txn) quotaCount() int {
+	n := len(x.st.sec.quotas)
+	if x.sec != nil {
+		for k, q := range x.sec.quotas {
+			_, had := x.st.sec.quotas[k]
+			switch {
+			case q != nil && !had:
+				n++
+			case q == nil && had:
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// validateScramCredential checks a credential to store as Kafka's
+// ScramControlManager does.
+func validateScramCredential(c metadata.ScramCredential) error {
+	h := metadata.ScramHash(c.Mechanism)
+	switch {
+	case h == nil:
+		return fmt.Errorf("%w: %q (want %s or %s)", metadata.ErrUnsupportedSaslMechanism, c.Mechanism, metadata.ScramSHA256, metadata.ScramSHA512)
+	case c.User == "":
+		return fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+	case c.Iterations < metadata.MinScramIterations:
+		return fmt.Errorf("%w: too few iterations (%d; at least %d)", metadata.ErrUnacceptableCredential, c.Iterations, metadata.MinScramIterations)
+	case c.Iterations > metadata.MaxScramIterations:
+		return fmt.Errorf("%w: too many iterations (%d; at most %d)", metadata.ErrUnacceptableCredential, c.Iterations, metadata.MaxScramIterations)
+	case len(c.Salt) == 0 || len(c.Salt) > 1024:
+		return fmt.Errorf("%w: a salt of %d bytes (want 1 to 1024)", metadata.ErrUnacceptableCredential, len(c.Salt))
+	case len(c.StoredKey) != h().Size() || len(c.ServerKey) != h().Size():
+		return fmt.Errorf("%w: keys of %d and %d bytes (want %d)", metadata.ErrUnacceptableCredential, len(c.StoredKey), len(c.ServerKey), h().Size())
+	}
+	return nil
+}
+
+// writeSecurity adds the entry's security changes to b.
+func (s *secTxn) write(b *meta.StateBatch) error {
+	for bd, added := range s.acls {
+		k, err := aclStateKey(bd)
+		if err != nil {
+			return err
+		}
+		if !added {
+			b.Delete(k)
+			continue
+		}
+		b.Set(k, k[len(stateKeyACL):])
+	}
+	for k, c := range s.scram {
+		if c == nil {
+			b.Delete([]byte(k.stateKey()))
+			continue
+		}
+		v, err := json.Marshal(scramCredentialRecord{User: c.User, Mechanism: c.Mechanism, Salt: c.Salt,
+			StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations})
+		if err != nil {
+			return fmt.Errorf("encode scram credential: %w", err)
+		}
+		b.Set([]byte(k.stateKey()), v)
+	}
+	for k, q := range s.quotas {
+		if q == nil {
+			b.Delete([]byte(stateKeyQuota + k))
+			continue
+		}
+		v, err := json.Marshal(q)
+		if err != nil {
+			return fmt.Errorf("encode client quota: %w", err)
+		}
+		b.Set([]byte(stateKeyQuota+k), v)
+	}
+	return nil
+}
+
+// aclStateKey is a binding's key in the state: its JSON, which is
+// canonical (fixed field order) and also the value.
+func aclStateKey(b acl.Binding) ([]byte, error) {
+	js, err := json.Marshal(b)
+	if err != nil {
+		return nil, fmt.Errorf("encode acl: %w", err)
+	}
+	return append([]byte(stateKeyACL), js...), nil
+}
+
+// mutate applies the changes to st (write lock held); index is the
+// entry's, the new version of what changed.
+func (s *secTxn) mutate(st *securityState, index uint64) {
+	if len(s.acls) > 0 {
+		for b, added := range s.acls {
+			if added {
+				st.aclSet[b] = struct{}{}
+			} else {
+				delete(st.aclSet, b)
+			}
+		}
+		st.acls = sortedACLs(st.aclSet)
+		st.aclVersion = index
+	}
+	for k, c := range s.scram {
+		if c == nil {
+			delete(st.scram, k)
+		} else {
+			st.scram[k] = *c
+		}
+	}
+	if len(s.quotas) > 0 {
+		for k, q := range s.quotas {
+			if q == nil {
+				delete(st.quotas, k)
+			} else {
+				st.quotas[k] = *q
+			}
+		}
+		st.quotaList = sortedQuotas(st.quotas)
+		st.quotaVersion = index
+	}
+}
+
+func sortedACLs(set map[acl.Binding]struct{}) []acl.Binding {
+	out := slices.Collect(maps.Keys(set))
+	slices.SortFunc(out, metadata.CompareACLBindings)
+	return out
+}
+
+func sortedQuotas(m map[string]metadata.ClientQuota) []metadata.ClientQuota {
+	out := make([]metadata.ClientQuota, 0, len(m))
+	for _, k := range sortedNames(m) {
+		out = append(out, m[k])
+	}
+	return out
+}
+
+// loadSecurity reads the security state from db.
+func loadSecurity(db *meta.DB, st *state) error {
+	s := newSecurityState()
+	err := db.ScanState([]byte(stateKeyACL), func(k, v []byte) error {
+		var b acl.Binding
+		if err := json.Unmarshal(v, &b); err != nil {
+			return fmt.Errorf("%w: acl %q: %v", meta.ErrCorrupt, k, err)
+		}
+		s.aclSet[b] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = db.ScanState([]byte(stateKeyScram), func(k, v []byte) error {
+		var r scramCredentialRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("%w: scram credential: %v", meta.ErrCorrupt, err)
+		}
+		key := scramKey{r.User, r.Mechanism}
+		if key.stateKey() != stateKeyScram+string(k) {
+			return fmt.Errorf("%w: scram credential record under the wrong key", meta.ErrCorrupt)
+		}
+		s.scram[key] = metadata.ScramCredential{User: r.User, Mechanism: r.Mechanism, Salt: r.Salt,
+			StoredKey: r.StoredKey, ServerKey: r.ServerKey, Iterations: r.Iterations}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = db.ScanState([]byte(stateKeyQuota), func(k, v []byte) error {
+		var q metadata.ClientQuota
+		if err := json.Unmarshal(v, &q); err != nil {
+			return fmt.Errorf("%w: client quota %q: %v", meta.ErrCorrupt, k, err)
+		}
+		if metadata.QuotaEntityKey(q.Entity) != string(k) {
+			return fmt.Errorf("%w: client quota record %q holds another entity", meta.ErrCorrupt, k)
+		}
+		s.quotas[string(k)] = q
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.acls = sortedACLs(s.aclSet)
+	s.quotaList = sortedQuotas(s.quotas)
+	// The versions of a loaded state: the applied index, newer than any
+	// version published before (a restore replaces everything).
+	s.aclVersion, s.quotaVersion = st.applied, st.applied
+	st.sec = s
+	return nil
+}
+
+// ---- The Controller's API ----
+
+// Operations of the controller RPC for the security metadata.
+const (
+	rpcCreateACLs            = "create_acls"
+	rpcDeleteACLs            = "delete_acls"
+	rpcAlterScramCredentials = "alter_scram_credentials"
+	rpcAlterClientQuotas     = "alter_client_quotas"
+)
+
+// maxBindingsPerEntry bounds one entry's ACL records, so a CreateAcls of
+// many bindings is several entries (and RPC requests) of bounded size.
+const maxBindingsPerEntry = 1000
+
+type (
+	aclArgs struct {
+		Bindings []acl.Binding `json:"bindings,omitempty"`
+		Filters  []aclFilter   `json:"filters,omitempty"`
+	}
+	// aclFilter is acl.Filter on the wire (it has no JSON tags).
+	aclFilter struct {
+		ResourceType acl.ResourceType `json:"resource_type"`
+		ResourceName *string          `json:"resource_name,omitempty"`
+		PatternType  acl.PatternType  `json:"pattern_type"`
+		Principal    *string          `json:"principal,omitempty"`
+		Host         *string          `json:"host,omitempty"`
+		Operation    acl.Operation    `json:"operation"`
+		Permission   acl.Permission   `json:"permission"`
+	}
+	scramArgs struct {
+		Upserts   []scramCredentialRecord       `json:"upserts,omitempty"`
+		Deletions []removeScramCredentialRecord `json:"deletions,omitempty"`
+	}
+	quotaArgs struct {
+		Alterations []quotaAlteration `json:"alterations"`
+	}
+	quotaAlteration struct {
+		Entity []metadata.QuotaEntityPart `json:"entity"`
+		Ops    []quotaOp                  `json:"ops"`
+	}
+	quotaOp struct {
+		Key    string  `json:"key"`
+		Value  float64 `json:"value"`
+		Remove bool    `json:"remove,omitempty"`
+	}
+	// itemErrors is one error (or nil) per item of a request, as the RPC
+	// carries them.
+	itemErrors struct {
+		Errs []*rpcError `json:"errs"`
+	}
+	deleteACLsResult struct {
+		Deleted [][]acl.Binding `json:"deleted"`
+		Errs    []*rpcError     `json:"errs"`
+	}
+)
+
+func (e itemErrors) errors(n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		if i < len(e.Errs) && e.Errs[i] != nil {
+			out[i] = e.Errs[i].toError()
+		}
+	}
+	return out
+}
+
+func rpcErrors(errs []error) []*rpcError {
+	out := make([]*rpcError, len(errs))
+	for i, err := range errs {
+		if err != nil {
+			out[i] = toRPCError(err)
+		}
+	}
+	return out
+}
+
+// ACLs returns every ACL binding, sorted by metadata.CompareACLBindings,
+// and their version (the log index of the last change, 0 if none). The
+// slice is shared and immutable: callers must not modify it.
+func (c *Controller) ACLs() ([]acl.Binding, uint64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.st.sec.acls, c.st.sec.aclVersion
+}
+
+// CreateACLs creates bindings, answering one error (or nil) per binding:
+// metadata.ErrInvalidRequest for a binding Kafka would refuse
+// (metadata.ValidateACLBinding). Creating an existing binding succeeds
+// and changes nothing. It returns once this node applied the change.
+func (c *Controller) CreateACLs(ctx context.Context, bs []acl.Binding) []error {
+	errs := make([]error, len(bs))
+	var valid []acl.Binding
+	var at []int
+	for i, b := range bs {
+		if err := metadata.ValidateACLBinding(b); err != nil {
+			errs[i] = err
+			continue
+		}
+		valid = append(valid, b)
+		at = append(at, i)
+	}
+	for start := 0; start < len(valid); start += maxBindingsPerEntry {
+		end := min(start+maxBindingsPerEntry, len(valid))
+		_, index, err := route(c, ctx, rpcCreateACLs, aclArgs{Bindings: valid[start:end]}, (*Controller).createACLsLocal)
+		c.afterChange(ctx, "create acls", index, false)
+		if err != nil {
+			for _, i := range at[start:end] {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+func (c *Controller) createACLsLocal(ctx context.Context, a aclArgs) (none, uint64, error) {
+	_, index, err := c.commit(ctx, "create acls", func(st *state) ([]record, error) {
+		seen := map[acl.Binding]bool{}
+		var recs []record
+		for _, b := range a.Bindings {
+			if err := metadata.ValidateACLBinding(b); err != nil {
+				return nil, err
+			}
+			if _, exists := st.sec.aclSet[b]; exists || seen[b] {
+				continue
+			}
+			seen[b] = true
+			recs = append(recs, &aclRecord{Binding: b})
+		}
+		return recs, nil
+	})
+	return none{}, index, err
+}
+
+// DeleteACLs deletes the bindings each filter selects
+// (metadata.ACLFilterMatches) and answers, per filter, the bindings it
+// deleted or an error (metadata.ErrInvalidRequest for a filter with an
+// UNKNOWN value). A binding two filters select is deleted once and listed
+// for both, as Kafka does.
+func (c *Controller) DeleteACLs(ctx context.Context, fs []acl.Filter) ([][]acl.Binding, []error) {
+	deleted := make([][]acl.Binding, len(fs))
+	errs := make([]error, len(fs))
+	var valid []aclFilter
+	var at []int
+	for i, f := range fs {
+		if err := metadata.ValidateACLFilter(f); err != nil {
+			errs[i] = err
+			continue
+		}
+		valid = append(valid, aclFilter(f))
+		at = append(at, i)
+	}
+	if len(valid) == 0 {
+		return deleted, errs
+	}
+	res, index, err := route(c, ctx, rpcDeleteACLs, aclArgs{Filters: valid}, (*Controller).deleteACLsLocal)
+	c.afterChange(ctx, "delete acls", index, false)
+	for j, i := range at {
+		switch {
+		case err != nil:
+			errs[i] = err
+		case j < len(res.Errs) && res.Errs[j] != nil:
+			errs[i] = res.Errs[j].toError()
+		case j < len(res.Deleted):
+			deleted[i] = res.Deleted[j]
+		}
+	}
+	return deleted, errs
+}
+
+func (c *Controller) deleteACLsLocal(ctx context.Context, a aclArgs) (deleteACLsResult, uint64, error) {
+	res := deleteACLsResult{Deleted: make([][]acl.Binding, len(a.Filters)), Errs: make([]*rpcError, len(a.Filters))}
+	_, index, err := c.commit(ctx, "delete acls", func(st *state) ([]record, error) {
+		removed := map[acl.Binding]bool{}
+		var recs []record
+		for i, wf := range a.Filters {
+			f := acl.Filter(wf)
+			if err := metadata.ValidateACLFilter(f); err != nil {
+				res.Errs[i] = toRPCError(err)
+				continue
+			}
+			res.Deleted[i] = []acl.Binding{}
+			for _, b := range st.sec.acls {
+				if !metadata.ACLFilterMatches(f, b) {
+					continue
+				}
+				res.Deleted[i] = append(res.Deleted[i], b)
+				if !removed[b] {
+					removed[b] = true
+					recs = append(recs, &removeACLRecord{Binding: b})
+				}
+			}
+		}
+		if len(recs) > maxRecordsPerEntry {
+			return nil, fmt.Errorf("%w: the filters select %d ACLs; delete at most %d at once", metadata.ErrInvalidRequest, len(recs), maxRecordsPerEntry)
+		}
+		return recs, nil
+	})
+	if err != nil {
+		return deleteACLsResult{}, 0, err
+	}
+	return res, index, nil
+}
+
+// ScramCredential returns a user's credential for a mechanism.
+func (c *Controller) ScramCredential(user, mechanism string) (metadata.ScramCredential, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	cr, ok := c.st.sec.scram[scramKey{user, mechanism}]
+	if !ok {
+		return metadata.ScramCredential{}, false
+	}
+	return cloneScram(cr), true
+}
+
+// ScramCredentials returns every credential, sorted by user and mechanism.
+func (c *Controller) ScramCredentials() []metadata.ScramCredential {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]metadata.ScramCredential, 0, len(c.st.sec.scram))
+	for _, cr := range c.st.sec.scram {
+		out = append(out, cloneScram(cr))
+	}
+	slices.SortFunc(out, func(a, b metadata.ScramCredential) int {
+		if a.User != b.User {
+			return strings.Compare(a.User, b.User)
+		}
+		return strings.Compare(a.Mechanism, b.Mechanism)
+	})
+	return out
+}
+
+func cloneScram(c metadata.ScramCredential) metadata.ScramCredential {
+	c.Salt, c.StoredKey, c.ServerKey = slices.Clone(c.Salt), slices.Clone(c.StoredKey), slices.Clone(c.ServerKey)
+	return c
+}
+
+// AlterScramCredentials creates or replaces (upserts) and deletes SCRAM
+// credentials, answering one error (or nil) per item, upserts first, with
+// Kafka's rules: a user named more than once in the request, by any item,
+// is refused for all of them (metadata.ErrDuplicateResource); an unknown
+// mechanism is metadata.ErrUnsupportedSaslMechanism; too few or too many
+// iterations or an empty user metadata.ErrUnacceptableCredential; deleting
+// a credential that does not exist metadata.ErrResourceNotFound.
+func (c *Controller) AlterScramCredentials(ctx context.Context, upserts []metadata.ScramCredential, deletions []metadata.ScramDeletion) []error {
+	n := len(upserts) + len(deletions)
+	errs := make([]error, n)
+	count := map[string]int{}
+	for _, u := range upserts {
+		count[u.User]++
+	}
+	for _, d := range deletions {
+		count[d.User]++
+	}
+	var a scramArgs
+	var at []int
+	for i, u := range upserts {
+		if count[u.User] > 1 {
+			errs[i] = fmt.Errorf("%w: user %q is altered more than once in one request", metadata.ErrDuplicateResource, u.User)
+			continue
+		}
+		if err := validateScramCredential(u); err != nil {
+			errs[i] = err
+			continue
+		}
+		a.Upserts = append(a.Upserts, scramCredentialRecord{User: u.User, Mechanism: u.Mechanism, Salt: u.Salt,
+			StoredKey: u.StoredKey, ServerKey: u.ServerKey, Iterations: u.Iterations})
+		at = append(at, i)
+	}
+	for j, d := range deletions {
+		i := len(upserts) + j
+		switch {
+		case count[d.User] > 1:
+			errs[i] = fmt.Errorf("%w: user %q is altered more than once in one request", metadata.ErrDuplicateResource, d.User)
+			continue
+		case metadata.ScramHash(d.Mechanism) == nil:
+			errs[i] = fmt.Errorf("%w: %q", metadata.ErrUnsupportedSaslMechanism, d.Mechanism)
+			continue
+		case d.User == "":
+			errs[i] = fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+			continue
+		}
+		a.Deletions = append(a.Deletions, removeScramCredentialRecord{User: d.User, Mechanism: d.Mechanism})
+		at = append(at, i)
+	}
+	if len(at) == 0 {
+		return errs
+	}
+	res, index, err := route(c, ctx, rpcAlterScramCredentials, a, (*Controller).alterScramLocal)
+	c.afterChange(ctx, "alter scram credentials", index, false)
+	got := res.errors(len(at))
+	for j, i := range at {
+		if err != nil {
+			errs[i] = err
+		} else {
+			errs[i] = got[j]
+		}
+	}
+	return errs
+}
+
+func (c *Controller) alterScramLocal(ctx context.Context, a scramArgs) (itemErrors, uint64, error) {
+	errs := make([]error, len(a.Upserts)+len(a.Deletions))
+	_, index, err := c.commit(ctx, "alter scram credentials", func(st *state) ([]record, error) {
+		users := map[string]bool{}
+		var recs []record
+		for i, u := range a.Upserts {
+			cr := metadata.ScramCredential{User: u.User, Mechanism: u.Mechanism, Salt: u.Salt, StoredKey: u.StoredKey,
+				ServerKey: u.ServerKey, Iterations: u.Iterations}
+			if err := validateScramCredential(cr); err != nil {
+				errs[i] = err
+				continue
+			}
+			if users[u.User] {
+				errs[i] = fmt.Errorf("%w: user %q", metadata.ErrDuplicateResource, u.User)
+				continue
+			}
+			users[u.User] = true
+			r := u
+			recs = append(recs, &r)
+		}
+		for j, d := range a.Deletions {
+			i := len(a.Upserts) + j
+			if users[d.User] {
+				errs[i] = fmt.Errorf("%w: user %q", metadata.ErrDuplicateResource, d.User)
+				continue
+			}
+			users[d.User] = true
+			if _, ok := st.sec.scram[scramKey{d.User, d.Mechanism}]; !ok {
+				errs[i] = fmt.Errorf("%w: attempt to delete a user credential that does not exist (%s of %q)", metadata.ErrResourceNotFound, d.Mechanism, d.User)
+				continue
+			}
+			r := d
+			recs = append(recs, &r)
+		}
+		return recs, nil
+	})
+	if err != nil {
+		return itemErrors{}, 0, err
+	}
+	return itemErrors{Errs: rpcErrors(errs)}, index, nil
+}
+
+// ClientQuotas returns every entity's quota, sorted by entity, and their
+// version (the log index of the last change, 0 if none). The slice is
+// shared and immutable: callers must not modify it or its values.
+func (c *Controller) ClientQuotas() ([]metadata.ClientQuota, uint64) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.st.sec.quotaList, c.st.sec.quotaVersion
+}
+
+// AlterClientQuotas sets and removes quota values, answering one error (or
+// nil) per alteration: an entity Kafka refuses (metadata.CanonicalQuotaEntity),
+// a key twice in one alteration, a key not valid for the entity or a
+// value out of range (metadata.ValidateQuotaValue) fail that alteration,
+// whose values are then left as they were. With validateOnly nothing
+// changes.
+func (c *Controller) AlterClientQuotas(ctx context.Context, alts []metadata.ClientQuotaAlteration, validateOnly bool) []error {
+	errs := make([]error, len(alts))
+	var a quotaArgs
+	var at []int
+	for i, alt := range alts {
+		qa, err := checkQuotaAlteration(alt.Entity, alt.Ops)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		a.Alterations = append(a.Alterations, qa)
+		at = append(at, i)
+	}
+	if validateOnly || len(at) == 0 {
+		return errs
+	}
+	res, index, err := route(c, ctx, rpcAlterClientQuotas, a, (*Controller).alterClientQuotasLocal)
+	c.afterChange(ctx, "alter client quotas", index, false)
+	got := res.errors(len(at))
+	for j, i := range at {
+		if err != nil {
+			errs[i] = err
+		} else {
+			errs[i] = got[j]
+		}
+	}
+	return errs
+}
+
+// checkQuotaAlteration validates one alteration and returns it with its
+// entity canonical.
+func checkQuotaAlteration(entity []metadata.QuotaEntityPart, ops []metadata.ClientQuotaOp) (quotaAlteration, error) {
+	ent, err := metadata.CanonicalQuotaEntity(entity)
+	if err != nil {
+		return quotaAlteration{}, err
+	}
+	qa := quotaAlteration{Entity: ent}
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if seen[op.Key] {
+			return quotaAlteration{}, fmt.Errorf("%w: duplicate quota key %q; not updating quota for this entity", metadata.ErrInvalidRequest, op.Key)
+		}
+		seen[op.Key] = true
+		if op.Remove {
+			if !slices.Contains(metadata.ValidQuotaKeys(ent), op.Key) {
+				return quotaAlteration{}, fmt.Errorf("%w: invalid configuration key %q for this entity", metadata.ErrInvalidRequest, op.Key)
+			}
+		} else if err := metadata.ValidateQuotaValue(ent, op.Key, op.Value); err != nil {
+			return quotaAlteration{}, err
+		}
+		qa.Ops = append(qa.Ops, quotaOp(op))
+	}
+	return qa, nil
+}
+
+func (c *Controller) alterClientQuotasLocal(ctx context.Context, a quotaArgs) (itemErrors, uint64, error) {
+	errs := make([]error, len(a.Alterations))
+	_, index, err := c.commit(ctx, "alter client quotas", func(st *state) ([]record, error) {
+		var recs []record
+		x := newTxn(st) // to check each alteration against the ones before it
+		for i, alt := range a.Alterations {
+			ops := make([]metadata.ClientQuotaOp, len(alt.Ops))
+			for j, op := range alt.Ops {
+				ops[j] = metadata.ClientQuotaOp(op)
+			}
+			qa, err := checkQuotaAlteration(alt.Entity, ops)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			var mine []record
+			for _, op := range qa.Ops {
+				r := &clientQuotaRecord{Entity: qa.Entity, Key: op.Key}
+				if !op.Remove {
+					v := op.Value
+					r.Value = &v
+				}
+				mine = append(mine, r)
+			}
+			// Dry-run this alteration on top of the earlier ones: one
+			// that cannot apply (the entity limit) fails alone.
+			snapshot := cloneSecTxn(x.sec)
+			var aerr error
+			for _, r := range mine {
+				if _, aerr = x.applySecurity(r); aerr != nil {
+					break
+				}
+			}
+			if aerr != nil {
+				x.sec = snapshot
+				errs[i] = aerr
+				continue
+			}
+			recs = append(recs, mine...)
+		}
+		return recs, nil
+	})
+	if err != nil {
+		return itemErrors{}, 0, err
+	}
+	return itemErrors{Errs: rpcErrors(errs)}, index, nil
+}
+
+func cloneSecTxn(s *secTxn) *secTxn {
+	if s == nil {
+		return nil
+	}
+	return &secTxn{acls: maps.Clone(s.acls), scram: maps.Clone(s.scram), quotas: maps.Clone(s.quotas)}
+}
