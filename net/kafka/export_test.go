@@ -6,6 +6,8 @@ package kafka
 // internals is exported to them here, in test builds only.
 
 import (
+	"time"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -55,15 +57,22 @@ func (s *Server) RequestErrors(api, code string) (float64, error) {
 // observed for a quota label (producer_byte_rate, consumer_byte_rate,
 // request_percentage, connection_creation_rate).
 func (s *Server) QuotaThrottles(label string) (uint64, error) {
+	n, _, err := s.QuotaThrottleTime(label)
+	return n, err
+}
+
+// QuotaThrottleTime is moonmq_quota_throttle_seconds' count and sum for a
+// quota label.
+func (s *Server) QuotaThrottleTime(label string) (uint64, time.Duration, error) {
 	var m dto.Metric
 	h, err := s.opts.Metrics.quotaThrottle.GetMetricWithLabelValues(label)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := h.(interface{ Write(*dto.Metric) error }).Write(&m); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return m.GetHistogram().GetSampleCount(), nil
+	return m.GetHistogram().GetSampleCount(), time.Duration(m.GetHistogram().GetSampleSum() * float64(time.Second)), nil
 }
 
 // ConnectionRejects is moonmq_connection_rejects_total{reason}.

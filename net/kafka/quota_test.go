@@ -380,3 +380,26 @@ func TestConnectionCreationRateQuota(t *testing.T) {
 	// Once the burst leaves the span, 127.0.0.1 connects again.
 	eventually(t, "127.0.0.1 may connect again", 10*time.Second, func() bool { return !refused() })
 }
+
+// TestBrokerConnectionCreationRate: over the broker-wide connection rate
+// the acceptor waits before taking the next connection, which is then
+// served (Kafka's max.connection.creation.rate paces, it does not refuse).
+func TestBrokerConnectionCreationRate(t *testing.T) {
+	s := startServer(t, node.Config{Quotas: kafka.QuotaOptions{MaxConnectionCreationRate: 5, Window: quotaWindow}})
+	for range 5 {
+		apiVersionsWorks(t, s)
+	}
+	// The sixth within the span (about a second, padded): up to (6-5)/5 of
+	// it, 200 ms, less the part of the span the first five took.
+	start := time.Now()
+	apiVersionsWorks(t, s)
+	took := time.Since(start)
+	n, wait, err := s.k.QuotaThrottleTime("connection_creation_rate")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n, "the acceptor did not wait")
+	require.Positive(t, wait)
+	require.GreaterOrEqual(t, took, wait, "the connection was served before the acceptor's wait ended")
+	refused, err := s.k.ConnectionRejects("connection_creation_rate")
+	require.NoError(t, err)
+	require.Zero(t, refused)
+}
