@@ -113,7 +113,7 @@ func (o *Options) EnsureDefaults() {
 	if o.Window <= 0 {
 		o.Window = time.Second
 	}
-	if o.Samples <= 1 {
+	if o.Samples <= 0 {
 		o.Samples = 11
 	}
 	if o.MaxSensors <= 0 {

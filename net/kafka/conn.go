@@ -34,6 +34,7 @@ type request struct {
 	charge       fetchCharge   // fetched data the reply holds until written
 	frameBytes   int64         // the request's size, for producer_byte_rate
 	handlerTime  time.Duration // its handler's run on the read loop, for request_percentage (when measured)
+	quotaDone    bool          // its reply was recorded against the client's quotas (throttleReply)
 }
 
 // reply is what the write loop sends for one request, in order. A reply

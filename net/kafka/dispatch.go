@@ -187,7 +187,11 @@ func (c *conn) dispatch(r *request) {
 		}
 		c.s.budget.release(r.size)
 		if ok {
-			c.out.fill(r.entry, reply{req: r, resp: resp})
+			// Quotas are applied here for an answer made on the read loop
+			// (acks=0 produces included), so a throttle mutes the
+			// connection before its next request is read; answers made
+			// elsewhere are recorded by the write loop.
+			c.out.fill(r.entry, c.throttleReply(reply{req: r, resp: resp}))
 		}
 		return
 	}

@@ -31,6 +31,8 @@ package kafka
 // but no quotas, a call of the source and a version compare.
 
 import (
+	"fmt"
+	"math"
 	"net"
 	"strings"
 	"time"
@@ -56,6 +58,18 @@ type QuotaOptions struct {
 	// Samples windows of Window.
 	Window  time.Duration
 	Samples int
+}
+
+func (o QuotaOptions) validate() error {
+	switch {
+	case o.MaxConnectionCreationRate < 0 || math.IsNaN(o.MaxConnectionCreationRate):
+		return fmt.Errorf("kafka: max connection creation rate %v must be a positive number of connections per second (0: unlimited)", o.MaxConnectionCreationRate)
+	case o.Window < 0 || (o.Window > 0 && o.Window < time.Millisecond):
+		return fmt.Errorf("kafka: quota window %v must be at least 1ms (0: Kafka's 1s)", o.Window)
+	case o.Samples < 0:
+		return fmt.Errorf("kafka: quota window count %d must not be negative (0: Kafka's 11)", o.Samples)
+	}
+	return nil
 }
 
 func (o QuotaOptions) enabled() bool {
@@ -136,15 +150,18 @@ func (c *conn) measureHandler() bool {
 	return q != nil && q.Enabled(quota.Request)
 }
 
-// throttleReply records a reply about to be written against the
-// client's quotas and, if the client is over one, sets the response's
-// throttle time and mutes the connection for it. A throttled fetch is
-// answered empty instead. It returns the reply to write.
+// throttleReply records a reply against the client's quotas and, if the
+// client is over one, sets the response's throttle time and mutes the
+// connection for it. A throttled fetch is answered empty instead. It
+// returns the reply to write. It is called once the answer is made (by
+// dispatch for answers made on the read loop, by the write loop for the
+// others) and records a reply once.
 func (c *conn) throttleReply(rp reply) reply {
 	r := rp.req
-	if !c.s.syncQuotas() || rp.fatal != nil || r == nil || r.kreq == nil || quotaExempt[r.key] {
+	if r == nil || r.quotaDone || !c.s.syncQuotas() || rp.fatal != nil || r.kreq == nil || quotaExempt[r.key] {
 		return rp
 	}
+	r.quotaDone = true
 	q := c.s.quotas
 	user, now := c.quotaUser(), time.Now()
 	request := func() time.Duration {

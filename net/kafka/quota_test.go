@@ -403,3 +403,41 @@ func TestBrokerConnectionCreationRate(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, refused)
 }
+
+func TestQuotaOptionsValidate(t *testing.T) {
+	for _, q := range []kafka.QuotaOptions{
+		{MaxConnectionCreationRate: -1},
+		{Window: time.Microsecond},
+		{Window: -time.Second},
+		{Samples: -1},
+	} {
+		o := kafka.Options{Quotas: q}
+		require.Error(t, o.Validate(), "%+v", q)
+	}
+	o := kafka.Options{Quotas: kafka.QuotaOptions{MaxConnectionCreationRate: 10, Window: time.Second, Samples: 11}}
+	require.NoError(t, o.Validate())
+}
+
+// TestAcksZeroProduceIsThrottled: an acks=0 produce has no response to
+// carry a throttle, but it counts against the quota and mutes the
+// connection all the same (Kafka does the same).
+func TestAcksZeroProduceIsThrottled(t *testing.T) {
+	src := &quotaSource{}
+	src.set(clientQuota("producer_byte_rate", 2<<10, "client-id", "zero"))
+	s := startQuotaServer(t, src)
+	createTopic(t, s, "z", 1)
+	c := dialClient(t, s, "zero")
+	sent := time.Now()
+	c.send(produceRequest("z", 0, 5*time.Second, testBatch(t, 4<<10)))
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	c.send(md)
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Version = md.Version
+	c.recv(resp)
+	n, throttle, err := s.k.QuotaThrottleTime("producer_byte_rate")
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), n)
+	require.Greater(t, throttle, 500*time.Millisecond)
+	require.GreaterOrEqual(t, time.Since(sent), throttle, "the request after the throttled acks=0 produce was not held back")
+}

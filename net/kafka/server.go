@@ -172,6 +172,9 @@ func (o *Options) Validate() error {
 	case o.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
 	}
+	if err := o.Quotas.validate(); err != nil {
+		return err
+	}
 	if o.Advertise != "" {
 		_, port, err := net.SplitHostPort(o.Advertise)
 		if err != nil {
