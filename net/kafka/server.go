@@ -13,7 +13,9 @@
 // acks=1/all produces are answered from the log's durability callbacks
 // (answerLater) once their fsync is done; acks=all on a replicated leader
 // waits for the ISR in one goroutine per waiting partition, ended when the
-// request is answered or times out.
+// request is answered or times out. A client over one of its quotas
+// (quota.go) is answered at once with a throttle time, and its connection
+// reads nothing more until that time has passed (KIP-219).
 package kafka
 
 import (
