@@ -43,6 +43,7 @@ type serveConfig struct {
 	cluster                       clusterFlags // main_cluster.go
 	groups                        *groupFlags  // main_groups.go
 	txns                          *txnFlags    // main_txns.go
+	authz                         *authzFlags  // main_authz.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -77,6 +78,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.cluster.add(fs)
 	cfg.groups = addGroupFlags(fs)
 	cfg.txns = addTxnFlags(fs)
+	cfg.authz = addAuthzFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
 			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
@@ -114,6 +116,9 @@ func (c *serveConfig) validate() error {
 		return errors.New("data: must not be empty")
 	}
 	if err := c.cluster.validate(int32(c.nodeID)); err != nil {
+		return err
+	}
+	if _, err := c.authz.principals(); err != nil {
 		return err
 	}
 	if err := c.nodeConfig(slog.New(slog.DiscardHandler)).Validate(); err != nil {
@@ -250,5 +255,16 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		Groups: c.groups.config(logger), ResetOffsetsTopic: c.groups.resetOffsetsTopic,
 		Txns:    c.txns.config(logger),
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
+		Authz: c.authz.config(c.authenticates()),
 	}
+}
+
+// authenticates reports whether the Kafka listener authenticates its
+// clients, which is when ACLs are enforced. Until the security protocol
+// flags exist (--security-protocol, --tls-client-auth: the TLS and SASL
+// work of issue 15) every listener is PLAINTEXT and this is false; the
+// integrator makes it: protocol is SASL_PLAINTEXT or SASL_SSL, or SSL with
+// client certificates required.
+func (c *serveConfig) authenticates() bool {
+	return false
 }

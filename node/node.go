@@ -32,7 +32,6 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/cluster/membership"
-	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
@@ -93,9 +92,11 @@ type Config struct {
 	// Txns configures the transaction coordinator.
 	Txns txncoord.Config
 	// Quotas are the Kafka listener's client quotas. A nil Source is the
-	// controller's quotas (ClientQuotas, once the controller serves them);
-	// tests pass a static one.
+	// controller's quotas (what AlterClientQuotas stored); tests pass a
+	// static one.
 	Quotas kafka.QuotaOptions
+	// Authz configures ACL checks on the Kafka listener (authz.go).
+	Authz AuthzConfig
 
 	Version string
 	Logger  *slog.Logger
@@ -361,18 +362,19 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	handedOver = true
-	kopts := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
-	if kopts.Quotas.Source == nil {
-		// The quotas AlterClientQuotas stores in the metadata, on every
-		// node (checked by method so this builds before the controller
-		// serves them).
-		if src, ok := any(ctrl).(interface {
-			ClientQuotas() ([]metadata.ClientQuota, uint64)
-		}); ok {
-			kopts.Quotas.Source = src.ClientQuotas
-		}
+	ko := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	ko.Authz = cfg.kafkaAuthz(ctrl)
+	if ko.Authz.Enabled {
+		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
+			"allow_everyone_if_no_acl_found", cfg.Authz.AllowEveryoneIfNoACL)
 	}
-	ks, err := kafka.Listen(kopts, ctrl, b)
+	if ko.Quotas.Source == nil {
+		// The quotas AlterClientQuotas stores in the metadata, which every
+		// node of the cluster has: each node enforces them for its own
+		// connections (Kafka's quotas are per broker too).
+		ko.Quotas.Source = ctrl.ClientQuotas
+	}
+	ks, err := kafka.Listen(ko, ctrl, b)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
@@ -101,9 +102,15 @@ func (c *conn) brokerConfigs() map[string]string {
 func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DescribeConfigsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	z := c.authz(r)
 	for _, res := range req.Resources {
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		if code := z.configResource(acl.OpDescribeConfigs, res.ResourceType, res.ResourceName); code != 0 {
+			rr.ErrorCode = code
+			resp.Resources = append(resp.Resources, rr)
+			continue
+		}
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			t, ok := c.s.meta.Topic(res.ResourceName)
@@ -141,9 +148,35 @@ func (c *conn) handleDescribeConfigs(r *request) (kmsg.Response, func() kmsg.Res
 	return resp, nil
 }
 
+// configResource is the authorization error of op on a config resource,
+// or 0: broker configs are the cluster's (Kafka's ConfigHelper), topic
+// and group configs their topic's and group's. Types MoonMQ does not
+// serve are left to the handler to refuse.
+func (z authz) configResource(op acl.Operation, typ kmsg.ConfigResourceType, name string) int16 {
+	switch typ {
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger, kmsg.ConfigResourceTypeClientMetrics:
+		if !z.cluster(op) {
+			return kerr.ClusterAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeTopic:
+		if !z.allowed(op, acl.ResourceTopic, name) {
+			return kerr.TopicAuthorizationFailed.Code
+		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !z.allowed(op, acl.ResourceGroup, name) {
+			return kerr.GroupAuthorizationFailed.Code
+		}
+	}
+	return 0
+}
+
 // alterTopicConfigs applies one resource of an (Incremental)AlterConfigs
 // request; only topic configs are alterable (broker settings are static).
-func (c *conn) alterTopicConfigs(typ kmsg.ConfigResourceType, name string, apply func() error) (int16, *string) {
+// ALTER_CONFIGS on the resource is checked first, as Kafka does.
+func (c *conn) alterTopicConfigs(z authz, typ kmsg.ConfigResourceType, name string, apply func() error) (int16, *string) {
+	if code := z.configResource(acl.OpAlterConfigs, typ, name); code != 0 {
+		return code, nil
+	}
 	if typ != kmsg.ConfigResourceTypeTopic {
 		return kerr.InvalidRequest.Code, errMessage(fmt.Errorf("only topic configs can be altered (resource type %d)", typ))
 	}
@@ -163,10 +196,11 @@ func (c *conn) handleIncrementalAlterConfigs(r *request) (kmsg.Response, func() 
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	ctx, cancel := c.adminCtx(0)
 	defer cancel()
+	z := c.authz(r)
 	for _, res := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, res.ResourceName, func() error {
+		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(z, res.ResourceType, res.ResourceName, func() error {
 			ops := make([]metadata.ConfigOp, 0, len(res.Configs))
 			for _, cfg := range res.Configs {
 				op := metadata.ConfigOp{Key: cfg.Name, Op: metadata.OpType(cfg.Op)}
@@ -188,10 +222,11 @@ func (c *conn) handleAlterConfigs(r *request) (kmsg.Response, func() kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	ctx, cancel := c.adminCtx(0)
 	defer cancel()
+	z := c.authz(r)
 	for _, res := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(res.ResourceType, res.ResourceName, func() error {
+		rr.ErrorCode, rr.ErrorMessage = c.alterTopicConfigs(z, res.ResourceType, res.ResourceName, func() error {
 			configs := make(map[string]string, len(res.Configs))
 			for _, cfg := range res.Configs {
 				if cfg.Value != nil {

@@ -87,6 +87,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	if h, _, err := net.SplitHostPort(c.peer); err == nil {
 		c.host = h
 	}
+	if f := s.principalOf.Load(); f != nil {
+		c.principal = (*f)(nc)
+	}
 	c.touch()
 	return c
 }

@@ -85,6 +85,15 @@ func init() {
 		kmsg.DeleteGroups.Int16():           {0, 2, (*conn).handleDeleteGroups},
 		kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1, (*conn).handleConsumerGroupHeartbeat},
 		kmsg.ConsumerGroupDescribe.Int16():  {0, 1, (*conn).handleConsumerGroupDescribe},
+
+		// Security metadata (acls.go, scram.go, quotas.go).
+		kmsg.DescribeACLs.Int16():                 {0, 3, (*conn).handleDescribeAcls},
+		kmsg.CreateACLs.Int16():                   {0, 3, (*conn).handleCreateAcls},
+		kmsg.DeleteACLs.Int16():                   {0, 3, (*conn).handleDeleteAcls},
+		kmsg.DescribeClientQuotas.Int16():         {0, 1, (*conn).handleDescribeClientQuotas},
+		kmsg.AlterClientQuotas.Int16():            {0, 1, (*conn).handleAlterClientQuotas},
+		kmsg.DescribeUserSCRAMCredentials.Int16(): {0, 0, (*conn).handleDescribeUserScramCredentials},
+		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, (*conn).handleAlterUserScramCredentials},
 	}
 }
 

@@ -14,8 +14,10 @@ package kafka
 // read loop.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
@@ -29,6 +31,13 @@ func (c *conn) handleOffsetForLeaderEpoch(r *request) (kmsg.Response, func() kms
 		// answered by the leader only, as Kafka does.
 		replicaID = -1
 	}
+	// Followers have CLUSTER_ACTION; consumers (KIP-320) need DESCRIBE
+	// on each topic, as in Kafka.
+	z := c.authz(r)
+	var describable map[string]bool
+	if !z.quietly(acl.OpClusterAction, acl.ResourceCluster, acl.ClusterName) {
+		describable = z.topics(acl.OpDescribe, namesOf(req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }))
+	}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
 		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -37,6 +46,11 @@ func (c *conn) handleOffsetForLeaderEpoch(r *request) (kmsg.Response, func() kms
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			rp.Partition = p.Partition
+			if describable != nil && !describable[t.Topic] {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err == nil { // CurrentLeaderEpoch decodes as -1 (not checked) before v2
 				rp.LeaderEpoch, rp.EndOffset, err = part.OffsetForLeaderEpoch(replicaID, p.CurrentLeaderEpoch, p.LeaderEpoch)

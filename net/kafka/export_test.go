@@ -6,6 +6,7 @@ package kafka
 // internals is exported to them here, in test builds only.
 
 import (
+	"net"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -83,3 +84,8 @@ func (s *Server) ConnectionRejects(reason string) (float64, error) {
 	}
 	return m.GetCounter().GetValue(), nil
 }
+
+// SetPrincipalOf makes f name the principal of every connection accepted
+// from now on, in place of authentication, so tests can act as chosen
+// principals without SASL or certificates.
+func (s *Server) SetPrincipalOf(f func(net.Conn) string) { s.principalOf.Store(&f) }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/replica"
 )
@@ -34,7 +35,21 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
 		return resp, nil
 	}
-	resp, bytes, _, _, charge := c.fetchOnce(req)
+	// Decided once for the request, not at each pass of a long poll: a
+	// follower needs CLUSTER_ACTION for everything, a consumer READ on
+	// each topic (Kafka's handleFetchRequest).
+	z := c.authz(r)
+	var readable map[string]bool
+	if req.ReplicaID >= 0 {
+		ok := z.cluster(acl.OpClusterAction)
+		readable = map[string]bool{}
+		for _, t := range req.Topics {
+			readable[t.Topic] = ok
+		}
+	} else {
+		readable = z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.FetchRequestTopic) string { return t.Topic }))
+	}
+	resp, bytes, _, _, charge := c.fetchOnce(req, readable)
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	// Like Kafka, a partition error (out of range, unknown partition)
 	// answers at once: the client has to act on it, waiting helps nobody.
@@ -52,7 +67,7 @@ func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 			}
 			// fetchOnce takes the logs' change channels before reading, so
 			// an append between the read and the wait still wakes us.
-			resp, bytes, changed, starved, charge := c.fetchOnce(req)
+			resp, bytes, changed, starved, charge := c.fetchOnce(req, readable)
 			if bytes >= int(req.MinBytes) || ctx.Err() != nil || len(changed) == 0 || c.draining() {
 				r.charge = charge
 				return resp
@@ -146,7 +161,8 @@ func (c *conn) discardFetch(resp *kmsg.FetchResponse, ch fetchCharge) {
 //
 // Room is taken from the budgets partition by partition, for what each
 // read may return, and what the read did not use is given back at once.
-func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, bytes int, changed []<-chan struct{}, starved bool, charge fetchCharge) {
+// Topics readable does not allow are answered TOPIC_AUTHORIZATION_FAILED.
+func (c *conn) fetchOnce(req *kmsg.FetchRequest, readable map[string]bool) (resp *kmsg.FetchResponse, bytes int, changed []<-chan struct{}, starved bool, charge fetchCharge) {
 	c.s.fetchPasses.Add(1)
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	// The client's sizes are capped by the broker's, so one consumer cannot
@@ -168,6 +184,11 @@ func (c *conn) fetchOnce(req *kmsg.FetchRequest) (resp *kmsg.FetchResponse, byte
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.RecordBatches = []byte{} // librdkafka rejects a null record set
+			if !readable[t.Topic] {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)

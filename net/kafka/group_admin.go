@@ -3,15 +3,12 @@ package kafka
 import (
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/group"
 )
-
-// groupOperations is the authorized-operations bitfield reported when a
-// client asks: without ACLs every group operation is allowed (READ,
-// DELETE, DESCRIBE; bit i is ACL operation i).
-const groupOperations = 1<<3 | 1<<6 | 1<<8
 
 func (c *conn) handleListGroups(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ListGroupsRequest)
@@ -26,7 +23,14 @@ func (c *conn) handleListGroups(r *request) (kmsg.Response, func() kmsg.Response
 		resp.ErrorCode = c.errCode(err)
 		return resp, nil
 	}
+	// Kafka: DESCRIBE on the cluster lists every group, else the groups
+	// the principal may DESCRIBE.
+	z := c.authz(r)
+	all := z.quietly(acl.OpDescribe, acl.ResourceCluster, acl.ClusterName)
 	for _, l := range ls {
+		if !all && !z.quietly(acl.OpDescribe, acl.ResourceGroup, l.Group) {
+			continue
+		}
 		g := kmsg.NewListGroupsResponseGroup()
 		g.Group, g.ProtocolType, g.GroupState, g.GroupType = l.Group, l.ProtocolType, string(l.State), l.Type
 		resp.Groups = append(resp.Groups, g)
@@ -37,16 +41,36 @@ func (c *conn) handleListGroups(r *request) (kmsg.Response, func() kmsg.Response
 func (c *conn) handleDescribeGroups(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	// DESCRIBE on each group (Kafka); refused groups are answered in
+	// request order with GROUP_AUTHORIZATION_FAILED.
+	z := c.authz(r)
+	var allowed []string
+	denied := map[string]bool{}
+	for _, id := range req.Groups {
+		if z.allowed(acl.OpDescribe, acl.ResourceGroup, id) {
+			allowed = append(allowed, id)
+		} else {
+			denied[id] = true
+		}
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		for _, id := range req.Groups {
 			g := kmsg.NewDescribeGroupsResponseGroup()
 			g.Group, g.ErrorCode = id, code
+			if denied[id] {
+				g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			}
 			resp.Groups = append(resp.Groups, g)
 		}
 		return resp, nil
 	}
-	for _, d := range groups.DescribeGroups(req.Groups) {
+	for id := range denied {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, g)
+	}
+	for _, d := range groups.DescribeGroups(allowed) {
 		g := kmsg.NewDescribeGroupsResponseGroup()
 		g.Group, g.State, g.ProtocolType, g.Protocol = d.Group, string(d.State), d.ProtocolType, d.Protocol
 		if d.Err != nil {
@@ -60,7 +84,7 @@ func (c *conn) handleDescribeGroups(r *request) (kmsg.Response, func() kmsg.Resp
 			}
 		}
 		if req.IncludeAuthorizedOperations && d.Err == nil {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = z.operations(acl.ResourceGroup, d.Group)
 		}
 		for _, m := range d.Members {
 			gm := kmsg.NewDescribeGroupsResponseGroupMember()
@@ -79,18 +103,36 @@ func (c *conn) handleDescribeGroups(r *request) (kmsg.Response, func() kmsg.Resp
 func (c *conn) handleDeleteGroups(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
+	// DELETE on each group (Kafka).
+	z := c.authz(r)
+	var allowed, denied []string
+	for _, id := range req.Groups {
+		if z.allowed(acl.OpDelete, acl.ResourceGroup, id) {
+			allowed = append(allowed, id)
+		} else {
+			denied = append(denied, id)
+		}
+	}
+	for _, id := range denied {
+		g := kmsg.NewDeleteGroupsResponseGroup()
+		g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, g)
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
-		for _, id := range req.Groups {
+		for _, id := range allowed {
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group, g.ErrorCode = id, code
 			resp.Groups = append(resp.Groups, g)
 		}
 		return resp, nil
 	}
-	replies := groups.DeleteGroups(req.Groups)
+	if len(allowed) == 0 {
+		return resp, nil
+	}
+	replies := groups.DeleteGroups(allowed)
 	return nil, func() kmsg.Response {
-		for i, id := range req.Groups {
+		for i, id := range allowed {
 			derr, err := replies[i].Wait(c.ctx)
 			g := kmsg.NewDeleteGroupsResponseGroup()
 			g.Group, g.ErrorCode = id, c.errCode(firstErr(derr, err))

@@ -3,14 +3,17 @@ package kafka
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
 // JoinGroup and SyncGroup take effect on the read loop, in request order,
 // and park the wait for the rebalance (or the leader's assignment) so the
-// connection keeps serving other requests.
+// connection keeps serving other requests. Every classic group request
+// needs READ on the group (Kafka).
 
 func deref(s *string) string {
 	if s == nil {
@@ -23,6 +26,10 @@ func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response)
 	req := r.kreq.(*kmsg.JoinGroupRequest)
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.MemberID = req.MemberID
+	if !c.authz(r).allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
+		resp.ErrorCode, resp.MemberID, resp.Generation = kerr.GroupAuthorizationFailed.Code, "", -1
+		return resp, nil
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		resp.ErrorCode = code
@@ -71,6 +78,10 @@ func (c *conn) handleJoinGroup(r *request) (kmsg.Response, func() kmsg.Response)
 func (c *conn) handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.SyncGroupRequest)
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if !c.authz(r).allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		resp.ErrorCode = code
@@ -100,6 +111,10 @@ func (c *conn) handleSyncGroup(r *request) (kmsg.Response, func() kmsg.Response)
 func (c *conn) handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.HeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+	if !c.authz(r).allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		resp.ErrorCode = code
@@ -117,6 +132,10 @@ func (c *conn) handleHeartbeat(r *request) (kmsg.Response, func() kmsg.Response)
 func (c *conn) handleLeaveGroup(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.LeaveGroupRequest)
 	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+	if !c.authz(r).allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		resp.ErrorCode = code

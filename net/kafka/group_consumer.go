@@ -3,8 +3,10 @@ package kafka
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
@@ -14,6 +16,10 @@ import (
 func (c *conn) handleConsumerGroupHeartbeat(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+	if !c.authz(r).allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		resp.ErrorCode = code
@@ -66,9 +72,21 @@ func (c *conn) consumerHeartbeatResponse(resp *kmsg.ConsumerGroupHeartbeatRespon
 func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+	// DESCRIBE on each group (Kafka).
+	z := c.authz(r)
+	var allowed []string
+	for _, id := range req.Groups {
+		if z.allowed(acl.OpDescribe, acl.ResourceGroup, id) {
+			allowed = append(allowed, id)
+			continue
+		}
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+		resp.Groups = append(resp.Groups, g)
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
-		for _, id := range req.Groups {
+		for _, id := range allowed {
 			g := kmsg.NewConsumerGroupDescribeResponseGroup()
 			g.Group, g.ErrorCode = id, code
 			resp.Groups = append(resp.Groups, g)
@@ -84,7 +102,7 @@ func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() km
 		}
 		return a
 	}
-	for _, d := range groups.ConsumerGroupDescribe(req.Groups) {
+	for _, d := range groups.ConsumerGroupDescribe(allowed) {
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group = d.Group
 		if d.Err != nil {
@@ -94,7 +112,7 @@ func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() km
 		}
 		g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = string(d.State), d.Epoch, d.AssignmentEpoch, d.Assignor
 		if req.IncludeAuthorizedOperations {
-			g.AuthorizedOperations = groupOperations
+			g.AuthorizedOperations = z.operations(acl.ResourceGroup, d.Group)
 		}
 		for _, m := range d.Members {
 			gm := kmsg.NewConsumerGroupDescribeResponseGroupMember()

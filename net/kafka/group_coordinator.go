@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/txncoord"
@@ -64,6 +65,26 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 	if req.Version < 4 {
 		keys = []string{req.CoordinatorKey}
 	}
+	// DESCRIBE on the group or transactional id, per key (Kafka); a
+	// request whose keys are all refused creates no internal topic.
+	z := c.authz(r)
+	denied := map[string]int16{}
+	refused := 0
+	for _, k := range keys {
+		switch req.CoordinatorType {
+		case coordinatorGroup:
+			if !z.allowed(acl.OpDescribe, acl.ResourceGroup, k) {
+				denied[k] = kerr.GroupAuthorizationFailed.Code
+			}
+		case coordinatorTransaction:
+			if !z.allowed(acl.OpDescribe, acl.ResourceTransactionalID, k) {
+				denied[k] = kerr.TransactionalIDAuthorizationFailed.Code
+			}
+		}
+		if _, ok := denied[k]; ok {
+			refused++
+		}
+	}
 	// answer answers every key: with err, or (nil) with the key's
 	// coordinator, the leader of its offsets partition (the metadata is
 	// read once for all the keys).
@@ -88,6 +109,9 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 				msg = errMessage(kerr)
 				node, host, port = -1, "", -1
 			}
+			if d, ok := denied[k]; ok {
+				code, msg, node, host, port = d, nil, -1, "", -1
+			}
 			if req.Version < 4 {
 				resp.ErrorCode, resp.ErrorMessage, resp.NodeID, resp.Host, resp.Port = code, msg, node, host, port
 				return
@@ -96,6 +120,10 @@ func (c *conn) handleFindCoordinator(r *request) (kmsg.Response, func() kmsg.Res
 				Key: k, NodeID: node, Host: host, Port: port, ErrorCode: code, ErrorMessage: msg,
 			})
 		}
+	}
+	if refused > 0 && refused == len(keys) {
+		answer(nil)
+		return resp, nil
 	}
 	switch req.CoordinatorType {
 	case coordinatorGroup:

@@ -3,8 +3,10 @@ package kafka
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
@@ -25,9 +27,31 @@ func (c *conn) handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Respon
 			rt.Partitions[j].Partition = p.Partition
 		}
 	}
+	// Kafka: READ on the group, then READ on each topic; the partitions
+	// of a refused topic are answered TOPIC_AUTHORIZATION_FAILED and the
+	// others committed.
+	z := c.authz(r)
+	if !z.allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
+		setCommitErrors(resp, kerr.GroupAuthorizationFailed.Code, true)
+		return resp, nil
+	}
+	readable := z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.OffsetCommitRequestTopic) string { return t.Topic }))
+	var committed []int // the indexes in req.Topics of the topics committed
+	for i, t := range req.Topics {
+		if readable[t.Topic] {
+			committed = append(committed, i)
+			continue
+		}
+		for j := range resp.Topics[i].Partitions {
+			resp.Topics[i].Partitions[j].ErrorCode = kerr.TopicAuthorizationFailed.Code
+		}
+	}
+	if len(committed) == 0 {
+		return resp, nil
+	}
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
-		setCommitErrors(resp, code, true)
+		setCommitErrors(resp, code, false)
 		return resp, nil
 	}
 	cr := group.CommitRequest{
@@ -37,7 +61,8 @@ func (c *conn) handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Respon
 	if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis > 0 {
 		cr.Retention = time.Duration(req.RetentionTimeMillis) * time.Millisecond
 	}
-	for _, t := range req.Topics {
+	for _, i := range committed {
+		t := req.Topics[i]
 		ct := group.CommitTopic{Topic: t.Topic, Partitions: make([]group.CommitPartition, 0, len(t.Partitions))}
 		for _, p := range t.Partitions {
 			ct.Partitions = append(ct.Partitions, group.CommitPartition{
@@ -48,12 +73,12 @@ func (c *conn) handleOffsetCommit(r *request) (kmsg.Response, func() kmsg.Respon
 	}
 	return answer(c, groups.CommitOffsets(cr), func(errs [][]error, err error) kmsg.Response {
 		if errs == nil { // the connection is gone: never written
-			setCommitErrors(resp, c.errCode(err), true)
+			setCommitErrors(resp, c.errCode(err), false)
 			return resp
 		}
-		for i := range resp.Topics {
+		for k, i := range committed {
 			for j := range resp.Topics[i].Partitions {
-				resp.Topics[i].Partitions[j].ErrorCode = c.errCode(errs[i][j])
+				resp.Topics[i].Partitions[j].ErrorCode = c.errCode(errs[k][j])
 			}
 		}
 		if err != nil {
@@ -82,7 +107,41 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 	req := r.kreq.(*kmsg.OffsetFetchRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	groups, unavailable := c.groupsOrUnavailable()
+	// Kafka: DESCRIBE on each group; offsets only of topics the principal
+	// may DESCRIBE: a topic asked for by name is answered
+	// TOPIC_AUTHORIZATION_FAILED, one listed because the request asked for
+	// all is left out.
+	z := c.authz(r)
+	describable := map[string]bool{}
+	mayDescribe := func(topic string) bool {
+		ok, seen := describable[topic]
+		if !seen {
+			ok = z.allowed(acl.OpDescribe, acl.ResourceTopic, topic)
+			describable[topic] = ok
+		}
+		return ok
+	}
+	// visible filters a group's offsets as above.
+	visible := func(topics []group.FetchedTopic, named bool) []group.FetchedTopic {
+		out := make([]group.FetchedTopic, 0, len(topics))
+		for _, t := range topics {
+			switch {
+			case mayDescribe(t.Topic):
+			case !named:
+				continue
+			default:
+				hidden := group.FetchedTopic{Topic: t.Topic, Partitions: make([]group.FetchedPartition, len(t.Partitions))}
+				for i, p := range t.Partitions {
+					hidden.Partitions[i] = group.FetchedPartition{Partition: p.Partition, Offset: -1, LeaderEpoch: -1, Err: kerr.TopicAuthorizationFailed}
+				}
+				t = hidden
+			}
+			out = append(out, t)
+		}
+		return out
+	}
 	if req.Version < 8 {
+		groupDenied := !z.allowed(acl.OpDescribe, acl.ResourceGroup, req.Group)
 		fr := group.FetchRequest{Group: req.Group, MemberEpoch: -1, RequireStable: req.Version >= 7 && req.RequireStable}
 		if req.Topics != nil || req.Version < 2 {
 			fr.Topics = make([]group.FetchTopic, 0, len(req.Topics))
@@ -115,7 +174,7 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 						rp.ErrorCode = code
 					}
 					if p.Err != nil {
-						rp.ErrorCode = c.errCode(p.Err) // UNSTABLE_OFFSET_COMMIT
+						rp.ErrorCode = c.errCode(p.Err) // UNSTABLE_OFFSET_COMMIT, TOPIC_AUTHORIZATION_FAILED
 					}
 					rt.Partitions = append(rt.Partitions, rp)
 				}
@@ -123,24 +182,38 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 			}
 			return resp
 		}
-		if groups == nil {
+		switch {
+		case groupDenied:
+			return fill(nil, kerr.GroupAuthorizationFailed.Code), nil
+		case groups == nil:
 			return fill(nil, unavailable), nil
 		}
 		return answer(c, groups.FetchOffsets(fr), func(res group.FetchResult, err error) kmsg.Response {
-			return fill(res.Topics, c.errCode(firstErr(res.Err, err)))
+			return fill(visible(res.Topics, fr.Topics != nil), c.errCode(firstErr(res.Err, err)))
 		})
 	}
 	resp.Groups = make([]kmsg.OffsetFetchResponseGroup, 0, len(req.Groups))
+	groupDenied := make([]bool, len(req.Groups))
+	for i, rg := range req.Groups {
+		groupDenied[i] = !z.allowed(acl.OpDescribe, acl.ResourceGroup, rg.Group)
+	}
 	if groups == nil {
-		for _, rg := range req.Groups {
+		for i, rg := range req.Groups {
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group, sg.ErrorCode = rg.Group, unavailable
+			if groupDenied[i] {
+				sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+			}
 			resp.Groups = append(resp.Groups, sg)
 		}
 		return resp, nil
 	}
 	replies := make([]*group.Reply[group.FetchResult], 0, len(req.Groups))
-	for _, rg := range req.Groups {
+	for i, rg := range req.Groups {
+		if groupDenied[i] {
+			replies = append(replies, nil)
+			continue
+		}
 		fr := group.FetchRequest{Group: rg.Group, MemberID: rg.MemberID, MemberEpoch: rg.MemberEpoch, RequireStable: req.RequireStable}
 		if rg.Topics != nil {
 			fr.Topics = make([]group.FetchTopic, 0, len(rg.Topics))
@@ -154,18 +227,21 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 	fill := func(i int, res group.FetchResult, err error) {
 		sg := kmsg.NewOffsetFetchResponseGroup()
 		sg.Group, sg.ErrorCode = req.Groups[i].Group, c.errCode(firstErr(res.Err, err))
+		if groupDenied[i] {
+			sg.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		}
 		if sg.ErrorCode != 0 {
 			resp.Groups = append(resp.Groups, sg)
 			return
 		}
-		for _, t := range res.Topics {
+		for _, t := range visible(res.Topics, req.Groups[i].Topics != nil) {
 			st := kmsg.NewOffsetFetchResponseGroupTopic()
 			st.Topic = t.Topic
 			for _, p := range t.Partitions {
 				sp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
 				sp.Partition, sp.Offset, sp.LeaderEpoch, sp.Metadata = p.Partition, p.Offset, p.LeaderEpoch, kmsg.StringPtr(p.Metadata)
 				if p.Err != nil {
-					sp.ErrorCode = c.errCode(p.Err) // UNSTABLE_OFFSET_COMMIT
+					sp.ErrorCode = c.errCode(p.Err) // UNSTABLE_OFFSET_COMMIT, TOPIC_AUTHORIZATION_FAILED
 				}
 				st.Partitions = append(st.Partitions, sp)
 			}
@@ -175,19 +251,30 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 	}
 	ready := true
 	for _, r := range replies {
-		_, ok := r.Ready()
-		ready = ready && ok
+		if r != nil {
+			_, ok := r.Ready()
+			ready = ready && ok
+		}
 	}
 	if ready {
 		for i, r := range replies {
-			res, _ := r.Ready()
+			var res group.FetchResult
+			if r != nil {
+				res, _ = r.Ready()
+			}
 			fill(i, res, nil)
 		}
 		return resp, nil
 	}
 	return nil, func() kmsg.Response {
 		for i, r := range replies {
-			res, err := r.Wait(c.ctx)
+			var (
+				res group.FetchResult
+				err error
+			)
+			if r != nil {
+				res, err = r.Wait(c.ctx)
+			}
 			fill(i, res, err)
 		}
 		return resp
@@ -197,13 +284,37 @@ func (c *conn) handleOffsetFetch(r *request) (kmsg.Response, func() kmsg.Respons
 func (c *conn) handleOffsetDelete(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.OffsetDeleteRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	// Kafka: DELETE on the group, READ on each topic; a refused topic's
+	// partitions are answered TOPIC_AUTHORIZATION_FAILED.
+	z := c.authz(r)
+	if !z.allowed(acl.OpDelete, acl.ResourceGroup, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	readable := z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.OffsetDeleteRequestTopic) string { return t.Topic }))
 	groups, code := c.groupsOrUnavailable()
 	if groups == nil {
 		resp.ErrorCode = code
 		return resp, nil
 	}
+	for _, t := range req.Topics {
+		if readable[t.Topic] {
+			continue
+		}
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
 	topics := make([]group.FetchTopic, 0, len(req.Topics))
 	for _, t := range req.Topics {
+		if !readable[t.Topic] {
+			continue
+		}
 		ft := group.FetchTopic{Topic: t.Topic}
 		for _, p := range t.Partitions {
 			ft.Partitions = append(ft.Partitions, p.Partition)

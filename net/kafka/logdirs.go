@@ -4,8 +4,10 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/net/protoext"
 )
 
@@ -18,6 +20,10 @@ import (
 func (c *conn) handleDescribeLogDirs(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !c.authz(r).cluster(acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code // v3+; older versions see no directories
+		return resp, nil
+	}
 	want := map[string]map[int32]bool{} // nil Topics: every partition
 	for _, t := range req.Topics {
 		ps := map[int32]bool{}

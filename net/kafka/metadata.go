@@ -10,12 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/group"
 )
 
 func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.MetadataRequest)
-	if c.createsOffsetsTopic(req) {
+	z := c.authz(r)
+	if c.createsOffsetsTopic(req) && z.mayCreateTopic(group.OffsetsTopic) {
 		// Kafka creates its internal topics when a client asks for them,
 		// whatever auto.create.topics.enable says: lag monitors such as
 		// Burrow read __consumer_offsets before any group exists and give
@@ -28,10 +30,17 @@ func (c *conn) handleMetadata(r *request) (kmsg.Response, func() kmsg.Response) 
 				c.s.log.Warn("could not create the offsets topic a Metadata request named",
 					"peer", c.peer, "topic", group.OffsetsTopic, "err", err)
 			}
-			return c.metadata(req)
+			return c.metadata(req, z)
 		}
 	}
-	return c.metadata(req), nil
+	return c.metadata(req, z), nil
+}
+
+// mayCreateTopic: DESCRIBE on the topic and CREATE on the cluster or the
+// topic, what Kafka asks of a Metadata request that creates a topic.
+func (z authz) mayCreateTopic(name string) bool {
+	return z.allowed(acl.OpDescribe, acl.ResourceTopic, name) &&
+		(z.quietly(acl.OpCreate, acl.ResourceCluster, acl.ClusterName) || z.allowed(acl.OpCreate, acl.ResourceTopic, name))
 }
 
 // createsOffsetsTopic reports whether req names __consumer_offsets, which
@@ -49,7 +58,12 @@ func (c *conn) createsOffsetsTopic(req *kmsg.MetadataRequest) bool {
 	return false
 }
 
-func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
+// metadata answers with the topics the principal may DESCRIBE (Kafka's
+// handleTopicMetadataRequest): a listing of all topics leaves the others
+// out; a topic named but not describable is TOPIC_AUTHORIZATION_FAILED
+// whether or not it exists, so its existence is not disclosed; a topic
+// that would be auto-created also needs CREATE.
+func (c *conn) metadata(req *kmsg.MetadataRequest, z authz) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	s := c.s
 	for _, b := range s.liveBrokers() {
@@ -62,11 +76,26 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 	resp.ClusterID = &clusterID
 	resp.ControllerID = s.meta.ControllerID()
 
+	if req.Version >= 8 && req.Version <= 10 && req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = 0
+		if z.allowed(acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
+			resp.AuthorizedOperations = z.operations(acl.ResourceCluster, acl.ClusterName)
+		}
+	}
+	withOps := func(mt kmsg.MetadataResponseTopic) kmsg.MetadataResponseTopic {
+		if req.Version >= 8 && req.IncludeTopicAuthorizedOperations && mt.Topic != nil {
+			mt.AuthorizedOperations = z.operations(acl.ResourceTopic, *mt.Topic)
+		}
+		return mt
+	}
+
 	down := s.downBrokers()
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.meta.Topics() {
-			resp.Topics = append(resp.Topics, c.metadataTopic(t, down))
+			if z.quietly(acl.OpDescribe, acl.ResourceTopic, t.Name) {
+				resp.Topics = append(resp.Topics, withOps(c.metadataTopic(t, down)))
+			}
 		}
 		return resp
 	}
@@ -77,8 +106,20 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 		)
 		switch {
 		case rt.Topic != nil:
+			if !z.allowed(acl.OpDescribe, acl.ResourceTopic, *rt.Topic) {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic, mt.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 			t, ok = s.meta.Topic(*rt.Topic)
 			if !ok && c.mayAutoCreate(*rt.Topic) && (req.Version < 4 || req.AllowAutoTopicCreation) {
+				if !z.quietly(acl.OpCreate, acl.ResourceCluster, acl.ClusterName) && !z.allowed(acl.OpCreate, acl.ResourceTopic, *rt.Topic) {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic, mt.ErrorCode = rt.Topic, kerr.TopicAuthorizationFailed.Code
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
 				var err error
 				if t, ok, err = c.autoCreate(*rt.Topic); err != nil {
 					mt := kmsg.NewMetadataResponseTopic()
@@ -89,6 +130,13 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 			}
 		default:
 			t, ok = topicByID(s.meta, rt.TopicID)
+			if ok && !z.allowed(acl.OpDescribe, acl.ResourceTopic, t.Name) {
+				// Topic ids are not secret (Kafka answers them), names are.
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID, mt.ErrorCode = rt.TopicID, kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
 		}
 		if !ok {
 			mt := kmsg.NewMetadataResponseTopic()
@@ -96,10 +144,10 @@ func (c *conn) metadata(req *kmsg.MetadataRequest) *kmsg.MetadataResponse {
 			if rt.Topic == nil {
 				mt.ErrorCode = kerr.UnknownTopicID.Code
 			}
-			resp.Topics = append(resp.Topics, mt)
+			resp.Topics = append(resp.Topics, withOps(mt))
 			continue
 		}
-		resp.Topics = append(resp.Topics, c.metadataTopic(t, down))
+		resp.Topics = append(resp.Topics, withOps(c.metadataTopic(t, down)))
 	}
 	return resp
 }
@@ -218,6 +266,16 @@ func (c *conn) handleDescribeCluster(r *request) (kmsg.Response, func() kmsg.Res
 		return resp, nil
 	}
 	resp.EndpointType = req.EndpointType
+	// Kafka checks nothing to describe the cluster; DESCRIBE on it only
+	// decides whether the authorized operations are told (AuthHelper.
+	// computeDescribeClusterResponse).
+	if req.IncludeClusterAuthorizedOperations {
+		z := c.authz(r)
+		resp.ClusterAuthorizedOperations = 0
+		if z.allowed(acl.OpDescribe, acl.ResourceCluster, acl.ClusterName) {
+			resp.ClusterAuthorizedOperations = z.operations(acl.ResourceCluster, acl.ClusterName)
+		}
+	}
 	resp.ClusterID = c.s.meta.ClusterID()
 	resp.ControllerID = c.s.meta.ControllerID()
 	for _, b := range c.s.liveBrokers() {

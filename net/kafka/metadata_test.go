@@ -63,7 +63,7 @@ func TestMetadataOfflineReplicas(t *testing.T) {
 		c := &conn{s: s}
 		req := kmsg.NewPtrMetadataRequest()
 		req.Version = 12
-		resp := c.metadata(req)
+		resp := c.metadata(req, authz{c: c})
 		require.Len(t, resp.Topics, 1)
 		return resp.Topics[0].Partitions
 	}

@@ -8,18 +8,25 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/replica"
 )
 
 func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	describable := c.authz(r).topics(acl.OpDescribe, namesOf(req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic }))
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = p.Partition
+			if !describable[t.Topic] {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p.Partition})
 			if err != nil {
 				rp.ErrorCode = c.errCode(err)
@@ -40,6 +47,7 @@ func (c *conn) handleListOffsets(r *request) (kmsg.Response, func() kmsg.Respons
 func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	deletable := c.authz(r).topics(acl.OpDelete, namesOf(req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic }))
 	for _, t := range req.Topics {
 		rt := kmsg.NewDeleteRecordsResponseTopic()
 		rt.Topic = t.Topic
@@ -47,6 +55,11 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.LowWatermark = -1
+			if !deletable[t.Topic] {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			if metadata.IsInternalTopic(t.Topic) {
 				rp.ErrorCode = kerr.InvalidTopicException.Code
 				rt.Partitions = append(rt.Partitions, rp)
@@ -73,6 +86,19 @@ func (c *conn) handleDeleteRecords(r *request) (kmsg.Response, func() kmsg.Respo
 func (c *conn) handleInitProducerID(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	// Kafka: WRITE on the transactional id; an idempotent producer needs
+	// IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+	z := c.authz(r)
+	switch {
+	case req.TransactionalID != nil:
+		if !z.allowed(acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp, nil
+		}
+	case !z.quietly(acl.OpIdempotentWrite, acl.ResourceCluster, acl.ClusterName) && !z.byResourceType(acl.OpWrite, acl.ResourceTopic):
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	if req.TransactionalID != nil && c.s.opts.Txns != nil {
 		return c.initTransactional(req, resp)
 	}

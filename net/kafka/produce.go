@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/replica"
@@ -31,6 +32,13 @@ import (
 func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	// Authorization comes first, as in Kafka: WRITE on the transactional
+	// id for the whole request, then WRITE on each topic.
+	z := c.authz(r)
+	if req.TransactionID != nil && !z.allowed(acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID) {
+		return c.produceError(req, resp, kerr.TransactionalIDAuthorizationFailed.Code, nil), nil
+	}
+	writable := z.topics(acl.OpWrite, namesOf(req.Topics, func(t *kmsg.ProduceRequestTopic) string { return t.Topic }))
 	acks := req.Acks
 	if acks != 0 && acks != 1 && acks != -1 {
 		return c.produceError(req, resp, kerr.InvalidRequiredAcks.Code, nil), nil
@@ -86,6 +94,10 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			rp := &rt.Partitions[pi]
 			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = p.Partition
+			if !writable[t.Topic] {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if metadata.IsInternalTopic(t.Topic) {
 				// Only the coordinators write their topics; a forged commit
 				// would be replayed as real at the next start.

@@ -120,6 +120,8 @@ type Options struct {
 	Clock clock.Clock
 	// Quotas enforces client quotas (quota.go); the zero value none.
 	Quotas QuotaOptions
+	// Authz configures ACL checks (authz.go); off by default.
+	Authz AuthzOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -212,6 +214,8 @@ type Metadata interface {
 	// ControllerID is the active controller's node id, -1 while there is
 	// none (an election, or no quorum).
 	ControllerID() int32
+	// SecurityMetadata: ACLs, SCRAM credentials, client quotas (acls.go).
+	SecurityMetadata
 }
 
 // Server accepts Kafka connections.
@@ -248,6 +252,12 @@ type Server struct {
 
 	quotas        *quota.Manager        // nil: no quota enforced (quota.go)
 	delayedCloses map[net.Conn]struct{} // refused over their IP's connection rate, closed after the delay
+
+	authz      atomic.Pointer[builtAuthorizer] // the Authorizer of the latest ACLs seen (authz.go)
+	authzBuild sync.Mutex                      // held while an Authorizer is built
+	// principalOf, set only by tests (export_test.go), names the
+	// principal of a new connection, standing in for authentication.
+	principalOf atomic.Pointer[func(net.Conn) string]
 }
 
 // Listen binds the listener; Serve then accepts on it.

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 )
 
 // adminCtx bounds an admin request by the client's timeout.
@@ -28,6 +29,10 @@ func (c *conn) handleCreateTopics(r *request) (kmsg.Response, func() kmsg.Respon
 	}
 	ctx, cancel := c.adminCtx(req.TimeoutMillis)
 	defer cancel()
+	// Kafka: CREATE on the cluster, or else on each topic; the configs of
+	// a created topic are told only with DESCRIBE_CONFIGS on it.
+	z := c.authz(r)
+	clusterCreate := z.quietly(acl.OpCreate, acl.ResourceCluster, acl.ClusterName)
 	for _, t := range req.Topics {
 		if seen[t.Topic] > 1 {
 			rt := kmsg.NewCreateTopicsResponseTopic()
@@ -36,7 +41,19 @@ func (c *conn) handleCreateTopics(r *request) (kmsg.Response, func() kmsg.Respon
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, c.createTopic(ctx, t, req.ValidateOnly))
+		if !clusterCreate && !z.allowed(acl.OpCreate, acl.ResourceTopic, t.Topic) {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, kerr.TopicAuthorizationFailed.Code
+			rt.ErrorMessage = errMessage(fmt.Errorf("not authorized to create topic %s", t.Topic))
+			rt.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		rt := c.createTopic(ctx, t, req.ValidateOnly)
+		if !z.quietly(acl.OpDescribeConfigs, acl.ResourceTopic, t.Topic) {
+			rt.Configs, rt.ConfigErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return resp, nil
 }
@@ -152,6 +169,7 @@ func (c *conn) handleDeleteTopics(r *request) (kmsg.Response, func() kmsg.Respon
 	for _, t := range req.Topics { // v6+
 		targets = append(targets, target{name: t.Topic, id: t.TopicID})
 	}
+	z := c.authz(r)
 	for _, t := range targets {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = t.name, t.id
@@ -161,8 +179,19 @@ func (c *conn) handleDeleteTopics(r *request) (kmsg.Response, func() kmsg.Respon
 		} else if topic, ok := topicByID(c.s.meta, t.id); ok {
 			name = topic.Name
 			rt.Topic = &topic.Name
+			if !z.allowed(acl.OpDescribe, acl.ResourceTopic, name) {
+				// As Kafka: the id is not secret, the name is.
+				rt.Topic, rt.ErrorCode = nil, kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, rt)
+				continue
+			}
 		} else {
 			rt.ErrorCode = kerr.UnknownTopicID.Code
+			resp.Topics = append(resp.Topics, rt)
+			continue
+		}
+		if !z.allowed(acl.OpDelete, acl.ResourceTopic, name) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			resp.Topics = append(resp.Topics, rt)
 			continue
 		}
@@ -188,6 +217,7 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
 	ctx, cancel := c.adminCtx(req.TimeoutMillis)
 	defer cancel()
+	z := c.authz(r)
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
@@ -195,7 +225,10 @@ func (c *conn) handleCreatePartitions(r *request) (kmsg.Response, func() kmsg.Re
 		for _, a := range t.Assignment {
 			assignment = append(assignment, a.Replicas) // checked by the controller
 		}
-		if metadata.IsInternalTopic(t.Topic) {
+		if !z.allowed(acl.OpAlter, acl.ResourceTopic, t.Topic) {
+			rt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			rt.ErrorMessage = errMessage(fmt.Errorf("not authorized to alter topic %s", t.Topic))
+		} else if metadata.IsInternalTopic(t.Topic) {
 			// The group coordinator hashes groups over the partitions it
 			// found; growing the topic would move groups.
 			rt.ErrorCode = kerr.InvalidTopicException.Code

@@ -2,12 +2,15 @@ package kafka
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/txncoord"
@@ -120,7 +123,13 @@ func (c *conn) txnPartitions(topics map[string][]int32, internal bool) (tps []tx
 func (c *conn) handleAddPartitionsToTxn(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.AddPartitionsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	z := c.authz(r)
 	if req.Version >= 4 {
+		// From brokers only (KIP-890): CLUSTER_ACTION, as in Kafka.
+		if !z.cluster(acl.OpClusterAction) {
+			resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+			return resp, nil
+		}
 		return c.addPartitionsBroker(req, resp)
 	}
 	topics := map[string][]int32{}
@@ -138,6 +147,23 @@ func (c *conn) handleAddPartitionsToTxn(r *request) (kmsg.Response, func() kmsg.
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
+	}
+	// Kafka: WRITE on the transactional id, then WRITE on each topic; if
+	// a topic is refused nothing is added (the others are
+	// OPERATION_NOT_ATTEMPTED).
+	if !z.allowed(acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+		answer(func(txncoord.TP) int16 { return kerr.TransactionalIDAuthorizationFailed.Code })
+		return resp, nil
+	}
+	writable := z.topics(acl.OpWrite, namesOf(req.Topics, func(t *kmsg.AddPartitionsToTxnRequestTopic) string { return t.Topic }))
+	if slices.Contains(slices.Collect(maps.Values(writable)), false) {
+		answer(func(tp txncoord.TP) int16 {
+			if !writable[tp.Topic] {
+				return kerr.TopicAuthorizationFailed.Code
+			}
+			return kerr.OperationNotAttempted.Code
+		})
+		return resp, nil
 	}
 	txns := c.s.opts.Txns
 	if txns == nil {
@@ -255,6 +281,15 @@ func (c *conn) addPartitionsBroker(req *kmsg.AddPartitionsToTxnRequest, resp *km
 func (c *conn) handleAddOffsetsToTxn(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	z := c.authz(r)
+	switch {
+	case !z.allowed(acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	case !z.allowed(acl.OpRead, acl.ResourceGroup, req.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	txns := c.s.opts.Txns
 	t, ok := c.s.meta.Topic(group.OffsetsTopic)
 	switch {
@@ -278,6 +313,10 @@ func (c *conn) handleEndTxn(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if !c.authz(r).allowed(acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
 	txns := c.s.opts.Txns
 	if txns == nil {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
@@ -330,12 +369,17 @@ func (c *conn) handleDescribeTransactions(r *request) (kmsg.Response, func() kms
 		reply *txncoord.Reply[txncoord.Description]
 	}
 	var waits []pending
+	// Kafka: DESCRIBE on each transactional id; the partitions listed are
+	// those of topics the principal may DESCRIBE.
+	z := c.authz(r)
 	resp.TransactionStates = make([]kmsg.DescribeTransactionsResponseTransactionState, len(req.TransactionalIDs))
 	for i, id := range req.TransactionalIDs {
 		st := &resp.TransactionStates[i]
 		*st = kmsg.NewDescribeTransactionsResponseTransactionState()
 		st.TransactionalID, st.ProducerID, st.ProducerEpoch, st.StartTimestamp = id, -1, -1, -1
 		switch {
+		case i < maxTxnRequestItems && !z.allowed(acl.OpDescribe, acl.ResourceTransactionalID, id):
+			st.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 		case txns == nil:
 			st.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		case id == "" || i >= maxTxnRequestItems:
@@ -347,6 +391,7 @@ func (c *conn) handleDescribeTransactions(r *request) (kmsg.Response, func() kms
 	if len(waits) == 0 {
 		return resp, nil
 	}
+	describable := map[string]bool{}
 	return nil, func() kmsg.Response {
 		for _, w := range waits {
 			d, err := waitTxn(c, w.reply)
@@ -361,6 +406,14 @@ func (c *conn) handleDescribeTransactions(r *request) (kmsg.Response, func() kms
 			w.st.ProducerID, w.st.ProducerEpoch = d.ProducerID, d.Epoch
 			byTopic := map[string]int{}
 			for _, tp := range d.Partitions {
+				ok, seen := describable[tp.Topic]
+				if !seen {
+					ok = z.allowed(acl.OpDescribe, acl.ResourceTopic, tp.Topic)
+					describable[tp.Topic] = ok
+				}
+				if !ok {
+					continue
+				}
 				i, ok := byTopic[tp.Topic]
 				if !ok {
 					t := kmsg.NewDescribeTransactionsResponseTransactionStateTopic()
@@ -401,7 +454,11 @@ func (c *conn) handleListTransactions(r *request) (kmsg.Response, func() kmsg.Re
 		return resp, nil
 	}
 	now := c.s.opts.Clock.Now().UnixMilli()
+	z := c.authz(r) // Kafka lists the transactional ids the principal may DESCRIBE
 	for _, l := range txns.List(states, req.ProducerIDFilters) {
+		if !z.quietly(acl.OpDescribe, acl.ResourceTransactionalID, l.ID) {
+			continue
+		}
 		// v1: only transactions running longer than the duration (Kafka's
 		// rule: an Empty one, with no start, is kept).
 		if req.Version >= 1 && req.DurationFilterMillis >= 0 && l.StartMs >= 0 && now-l.StartMs <= req.DurationFilterMillis {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/acl"
 	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
@@ -63,6 +64,30 @@ func (c *conn) handleTxnOffsetCommit(r *request) (kmsg.Response, func() kmsg.Res
 		}
 		return resp
 	}
+	// Kafka: WRITE on the transactional id, READ on the group, then READ
+	// on each topic (a refused topic's partitions are
+	// TOPIC_AUTHORIZATION_FAILED, the others committed).
+	z := c.authz(r)
+	switch {
+	case !z.allowed(acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID):
+		return setAll(kerr.TransactionalIDAuthorizationFailed.Code), nil
+	case !z.allowed(acl.OpRead, acl.ResourceGroup, req.Group):
+		return setAll(kerr.GroupAuthorizationFailed.Code), nil
+	}
+	readable := z.topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) string { return t.Topic }))
+	var committed []int // the indexes in req.Topics of the topics committed
+	for i, t := range req.Topics {
+		if readable[t.Topic] {
+			committed = append(committed, i)
+			continue
+		}
+		for j := range resp.Topics[i].Partitions {
+			resp.Topics[i].Partitions[j].ErrorCode = kerr.TopicAuthorizationFailed.Code
+		}
+	}
+	if len(committed) == 0 && len(req.Topics) > 0 {
+		return resp, nil
+	}
 	groups, txns := c.s.opts.Groups, c.s.opts.Txns
 	switch {
 	case groups == nil || txns == nil:
@@ -72,7 +97,8 @@ func (c *conn) handleTxnOffsetCommit(r *request) (kmsg.Response, func() kmsg.Res
 	}
 	cr := group.CommitRequest{Group: req.Group, Version: req.Version, Generation: req.Generation,
 		MemberID: req.MemberID, InstanceID: deref(req.InstanceID)}
-	for _, t := range req.Topics {
+	for _, i := range committed {
+		t := req.Topics[i]
 		ct := group.CommitTopic{Topic: t.Topic, Partitions: make([]group.CommitPartition, 0, len(t.Partitions))}
 		for _, p := range t.Partitions {
 			ct.Partitions = append(ct.Partitions, group.CommitPartition{Partition: p.Partition, Offset: p.Offset,
@@ -92,9 +118,9 @@ func (c *conn) handleTxnOffsetCommit(r *request) (kmsg.Response, func() kmsg.Res
 		if errs == nil {
 			return setAll(c.errCode(err))
 		}
-		for i := range resp.Topics {
+		for k, i := range committed {
 			for j := range resp.Topics[i].Partitions {
-				resp.Topics[i].Partitions[j].ErrorCode = txnCommitCode(c.errCode(errs[i][j]), req.Version)
+				resp.Topics[i].Partitions[j].ErrorCode = txnCommitCode(c.errCode(errs[k][j]), req.Version)
 			}
 		}
 		if err != nil {
@@ -174,8 +200,28 @@ func txnCommitCode(code, version int16) int16 {
 
 func (c *conn) handleWriteTxnMarkers(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.WriteTxnMarkersRequest)
-	// Kafka requires CLUSTER_ACTION here; MoonMQ has no authorizer yet
-	// (issue 15), so any client may write markers, as on an open Kafka.
+	// Only transaction coordinators write markers: Kafka asks ALTER or
+	// CLUSTER_ACTION on the cluster.
+	z := c.authz(r)
+	if !z.quietly(acl.OpAlter, acl.ResourceCluster, acl.ClusterName) && !z.cluster(acl.OpClusterAction) {
+		resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+		for _, m := range req.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, t := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = t.Topic
+				for _, p := range t.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp, nil
+	}
 	return nil, func() kmsg.Response { return c.s.WriteTxnMarkers(c.ctx, req) }
 }
 
@@ -271,12 +317,18 @@ func (s *Server) writeMarker(ctx context.Context, m kmsg.WriteTxnMarkersRequestM
 func (c *conn) handleDescribeProducers(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	readable := c.authz(r).topics(acl.OpRead, namesOf(req.Topics, func(t *kmsg.DescribeProducersRequestTopic) string { return t.Topic }))
 	for _, t := range req.Topics {
 		rt := kmsg.NewDescribeProducersResponseTopic()
 		rt.Topic = t.Topic
 		for _, p := range t.Partitions {
 			rp := kmsg.NewDescribeProducersResponseTopicPartition()
 			rp.Partition = p
+			if !readable[t.Topic] { // Kafka asks READ on the topic
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			part, err := c.s.broker.Partition(replica.TopicPartition{Topic: t.Topic, Partition: p})
 			var infos []txn.ProducerInfo
 			if err == nil {
