@@ -88,6 +88,9 @@ func TestStorageLeaves(t *testing.T) {
 		// the authorizer itself is a leaf of pure decisions.
 		"./cluster/metadata": {"engine/acl"},
 		"./engine/acl":       nil,
+		// Client quotas decide from the quotas and the time they are
+		// given (net/kafka converts cluster/metadata's quotas for it).
+		"./engine/quota": nil,
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its

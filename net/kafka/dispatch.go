@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -182,14 +183,24 @@ func (c *conn) dispatch(r *request) {
 		resp kmsg.Response
 		park func() kmsg.Response
 	)
-	ok := c.guard(r, func() { resp, park = apis[r.key].handle(c, r) })
+	ok := c.guard(r, func() {
+		if c.measureHandler() {
+			start := time.Now()
+			defer func() { r.handlerTime = time.Since(start) }()
+		}
+		resp, park = apis[r.key].handle(c, r)
+	})
 	if !ok || park == nil {
 		if r.later {
 			return // the answer function fills the entry and releases the budget
 		}
 		c.s.budget.release(r.size)
 		if ok {
-			c.out.fill(r.entry, reply{req: r, resp: resp})
+			// Quotas are applied here for an answer made on the read loop
+			// (acks=0 produces included), so a throttle mutes the
+			// connection before its next request is read; answers made
+			// elsewhere are recorded by the write loop.
+			c.out.fill(r.entry, c.throttleReply(reply{req: r, resp: resp}))
 		}
 		return
 	}
