@@ -6,7 +6,10 @@ package main
 //	moonmq run [--addr] [--output] [--continue-on-error] FILE.mql...   (FILE "-" is stdin)
 //	moonmq -e 'STATEMENT;' [--addr] [--output]
 //
-// The address defaults to $MOONMQ_ADDR, then 127.0.0.1:9092.
+// all with the security flags of net/client.RegisterSecurityFlags (--user,
+// --password, --mechanism, --tls, --tls-ca, --tls-cert, --tls-key,
+// --client-config). The address defaults to $MOONMQ_ADDR, then the client
+// config's bootstrap.servers, then 127.0.0.1:9092.
 
 import (
 	"context"
@@ -24,13 +27,14 @@ import (
 	"github.com/moonmq/moonmq/internal/cli"
 	"github.com/moonmq/moonmq/mql"
 	"github.com/moonmq/moonmq/mql/repl"
+	"github.com/moonmq/moonmq/net/client"
 )
 
 type mqlConfig struct {
 	repl            bool
 	exec            string
 	addr            string
-	user, password  string
+	sec             *client.SecurityFlags
 	output          string
 	history         string
 	timeout         time.Duration
@@ -49,8 +53,7 @@ func mqlFlags(name string, stderr io.Writer) (*flag.FlagSet, *mqlConfig) {
 	fs.BoolVar(&cfg.repl, "repl", false, "open the interactive MQL console")
 	fs.StringVar(&cfg.exec, "e", "", "run one or more statements and exit")
 	fs.StringVar(&cfg.addr, "addr", cli.Addr(), cli.AddrUsage)
-	fs.StringVar(&cfg.user, "user", "", "SASL user (not supported yet: the client has no SASL)")
-	fs.StringVar(&cfg.password, "password", "", "SASL password (with --user)")
+	cfg.sec = client.RegisterSecurityFlags(fs)
 	fs.StringVar(&cfg.output, "output", "table", "output format: table, json or csv")
 	fs.StringVar(&cfg.history, "history", history, "REPL history file (empty: no history file)")
 	fs.DurationVar(&cfg.timeout, "timeout", 15*time.Second, "bound on each broker request")
@@ -115,10 +118,6 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "moonmq: --output: %v\n", err)
 		return 2
 	}
-	if cfg.user != "" {
-		fmt.Fprintln(stderr, "moonmq: --user: SASL authentication is not supported by the client yet; connect without --user")
-		return 2
-	}
 	modes := 0
 	for _, on := range []bool{isRun, cfg.repl, cfg.exec != ""} {
 		if on {
@@ -140,10 +139,16 @@ func mqlCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 
 	stdinTTY := readline.IsTerminal(int(os.Stdin.Fd()))
+	sec, err := resolveToolkitSecurity(cfg.sec, cfg.repl && stdinTTY, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "moonmq:", err)
+		return 2
+	}
 	stdoutTTY := stdout == io.Writer(os.Stdout) && readline.IsTerminal(int(os.Stdout.Fd()))
 	sess := mql.NewSession(mql.Options{
-		Addr: cfg.addr, RequestTimeout: cfg.timeout, DialTimeout: min(cfg.timeout, 5*time.Second),
+		Addr: cfg.sec.Addr(cfg.addr), RequestTimeout: cfg.timeout, DialTimeout: min(cfg.timeout, 5*time.Second),
 		Out: stdout, Status: stderr, Format: format, Color: stdoutTTY && os.Getenv("NO_COLOR") == "",
+		Security: sec,
 	})
 	defer sess.Close()
 	runOpts := mql.RunOptions{ContinueOnError: cfg.continueOnError, Stderr: stderr}

@@ -16,7 +16,7 @@ package main
 //
 //	kfake            run against franz-go's kfake cluster instead of MoonMQ,
 //	                 for the statements MoonMQ does not implement yet
-//	                 (transactions, SCRAM users, ACLs, reassignments)
+//	                 (transactions, reassignments)
 //	file=NAME.mql    write the block to NAME.mql and show `moonmq run
 //	                 [flags] NAME.mql` as a shell transcript, exit status
 //	                 included (script semantics)

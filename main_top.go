@@ -24,6 +24,7 @@ func top(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&addr, "addr", addr, cli.AddrUsage)
 	refresh := fs.Duration("refresh", tui.DefaultRefresh, "refresh interval")
 	history := fs.Duration("history", tui.DefaultHistory, "how far back the sparklines reach")
+	secFlags := client.RegisterSecurityFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq top [flags]\n\n"+
 			"Full-screen live dashboard of a Kafka-compatible cluster: brokers, topics,\n"+
@@ -36,6 +37,15 @@ func top(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("top: unexpected argument %q", fs.Arg(0))
 	}
+	sec, err := secFlags.Resolve(os.Getenv)
+	if err != nil {
+		return fmt.Errorf("top: %w", err)
+	}
+	if client.NeedsPassword(sec) {
+		// The dashboard owns the terminal: no prompt.
+		return fmt.Errorf("top: %w", client.MissingPasswordError(sec))
+	}
+	addr = secFlags.Addr(addr)
 	copts := client.Options{
 		Addr:     addr,
 		ClientID: "moonmq-top",
@@ -43,16 +53,24 @@ func top(ctx context.Context, args []string, stderr io.Writer) error {
 		// rather than wait on a dead broker.
 		DialTimeout:    3 * time.Second,
 		RequestTimeout: 5 * time.Second,
+		Security:       sec,
 	}
 	copts.EnsureDefaults()
 	if err := copts.Validate(); err != nil {
+		if sec.Validate() != nil {
+			return fmt.Errorf("top: %w", err)
+		}
 		return fmt.Errorf("top: --addr: %w", err)
 	}
+	if _, err := sec.TLSConfig(); err != nil {
+		return fmt.Errorf("top: %w", err)
+	}
 	opts := tui.Options{
-		Addr:    addr,
-		Refresh: *refresh,
-		History: *history,
-		Dial:    tui.DialClient(copts),
+		Addr:      addr,
+		Principal: sec.Principal(),
+		Refresh:   *refresh,
+		History:   *history,
+		Dial:      tui.DialClient(copts),
 	}
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {

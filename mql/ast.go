@@ -499,6 +499,7 @@ var statementTypes = []Statement{
 	&Produce{}, &Select{}, &Fetch{}, &Subscribe{}, &Assert{},
 	&JoinGroup{}, &LeaveGroup{}, &CommitTxn{}, &CommitOffset{}, &ResetGroup{},
 	&BeginTxn{}, &AbortTxn{}, &Grant{}, &Revoke{}, &MovePartition{},
+	&SetQuota{}, &ResetQuota{}, &ShowQuotas{},
 }
 
 func (s *Connect) Position() lexer.Position             { return s.Pos }

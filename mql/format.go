@@ -221,6 +221,19 @@ func FormatStatement(s Statement) string {
 		w("GRANT", fmtOps(s.Ops), "ON", fmtResource(s.Resource), "TO", QuoteName(string(s.Principal)))
 	case *Revoke:
 		w("REVOKE", fmtOps(s.Ops), "ON", fmtResource(s.Resource), "FROM", QuoteName(string(s.Principal)))
+	case *SetQuota:
+		w("SET QUOTA", fmtConfigs(s.Configs), "FOR", fmtQuotaTarget(s.Target))
+	case *ResetQuota:
+		names := make([]string, len(s.Keys))
+		for i, n := range s.Keys {
+			names[i] = QuoteName(string(n))
+		}
+		w("RESET QUOTA", "("+strings.Join(names, ", ")+")", "FOR", fmtQuotaTarget(s.Target))
+	case *ShowQuotas:
+		w("SHOW QUOTAS")
+		if s.Target != nil {
+			w("FOR", fmtQuotaTarget(s.Target))
+		}
 	case *ShowAcls:
 		w("SHOW ACLS")
 		if s.Principal != nil {

@@ -20,7 +20,11 @@ type HelpEntry struct {
 // them. The tests check that every example parses and that every statement
 // type has an entry.
 var HelpEntries = []HelpEntry{
-	{"CONNECT", "CONNECT 'host:port'", "connect to another cluster (USER/PASSWORD/MECHANISM/TLS are not supported yet)", "CONNECT 'localhost:9092';"},
+	{"CONNECT", "CONNECT 'host:port' [USER 'u' PASSWORD 'p'] [MECHANISM 'SCRAM-SHA-256' | 'SCRAM-SHA-512' | 'PLAIN' | 'SCRAM-SHA-256-PLUS' | 'SCRAM-SHA-512-PLUS'] [TLS [CA 'file']]",
+		"connect to another cluster, with SASL (SCRAM-SHA-256 by default) and TLS\n" +
+			"  Without USER, MECHANISM or TLS the command line's settings (--user, --tls, --client-config, ...) are kept; with any of them, only the statement's apply.\n" +
+			"  Over TLS, SCRAM uses channel binding (-PLUS) when the broker offers it.",
+		"CONNECT 'localhost:9093' USER 'alice' PASSWORD 'secret' TLS CA 'ca.pem';"},
 	{"DISCONNECT", "DISCONNECT", "close the connection", "DISCONNECT;"},
 	{"USE GROUP", "USE GROUP name", "set the default group of FETCH, COMMIT and SUBSCRIBE", "USE GROUP billing;"},
 	{"SET FORMAT", "SET FORMAT table | json | csv", "choose the output format (json: one object per row; in json and csv, OK messages go to stderr)", "SET FORMAT json;"},
@@ -85,6 +89,13 @@ var HelpEntries = []HelpEntry{
 		"allow operations (READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, ALL, ...)", "GRANT READ, WRITE ON TOPIC 'orders' PREFIXED TO alice;"},
 	{"REVOKE", "REVOKE op, ... ON resource FROM principal", "remove allow ACLs", "REVOKE WRITE ON TOPIC orders FROM alice;"},
 	{"SHOW ACLS", "SHOW ACLS [FOR principal]", "list ACLs", "SHOW ACLS FOR alice;"},
+	{"SET QUOTA", "SET QUOTA (key = value, ...) FOR USER name|DEFAULT [CLIENT id|DEFAULT] | CLIENT id|DEFAULT | IP address|DEFAULT",
+		"set client quotas of a user, client id or ip (the broker slows a client down to them)\n" +
+			"  Keys: producer_byte_rate, consumer_byte_rate (bytes/s per broker; units like 1MiB), request_percentage,\n" +
+			"  controller_mutation_rate, connection_creation_rate (ip only). DEFAULT is the default user, client id or ip.",
+		"SET QUOTA (producer_byte_rate = 1MiB, consumer_byte_rate = 2MiB) FOR USER alice;"},
+	{"RESET QUOTA", "RESET QUOTA (key, ...) FOR target", "remove client quotas (the entity falls back to the defaults)", "RESET QUOTA (producer_byte_rate) FOR USER alice;"},
+	{"SHOW QUOTAS", "SHOW QUOTAS [FOR target]", "list client quotas: user, client id, ip, quota, value", "SHOW QUOTAS FOR USER alice;"},
 
 	{"SHOW BROKERS", "SHOW BROKERS", "list brokers: address, rack, controller, up or down, partitions led and hosted", "SHOW BROKERS;"},
 	{"SHOW CLUSTER", "SHOW CLUSTER", "cluster id, controller, brokers up and down, under-replicated and offline partitions", "SHOW CLUSTER;"},

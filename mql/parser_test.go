@@ -150,7 +150,7 @@ func TestSyntaxErrors(t *testing.T) {
 	}{
 		{"DESCRIBX TOPIC x;", "1:1: unexpected \"DESCRIBX\"; expected a statement such as SELECT, SHOW, CREATE or PRODUCE (HELP; lists them); did you mean DESCRIBE?", "  DESCRIBX TOPIC x;\n  ^\n"},
 		{"SELCT * FROM x;", "did you mean SELECT?", ""},
-		{"SHOW TOPICZ;", "1:6: unexpected \"TOPICZ\"; expected ACLS, BROKERS, CLUSTER, GROUPS, OFFSETS, REASSIGNMENTS, TOPICS, TRANSACTIONS or USERS; did you mean TOPICS?", "  SHOW TOPICZ;\n       ^\n"},
+		{"SHOW TOPICZ;", "1:6: unexpected \"TOPICZ\"; expected ACLS, BROKERS, CLUSTER, GROUPS, OFFSETS, QUOTAS, REASSIGNMENTS, TOPICS, TRANSACTIONS or USERS; did you mean TOPICS?", "  SHOW TOPICZ;\n       ^\n"},
 		{"SELECT * FROM orders WHERE key = 'a' LIMT 3;", "1:38: unexpected \"LIMT\"", ""},
 		{"SELECT * FROM orders WHERE key = 'a' LIMT 3;", "did you mean LIMIT?", ""},
 		{"CREATE TOPIC select;", "unexpected keyword SELECT; expected a name; SELECT is a keyword: quote it to use it as a name ('select')", ""},
@@ -184,6 +184,16 @@ func TestSyntaxErrors(t *testing.T) {
 		{"GRANT READ, REED ON TOPIC x TO a;", "1:13: unknown operation REED", ""},
 		{"SUBSCRIBE TO x TIMEOUT 5y;", "1:24: invalid TIMEOUT 5y: unit \"y\"", ""},
 		{"SELECT * FROM x LIMIT 99999999999999999999;", "number 99999999999999999999 is out of range", ""},
+		{"SET QUOTA (producer_byte_rat = 1) FOR USER a;", "1:12: unknown quota producer_byte_rat (want connection_creation_rate, consumer_byte_rate, controller_mutation_rate, producer_byte_rate, request_percentage)", ""},
+		{"SET QUOTA (producer_byte_rate = 0) FOR USER a;", "1:33: 0: a quota must be positive (RESET QUOTA removes one)", ""},
+		{"SET QUOTA (producer_byte_rate = 1, producer_byte_rate = 2) FOR USER a;", "quota producer_byte_rate is given twice", ""},
+		{"SET QUOTA (request_percentage = 5MiB) FOR USER a;", "a unit is only understood for byte rates", ""},
+		{"SET QUOTA (request_percentage = lots) FOR USER a;", "lots is not a number", ""},
+		{"SET QUOTA (producer_byte_rate = 1) FOR;", "FOR needs USER name, CLIENT 'id' (or both), or IP 'address'", ""},
+		{"SET QUOTA (connection_creation_rate = 1) FOR USER a IP '1.2.3.4';", "1:56: an IP quota cannot be combined with USER or CLIENT", ""},
+		{"SET QUOTA (producer_byte_rate = 1) FOR USER '';", "empty name (use DEFAULT for the default entity)", ""},
+		{"RESET QUOTA (bytes) FOR USER a;", "1:14: unknown quota bytes", ""},
+		{"SHOW QUOTAS FOR IP DEFAULT CLIENT x;", "1:28: unexpected keyword CLIENT; expected ';'", ""},
 		{"\tSHOW\tTOPICZ;", "1:7:", "  \tSHOW\tTOPICZ;\n  \t    \t^\n"},
 	} {
 		var err *SyntaxError

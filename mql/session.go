@@ -61,6 +61,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ClientID is sent to the broker. Default "moonmq-mql".
 	ClientID string
+	// Security is TLS and SASL from the command line (--user, --tls,
+	// --client-config, ...). A CONNECT without USER, MECHANISM or TLS
+	// keeps using it; one with any of them uses only what it says.
+	Security client.Security
 	// Now is the clock relative timestamps ('5m' ago) count back from.
 	// Default time.Now; tests pass a fixed time.
 	Now func() time.Time
@@ -78,6 +82,7 @@ type Session struct {
 	mu           sync.Mutex // guards cl and addr for the completion helpers
 	cl           *client.Client
 	addr         string
+	sec          client.Security    // of addr: Options.Security or the last CONNECT's
 	disconnected bool               // DISCONNECT: do not dial until CONNECT
 	apis         *client.BrokerAPIs // cached ApiVersions of cl
 
@@ -101,7 +106,7 @@ func NewSession(opts Options) *Session {
 	}
 	r := NewRenderer(opts.Out, opts.Format, opts.Color)
 	r.SetStatus(opts.Status)
-	return &Session{opts: opts, out: r, addr: opts.Addr}
+	return &Session{opts: opts, out: r, addr: opts.Addr, sec: opts.Security}
 }
 
 // Renderer returns the session's renderer (its format follows SET FORMAT).
@@ -152,7 +157,7 @@ func (s *Session) client(ctx context.Context) (*client.Client, error) {
 	}
 	cl, err := client.Dial(ctx, client.Options{
 		Addr: s.addr, ClientID: s.opts.ClientID, DialTimeout: s.opts.DialTimeout,
-		RequestTimeout: s.opts.RequestTimeout, Logger: s.opts.Logger,
+		RequestTimeout: s.opts.RequestTimeout, Logger: s.opts.Logger, Security: s.sec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cannot connect to %s: %s", s.addr, client.Explain(err))
@@ -315,6 +320,12 @@ func (s *Session) exec(ctx context.Context, st Statement) error {
 		return s.grant(ctx, cl, st.Ops, st.Resource, string(st.Principal), true)
 	case *Revoke:
 		return s.grant(ctx, cl, st.Ops, st.Resource, string(st.Principal), false)
+	case *SetQuota:
+		return s.setQuota(ctx, cl, st)
+	case *ResetQuota:
+		return s.resetQuota(ctx, cl, st)
+	case *ShowQuotas:
+		return s.showQuotas(ctx, cl, st)
 	case *ShowAcls:
 		return s.showAcls(ctx, cl, st)
 	case *ShowBrokers:
@@ -330,17 +341,17 @@ func (s *Session) exec(ctx context.Context, st Statement) error {
 }
 
 func (s *Session) connect(ctx context.Context, st *Connect) error {
-	if st.User != nil || st.Mechanism != nil || st.TLS {
-		return fmt.Errorf("CONNECT with USER, MECHANISM or TLS is not supported yet: the client has no SASL or TLS (connect without them)%w",
-			errorClass{client.ErrUnsupported})
-	}
 	addr := strings.TrimSpace(string(st.Addr))
 	if addr == "" {
 		return errors.New("CONNECT needs an address, like 'localhost:9092'")
 	}
+	sec, err := connectSecurity(s.opts.Security, st)
+	if err != nil {
+		return err
+	}
 	s.Close()
 	s.mu.Lock()
-	s.addr, s.disconnected = addr, false
+	s.addr, s.sec, s.disconnected = addr, sec, false
 	s.mu.Unlock()
 	cl, err := s.client(ctx)
 	if err != nil {
@@ -350,8 +361,64 @@ func (s *Session) connect(ctx context.Context, st *Connect) error {
 	if err != nil {
 		return err
 	}
-	s.out.OK(fmt.Sprintf("connected to %s (%s)", addr, clusterSummary(info)))
+	s.out.OK(fmt.Sprintf("connected to %s (%s)%s", addr, clusterSummary(info), asPrincipal(sec)))
 	return nil
+}
+
+// connectSecurity is the security of a CONNECT: the command line's when the
+// statement says nothing about it, else exactly what it says. It is checked
+// (mechanism, CA file) before the current connection is closed, so a
+// mistyped CONNECT leaves the session as it was.
+func connectSecurity(cmdline client.Security, st *Connect) (client.Security, error) {
+	if st.User == nil && st.Mechanism == nil && !st.TLS {
+		return cmdline, nil
+	}
+	var sec client.Security
+	sec.SetLabel("User", "USER")
+	sec.SetLabel("Password", "PASSWORD")
+	sec.SetLabel("Mechanism", "MECHANISM")
+	sec.SetLabel("TLSCAFile", "CA")
+	if st.User != nil {
+		sec.User = string(*st.User)
+		if st.Password != nil {
+			sec.Password = string(*st.Password)
+		}
+	}
+	if st.Mechanism != nil {
+		sec.Mechanism = strings.ToUpper(strings.TrimSpace(string(*st.Mechanism)))
+	} else if sec.User != "" {
+		sec.Mechanism = client.MechScramSHA256
+	}
+	if st.TLS {
+		sec.TLS = true
+		if st.CA != nil {
+			sec.TLSCAFile = string(*st.CA)
+		}
+	}
+	if err := sec.Validate(); err != nil {
+		return sec, fmt.Errorf("CONNECT: %w", err)
+	}
+	if _, err := sec.TLSConfig(); err != nil {
+		return sec, fmt.Errorf("CONNECT: %w", err)
+	}
+	return sec, nil
+}
+
+// asPrincipal is " as User:x" for an authenticated connection, "" for an
+// anonymous one (whose messages stay as they always were).
+func asPrincipal(sec client.Security) string {
+	if p := sec.Principal(); p != client.AnonymousPrincipal {
+		return " as " + p
+	}
+	return ""
+}
+
+// Principal is whom the broker sees the session as (User:ANONYMOUS
+// without SASL or a client certificate).
+func (s *Session) Principal() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sec.Principal()
 }
 
 func clusterSummary(info client.ClusterInfo) string {
@@ -379,7 +446,10 @@ func (s *Session) Banner(ctx context.Context) (string, error) {
 		return "", err
 	}
 	version := s.brokerVersion(ctx, cl, info)
-	return fmt.Sprintf("connected to %s — %s, %s", s.Addr(), version, clusterSummary(info)), nil
+	s.mu.Lock()
+	as := asPrincipal(s.sec)
+	s.mu.Unlock()
+	return fmt.Sprintf("connected to %s%s — %s, %s", s.Addr(), as, version, clusterSummary(info)), nil
 }
 
 // brokerVersion returns the broker's software version if it reports one as
@@ -421,6 +491,7 @@ var (
 	featTxnDescribe  = feature{"describing transactions", []client.APIKey{client.APIFindCoordinator, client.APIDescribeTransactions}}
 	featUsers        = feature{"SCRAM users", []client.APIKey{client.APIDescribeUserSCRAMCredentials, client.APIAlterUserSCRAMCredentials}}
 	featACLs         = feature{"ACLs", []client.APIKey{client.APIDescribeACLs, client.APICreateACLs, client.APIDeleteACLs}}
+	featQuotas       = feature{"client quotas", []client.APIKey{client.APIDescribeClientQuotas, client.APIAlterClientQuotas}}
 	featReassign     = feature{"partition reassignment", []client.APIKey{client.APIAlterPartitionAssignments, client.APIListPartitionReassignments}}
 )
 

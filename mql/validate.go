@@ -87,6 +87,12 @@ func validate(s Statement, toks []lexer.Token) error {
 		}
 	case *ResetGroup:
 		return validateStart(s.To, at)
+	case *SetQuota:
+		return validateSetQuota(s)
+	case *ResetQuota:
+		return validateResetQuota(s, at)
+	case *ShowQuotas:
+		return validateQuotaTarget(s.Target)
 	case *Grant:
 		return validateOps(s.Pos, s.Ops, at)
 	case *Revoke:

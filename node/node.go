@@ -91,6 +91,10 @@ type Config struct {
 	ResetOffsetsTopic bool
 	// Txns configures the transaction coordinator.
 	Txns txncoord.Config
+	// Quotas are the Kafka listener's client quotas. A nil Source is the
+	// controller's quotas (what AlterClientQuotas stored); tests pass a
+	// static one.
+	Quotas kafka.QuotaOptions
 	// Authz configures ACL checks on the Kafka listener (authz.go).
 	Authz AuthzConfig
 
@@ -135,7 +139,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		Groups: groups, Txns: txns, Verifier: verifier, TransactionVersion: c.Txns.TransactionVersion, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
-		Clock: c.Clock,
+		Clock: c.Clock, Quotas: c.Quotas,
 	}
 }
 
@@ -363,6 +367,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if ko.Authz.Enabled {
 		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
 			"allow_everyone_if_no_acl_found", cfg.Authz.AllowEveryoneIfNoACL)
+	}
+	if ko.Quotas.Source == nil {
+		// The quotas AlterClientQuotas stores in the metadata, which every
+		// node of the cluster has: each node enforces them for its own
+		// connections (Kafka's quotas are per broker too).
+		ko.Quotas.Source = ctrl.ClientQuotas
 	}
 	ks, err := kafka.Listen(ko, ctrl, b)
 	if err != nil {

@@ -47,6 +47,10 @@ func (m *Model) headerLine() string {
 	// Least important last: on a narrow terminal the cluster ID is what
 	// the ellipsis eats.
 	parts := []string{th.title.Render("moonmq top"), m.opts.Addr}
+	if m.opts.Principal != "" {
+		// Whom the broker sees: what ACLs and quotas apply to.
+		parts = append(parts, th.label.Render("as ")+m.opts.Principal)
+	}
 	if s := m.d.snap; s != nil {
 		parts = append(parts, th.label.Render("brokers ")+strconv.Itoa(len(s.cluster.Brokers)))
 	}

@@ -54,6 +54,10 @@ const (
 type Options struct {
 	// Addr is the broker address, shown in the header and status line.
 	Addr string
+	// Principal is whom the dashboard is connected as ("User:alice",
+	// the client certificate's "User:<CN>", or "User:ANONYMOUS"), shown
+	// in the header; empty shows nothing.
+	Principal string
 	// Refresh is the interval between refreshes. Default 1s.
 	Refresh time.Duration
 	// History is how far back the sparklines reach. Default 5m.

@@ -287,10 +287,10 @@ func (x *txn) quotaCount() int {
 func validateScramCredential(c metadata.ScramCredential) error {
 	h := metadata.ScramHash(c.Mechanism)
 	switch {
-	case h == nil:
-		return fmt.Errorf("%w: %q (want %s or %s)", metadata.ErrUnsupportedSaslMechanism, c.Mechanism, metadata.ScramSHA256, metadata.ScramSHA512)
 	case c.User == "":
 		return fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+	case h == nil:
+		return fmt.Errorf("%w: %q (want %s or %s)", metadata.ErrUnsupportedSaslMechanism, c.Mechanism, metadata.ScramSHA256, metadata.ScramSHA512)
 	case c.Iterations < metadata.MinScramIterations:
 		return fmt.Errorf("%w: too few iterations (%d; at least %d)", metadata.ErrUnacceptableCredential, c.Iterations, metadata.MinScramIterations)
 	case c.Iterations > metadata.MaxScramIterations:
@@ -727,11 +727,11 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, upserts []metada
 		case count[d.User] > 1:
 			errs[i] = fmt.Errorf("%w: user %q is altered more than once in one request", metadata.ErrDuplicateResource, d.User)
 			continue
-		case metadata.ScramHash(d.Mechanism) == nil:
-			errs[i] = fmt.Errorf("%w: %q", metadata.ErrUnsupportedSaslMechanism, d.Mechanism)
-			continue
 		case d.User == "":
 			errs[i] = fmt.Errorf("%w: username must not be empty", metadata.ErrUnacceptableCredential)
+			continue
+		case metadata.ScramHash(d.Mechanism) == nil:
+			errs[i] = fmt.Errorf("%w: %q", metadata.ErrUnsupportedSaslMechanism, d.Mechanism)
 			continue
 		}
 		a.Deletions = append(a.Deletions, removeScramCredentialRecord{User: d.User, Mechanism: d.Mechanism})
@@ -814,11 +814,18 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, alts []metadata.Clie
 	errs := make([]error, len(alts))
 	var a quotaArgs
 	var at []int
+	seen := map[string]bool{}
 	for i, alt := range alts {
 		qa, err := checkQuotaAlteration(alt.Entity, alt.Ops)
 		if err != nil {
 			errs[i] = err
 			continue
+		}
+		if k := metadata.QuotaEntityKey(qa.Entity); seen[k] {
+			errs[i] = fmt.Errorf("%w: ignoring duplicate entity %s", metadata.ErrInvalidRequest, k)
+			continue
+		} else {
+			seen[k] = true
 		}
 		a.Alterations = append(a.Alterations, qa)
 		at = append(at, i)
@@ -840,7 +847,8 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, alts []metadata.Clie
 }
 
 // checkQuotaAlteration validates one alteration and returns it with its
-// entity canonical.
+// entity canonical. A removal is not checked against the entity's keys:
+// removing what is not set changes nothing, as in Kafka.
 func checkQuotaAlteration(entity []metadata.QuotaEntityPart, ops []metadata.ClientQuotaOp) (quotaAlteration, error) {
 	ent, err := metadata.CanonicalQuotaEntity(entity)
 	if err != nil {
@@ -853,12 +861,10 @@ func checkQuotaAlteration(entity []metadata.QuotaEntityPart, ops []metadata.Clie
 			return quotaAlteration{}, fmt.Errorf("%w: duplicate quota key %q; not updating quota for this entity", metadata.ErrInvalidRequest, op.Key)
 		}
 		seen[op.Key] = true
-		if op.Remove {
-			if !slices.Contains(metadata.ValidQuotaKeys(ent), op.Key) {
-				return quotaAlteration{}, fmt.Errorf("%w: invalid configuration key %q for this entity", metadata.ErrInvalidRequest, op.Key)
+		if !op.Remove {
+			if err := metadata.ValidateQuotaValue(ent, op.Key, op.Value); err != nil {
+				return quotaAlteration{}, err
 			}
-		} else if err := metadata.ValidateQuotaValue(ent, op.Key, op.Value); err != nil {
-			return quotaAlteration{}, err
 		}
 		qa.Ops = append(qa.Ops, quotaOp(op))
 	}
@@ -880,10 +886,17 @@ func (c *Controller) alterClientQuotasLocal(ctx context.Context, a quotaArgs) (i
 				errs[i] = err
 				continue
 			}
+			// Only what changes is recorded: a value as it is, or the
+			// removal of a value that is not set, writes nothing.
+			cur, _ := x.quota(metadata.QuotaEntityKey(qa.Entity))
 			var mine []record
 			for _, op := range qa.Ops {
+				old, set := cur.Values[op.Key]
 				r := &clientQuotaRecord{Entity: qa.Entity, Key: op.Key}
-				if !op.Remove {
+				switch {
+				case op.Remove && !set, !op.Remove && set && old == op.Value:
+					continue
+				case !op.Remove:
 					v := op.Value
 					r.Value = &v
 				}

@@ -240,7 +240,7 @@ func TestClientQuotas(t *testing.T) {
 		for i := range 3 {
 			require.NoError(t, errs[i], i)
 		}
-		for i := 3; i < 12; i++ {
+		for i := 3; i < 13; i++ {
 			require.ErrorIs(t, errs[i], metadata.ErrInvalidRequest, i)
 		}
 		require.ErrorIs(t, errs[12], metadata.ErrUnsupportedQuotaEntity)
@@ -267,6 +267,26 @@ func TestClientQuotas(t *testing.T) {
 	require.Greater(t, v2, v1)
 	require.Len(t, qs, 2)
 	require.Equal(t, map[string]float64{"producer_byte_rate": 1024}, qs[1].Values)
+
+	// Removing what is not set (even a key the entity cannot have) and
+	// setting a value as it is change nothing; an entity twice in one
+	// request: the second is refused.
+	errs = c.AlterClientQuotas(ctx, []metadata.ClientQuotaAlteration{
+		{Entity: quotaEntity("user", "alice"), Ops: []metadata.ClientQuotaOp{{Key: "connection_creation_rate", Remove: true}, {Key: "producer_byte_rate", Value: 1024}}},
+		{Entity: quotaEntity("user", "nobody"), Ops: []metadata.ClientQuotaOp{{Key: "producer_byte_rate", Remove: true}}},
+	}, false)
+	require.Equal(t, []error{nil, nil}, errs)
+	_, v3 := c.ClientQuotas()
+	require.Equal(t, v2, v3)
+	errs = c.AlterClientQuotas(ctx, []metadata.ClientQuotaAlteration{
+		{Entity: quotaEntity("user", "carol"), Ops: []metadata.ClientQuotaOp{{Key: "producer_byte_rate", Value: 1}}},
+		{Entity: quotaEntity("user", "carol"), Ops: []metadata.ClientQuotaOp{{Key: "producer_byte_rate", Value: 2}}},
+	}, false)
+	require.NoError(t, errs[0])
+	require.ErrorIs(t, errs[1], metadata.ErrInvalidRequest)
+	qs, _ = c.ClientQuotas()
+	require.Len(t, qs, 3)
+	require.Equal(t, map[string]float64{"producer_byte_rate": 1}, qs[2].Values, "the first applies")
 
 	require.NoError(t, c.Close())
 	c = openAt(t, Options{Dir: dir, NodeID: 1})

@@ -17,8 +17,9 @@ var (
 	// (DUPLICATE_RESOURCE).
 	ErrDuplicateResource = errors.New("duplicate resource")
 	// ErrUnsupportedQuotaEntity: a client quota entity type other than
-	// user, client-id and ip (Kafka answers UNSUPPORTED_VERSION).
-	ErrUnsupportedQuotaEntity = errors.New("unsupported client quota entity type")
+	// user, client-id and ip. It also matches ErrInvalidRequest, Kafka's
+	// answer (INVALID_REQUEST).
+	ErrUnsupportedQuotaEntity = fmt.Errorf("%w: unsupported client quota entity type", ErrInvalidRequest)
 )
 
 // ClusterResourceName is the one name of the CLUSTER resource.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -116,8 +117,9 @@ func ValidateQuotaValue(entity []QuotaEntityPart, key string, value float64) err
 	return nil
 }
 
-// QuotaEntityKey is a canonical entity's key: type=name pairs (name
-// "<default>" quoted apart from a user of that name) joined by NUL.
+// QuotaEntityKey is a canonical entity's key: its parts joined by NUL,
+// each its type alone (the default entity) or type=name with the name
+// quoted, so no name can make two entities share a key.
 func QuotaEntityKey(entity []QuotaEntityPart) string {
 	var sb strings.Builder
 	for i, p := range entity {
@@ -125,11 +127,9 @@ func QuotaEntityKey(entity []QuotaEntityPart) string {
 			sb.WriteByte(0)
 		}
 		sb.WriteString(p.Type)
-		if p.Name == nil {
-			sb.WriteString("\x01") // default
-		} else {
-			sb.WriteString("=")
-			sb.WriteString(*p.Name)
+		if p.Name != nil {
+			sb.WriteByte('=')
+			sb.WriteString(strconv.Quote(*p.Name))
 		}
 	}
 	return sb.String()

@@ -83,10 +83,14 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/when":       nil,
 		"./internal/faultproxy": nil,
 		"./internal/history":    nil,
+		"./internal/testpki":    nil,
 		// The metadata image carries ACL bindings in engine/acl's types;
 		// the authorizer itself is a leaf of pure decisions.
 		"./cluster/metadata": {"engine/acl"},
 		"./engine/acl":       nil,
+		// Client quotas decide from the quotas and the time they are
+		// given (net/kafka converts cluster/metadata's quotas for it).
+		"./engine/quota": nil,
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its
@@ -123,11 +127,13 @@ func TestStorageLeaves(t *testing.T) {
 
 // TestHarnessesStayInTests: internal/testnode, internal/testbroker and
 // internal/cluster start brokers for tests, internal/faultproxy cuts their
-// links and internal/history checks what their clients saw; no package's
+// links, internal/history checks what their clients saw and
+// internal/testpki makes their certificates; no package's
 // non-test code depends on them (but each other's).
 func TestHarnessesStayInTests(t *testing.T) {
 	harness := map[string]bool{"internal/testnode": true, "internal/testbroker": true,
-		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true}
+		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true,
+		"internal/testpki": true}
 	for pkg, deps := range listDeps(t, "./...") {
 		if harness[strings.TrimPrefix(pkg, module+"/")] {
 			// The harnesses build on each other: internal/cluster runs

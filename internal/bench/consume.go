@@ -37,6 +37,8 @@ type ConsumeConfig struct {
 	Output            string
 	ClientID          string
 	Timeout           time.Duration
+	// Security is TLS and SASL for every connection of the run.
+	Security client.Security
 
 	// ProgressInterval is the live progress period (1s from the CLI).
 	ProgressInterval time.Duration
@@ -71,9 +73,13 @@ func parseConsume(args []string) (ConsumeConfig, bool, error) {
 	fs.StringVar(&cfg.Output, "output", cfg.Output, "result `format`: text or json")
 	fs.StringVar(&cfg.ClientID, "client-id", cfg.ClientID, "client `id` sent to the broker")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "stop after this `duration`, 0 = no limit")
+	sf := securityFlags(fs)
 	help, err := parseFlags("consume", fs, args)
 	if help || err != nil {
 		return cfg, help, err
+	}
+	if err := resolveSecurity("consume", sf, &cfg.Addr, &cfg.Security); err != nil {
+		return cfg, false, err
 	}
 	return cfg, false, cfg.validate()
 }
@@ -154,7 +160,7 @@ func Consume(ctx context.Context, cfg ConsumeConfig, progressW io.Writer) (Resul
 		return res, nil
 	}
 
-	cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID),
+	cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID, cfg.Security),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
 		kgo.FetchMaxBytes(int32(cfg.FetchMaxBytes)),
 		kgo.FetchMaxPartitionBytes(int32(cfg.FetchMaxPartBytes)),
@@ -245,7 +251,7 @@ loop:
 // snapshotRanges resolves the start position and end offsets of every
 // partition.
 func snapshotRanges(ctx context.Context, cfg ConsumeConfig) ([]client.PartitionRange, error) {
-	cl, err := client.Dial(ctx, clientOptions(cfg.Addr, cfg.ClientID))
+	cl, err := client.Dial(ctx, clientOptions(cfg.Addr, cfg.ClientID, cfg.Security))
 	if err != nil {
 		return nil, fmt.Errorf("bench consume: %w", err)
 	}

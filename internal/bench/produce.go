@@ -39,6 +39,8 @@ type ProduceConfig struct {
 	Output      string        // text or json
 	ClientID    string
 	Timeout     time.Duration // stop after this long, 0 = no limit
+	// Security is TLS and SASL for every connection of the run.
+	Security client.Security
 
 	// Transactional produces in transactions of TransactionRecords
 	// records, each producer under its own transactional ID (see
@@ -95,9 +97,13 @@ func parseProduce(args []string) (ProduceConfig, bool, error) {
 		"produce in transactions (begin, --transaction-records records, commit), one transactional ID per producer")
 	fs.IntVar(&cfg.TransactionRecords, "transaction-records", cfg.TransactionRecords,
 		"records per transaction (`N`) with --transactional")
+	sf := securityFlags(fs)
 	help, err := parseFlags("produce", fs, args)
 	if help || err != nil {
 		return cfg, help, err
+	}
+	if err := resolveSecurity("produce", sf, &cfg.Addr, &cfg.Security); err != nil {
+		return cfg, false, err
 	}
 	if !cfg.Transactional && flagSet(fs, "transaction-records") {
 		return cfg, false, flagError("produce", "transaction-records", "applies only with --transactional")
@@ -235,7 +241,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 		if txnIDs != nil {
 			opts = append(opts, kgo.TransactionalID(txnIDs[i]))
 		}
-		cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID), opts...)
+		cl, err := client.NewKgo(clientOptions(cfg.Addr, cfg.ClientID, cfg.Security), opts...)
 		if err != nil {
 			return Result{}, fmt.Errorf("bench produce: new producer: %w", err)
 		}
@@ -367,7 +373,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 
 // ensureTopic checks the topic exists, creating it with --create.
 func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
-	cl, err := client.Dial(ctx, clientOptions(cfg.Addr, cfg.ClientID))
+	cl, err := client.Dial(ctx, clientOptions(cfg.Addr, cfg.ClientID, cfg.Security))
 	if err != nil {
 		return fmt.Errorf("bench produce: %w", err)
 	}
@@ -399,6 +405,6 @@ func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
 // clientOptions are the net/client options of every connection the bench
 // opens, so its housekeeping client and its hot-path kgo clients reach the
 // broker the same way.
-func clientOptions(addr, clientID string) client.Options {
-	return client.Options{Addr: addr, ClientID: clientID}
+func clientOptions(addr, clientID string, sec client.Security) client.Options {
+	return client.Options{Addr: addr, ClientID: clientID, Security: sec}
 }

@@ -167,7 +167,9 @@ func Run(ctx context.Context, opts Options) error {
 			continue
 		}
 		buf.Reset()
-		_ = rl.SaveHistory(historyLine(src))
+		if !hasPassword(src) {
+			_ = rl.SaveHistory(historyLine(src))
+		}
 		// Every statement of the chunk runs; an error does not stop the
 		// next (docs/mql.md's examples are run the same way).
 		exit := mql.ExecChunk(src, opts.Stderr, out, func(st mql.Statement) error {
@@ -191,6 +193,22 @@ func Run(ctx context.Context, opts Options) error {
 func hasTokens(src string) bool {
 	toks, err := mql.Tokenize("", src)
 	return err != nil || len(toks) > 1 // an unterminated string counts
+}
+
+// hasPassword reports whether src holds a PASSWORD clause (CONNECT ...
+// USER, CREATE USER): such statements are kept out of the history file,
+// where a password would stay in clear text.
+func hasPassword(src string) bool {
+	toks, err := mql.Tokenize("", src)
+	if err != nil {
+		return strings.Contains(strings.ToUpper(src), "PASSWORD")
+	}
+	for _, t := range toks {
+		if t.Type == mql.KeywordType && t.Value == "PASSWORD" {
+			return true
+		}
+	}
+	return false
 }
 
 // historyLine stores a multi-line statement as one history entry, so the

@@ -19,7 +19,7 @@ func TestCandidates(t *testing.T) {
 	}{
 		{"", "", nil, NamesNone},
 		{"SEL", "SEL", nil, NamesNone},
-		{"SHOW ", "", []string{"ACLS", "BROKERS", "CLUSTER", "GROUPS", "OFFSETS", "REASSIGNMENTS", "TOPICS", "TRANSACTIONS", "USERS"}, NamesNone},
+		{"SHOW ", "", []string{"ACLS", "BROKERS", "CLUSTER", "GROUPS", "OFFSETS", "QUOTAS", "REASSIGNMENTS", "TOPICS", "TRANSACTIONS", "USERS"}, NamesNone},
 		{"SHOW OFFSETS ", "", nil, NamesTopics},
 		{"select * from ord", "ord", nil, NamesTopics},
 		{"SELECT * FROM orders WH", "WH", []string{"FROM", "ISOLATION", "LIMIT", "PARTITION", "WHERE"}, NamesNone},
@@ -64,4 +64,10 @@ func TestLeaves(t *testing.T) {
 func TestHistoryLine(t *testing.T) {
 	require.Equal(t, "SELECT * FROM t WHERE key = 'a';", historyLine("SELECT *\n  FROM t\n  WHERE key = 'a';\n"))
 	require.True(t, mql.Complete(historyLine("SELECT *\nFROM t;\n")))
+
+	// Statements with a password never reach the history file.
+	require.True(t, hasPassword("CONNECT 'b:9093' USER 'alice' PASSWORD 'pw';"))
+	require.True(t, hasPassword("create user bob\n  password 'pw';"))
+	require.False(t, hasPassword("PRODUCE INTO t VALUE 'password';"))
+	require.False(t, hasPassword("SHOW USERS;"))
 }

@@ -41,6 +41,8 @@ const (
 	APIListPartitionReassignments   = APIKey(kmsg.ListPartitionReassignments)
 	APIDescribeUserSCRAMCredentials = APIKey(kmsg.DescribeUserSCRAMCredentials)
 	APIAlterUserSCRAMCredentials    = APIKey(kmsg.AlterUserSCRAMCredentials)
+	APIDescribeClientQuotas         = APIKey(kmsg.DescribeClientQuotas)
+	APIAlterClientQuotas            = APIKey(kmsg.AlterClientQuotas)
 )
 
 // String returns the API's protocol name, e.g. "AddPartitionsToTxn", or

@@ -24,6 +24,13 @@
 //     a sentence with Explain.
 //   - Results are returned sorted (topics by name, partitions by number,
 //     groups by name) so renderers are deterministic.
+//   - Security (auth.go) applies to every kgo client of a Client: TLS with
+//     a CA and client certificate, SASL PLAIN and SCRAM-SHA-256/512, and
+//     SCRAM-SHA-x-PLUS with tls-server-end-point channel binding
+//     (scramplus.go), offered first over TLS and fallen back from when the
+//     broker lacks it. Passwords appear in no error, log or String(). The
+//     toolkit's commands take the same flags (flags.go) and Kafka client
+//     properties files (clientconfig.go).
 package client
 
 import (
@@ -64,9 +71,13 @@ type Options struct {
 	// the logger enables it). Default: discard.
 	Logger *slog.Logger
 
-	// TLS and SASL are not supported yet; fields will be added here
-	// (TLS *tls.Config, SASL mechanism and credentials) without changing
-	// the rest of the API.
+	// Security is TLS and SASL (auth.go). The zero value is PLAINTEXT.
+	Security Security
+
+	// sec are the kgo options Security yields (dialer, SASL), built once
+	// by prepare so files are read once and every kgo client of a Client
+	// shares one record of peer certificates.
+	sec []kgo.Opt
 }
 
 // EnsureDefaults fills zero fields with defaults.
@@ -93,6 +104,16 @@ func (o Options) Validate() error {
 			return argError(fmt.Sprintf("broker address %q has no port (want host:port)", s))
 		}
 	}
+	return o.Security.Validate()
+}
+
+// prepare reads the TLS files and builds the security options.
+func (o *Options) prepare() error {
+	sec, err := o.Security.kgoOpts(o.DialTimeout)
+	if err != nil {
+		return err
+	}
+	o.sec = sec
 	return nil
 }
 
@@ -134,6 +155,9 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := opts.prepare(); err != nil {
+		return nil, err
+	}
 	cl, err := kgo.NewClient(opts.baseKgoOpts(
 		kgo.RecordPartitioner(newPartitioner()),
 		// The facade produces small interactive batches: send them at once.
@@ -153,7 +177,7 @@ func Dial(ctx context.Context, opts Options) (*Client, error) {
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
 		cl.Close()
-		return nil, &Error{Op: "dial", Resource: opts.Addr, Err: fmt.Errorf("%w: %w", ErrUnreachable, err)}
+		return nil, dialError(opts, err)
 	}
 	return c, nil
 }
@@ -167,6 +191,7 @@ func (o Options) baseKgoOpts(extra ...kgo.Opt) []kgo.Opt {
 		kgo.RetryTimeout(o.RequestTimeout),
 		kgo.MetadataMinAge(250 * time.Millisecond),
 	}
+	opts = append(opts, o.sec...)
 	if o.Logger != nil {
 		opts = append(opts, kgo.WithLogger(slogAdapter{o.Logger}))
 	}
@@ -184,12 +209,20 @@ func NewKgo(opts Options, extra ...kgo.Opt) (*kgo.Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
+	if err := opts.prepare(); err != nil {
+		return nil, err
+	}
 	cl, err := kgo.NewClient(opts.baseKgoOpts(extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("new client for %s: %w: %w", opts.Addr, ErrInvalidArgument, err)
 	}
 	return cl, nil
 }
+
+// Principal is whom the broker sees this Client as, by Kafka's default
+// rules (Security.Principal): "User:alice", the client certificate's
+// "User:<CN>", or "User:ANONYMOUS".
+func (c *Client) Principal() string { return c.opts.Security.Principal() }
 
 // Addr returns the seed address the Client was dialed with.
 func (c *Client) Addr() string { return c.opts.Addr }

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -411,6 +413,9 @@ func explainTransport(err error) string {
 	case isUnsupportedRequest(err):
 		return "the broker does not support this request"
 	}
+	if te, ok := errors.AsType[*TLSError](err); ok {
+		return explainTLS(te)
+	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) {
 		return "cannot resolve host " + dnsErr.Name
@@ -481,4 +486,23 @@ func topicRes(name string) string { return "topic '" + name + "'" }
 func groupRes(name string) string { return "group '" + name + "'" }
 func partRes(topic string, p int32) string {
 	return fmt.Sprintf("partition %d of topic '%s'", p, topic)
+}
+
+// explainTLS says what to do about a failed TLS handshake.
+func explainTLS(e *TLSError) string {
+	msg := e.Error()
+	var (
+		unknownCA x509.UnknownAuthorityError
+		badHost   x509.HostnameError
+		header    tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(e.Err, &unknownCA):
+		return msg + "; pass the CA that signed the broker's certificate (--tls-ca or ssl.ca.location)"
+	case errors.As(e.Err, &badHost):
+		return msg + "; connect by a name the certificate lists, or set the server name"
+	case errors.As(e.Err, &header), errors.Is(e.Err, io.EOF):
+		return msg + "; the broker did not answer TLS: does this listener use TLS?"
+	}
+	return msg
 }

@@ -28,10 +28,13 @@ type request struct {
 	clientID     string
 	kreq         kmsg.Request // nil when the key or version is unsupported
 	received     time.Time
-	size         int64       // frame bytes held against the server's request budget
-	entry        *entry      // its place in the connection's reply order
-	later        bool        // the handler arranged to answer from a callback (answerLater)
-	charge       fetchCharge // fetched data the reply holds until written
+	size         int64         // frame bytes held against the server's request budget
+	entry        *entry        // its place in the connection's reply order
+	later        bool          // the handler arranged to answer from a callback (answerLater)
+	charge       fetchCharge   // fetched data the reply holds until written
+	frameBytes   int64         // the request's size, for producer_byte_rate
+	handlerTime  time.Duration // its handler's run on the read loop, for request_percentage (when measured)
+	quotaDone    bool          // its reply was recorded against the client's quotas (throttleReply)
 }
 
 // reply is what the write loop sends for one request, in order. A reply
@@ -70,6 +73,10 @@ type conn struct {
 	// logged: clients retry the refusal, the log says it once per
 	// connection. Read loop only.
 	refusedTxn bool
+
+	// mutedUntil (unix nanos) is when a throttled connection may send
+	// requests again (quota.go): the read loop takes none before.
+	mutedUntil atomic.Int64
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -160,6 +167,12 @@ func (c *conn) closeGently() {
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
+		if err := c.waitUnmuted(); err != nil {
+			if errors.Is(err, errDraining) {
+				return nil
+			}
+			return err
+		}
 		if err := c.awaitRequest(br); err != nil {
 			if errors.Is(err, errDraining) {
 				return nil // graceful shutdown: stop taking requests
@@ -179,7 +192,16 @@ func (c *conn) readLoop() error {
 			c.s.budget.release(charged)
 			return err
 		}
-		req.size = charged
+		req.size, req.frameBytes = charged, int64(len(body))
+		// A reply written while this request was being read may have
+		// throttled the connection: the request waits the throttle out.
+		if err := c.waitUnmuted(); err != nil {
+			c.s.budget.release(charged)
+			if errors.Is(err, errDraining) {
+				return nil
+			}
+			return err
+		}
 		if req.entry, err = c.out.reserve(c.ctx); err != nil {
 			c.s.budget.release(req.size)
 			return err
@@ -475,6 +497,7 @@ func (c *conn) writeLoop() {
 				c.dropReply(rp)
 				continue
 			}
+			rp = c.throttleReply(rp)
 			buf = c.writeReply(bw, buf, rp)
 			c.releaseCharge(rp.req.charge)
 		}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -84,6 +85,15 @@ func init() {
 		kmsg.DeleteGroups.Int16():           {0, 2, (*conn).handleDeleteGroups},
 		kmsg.ConsumerGroupHeartbeat.Int16(): {0, 1, (*conn).handleConsumerGroupHeartbeat},
 		kmsg.ConsumerGroupDescribe.Int16():  {0, 1, (*conn).handleConsumerGroupDescribe},
+
+		// Security metadata (acls.go, scram.go, quotas.go).
+		kmsg.DescribeACLs.Int16():                 {0, 3, (*conn).handleDescribeAcls},
+		kmsg.CreateACLs.Int16():                   {0, 3, (*conn).handleCreateAcls},
+		kmsg.DeleteACLs.Int16():                   {0, 3, (*conn).handleDeleteAcls},
+		kmsg.DescribeClientQuotas.Int16():         {0, 1, (*conn).handleDescribeClientQuotas},
+		kmsg.AlterClientQuotas.Int16():            {0, 1, (*conn).handleAlterClientQuotas},
+		kmsg.DescribeUserSCRAMCredentials.Int16(): {0, 0, (*conn).handleDescribeUserScramCredentials},
+		kmsg.AlterUserSCRAMCredentials.Int16():    {0, 0, (*conn).handleAlterUserScramCredentials},
 	}
 }
 
@@ -174,6 +184,10 @@ func (c *conn) dispatch(r *request) {
 		park func() kmsg.Response
 	)
 	ok := c.guard(r, func() {
+		if c.measureHandler() {
+			start := time.Now()
+			defer func() { r.handlerTime = time.Since(start) }()
+		}
 		if resp = c.clusterGate(r); resp == nil { // authz.go: the APIs wholly gated by a cluster operation
 			resp, park = apis[r.key].handle(c, r)
 		}
@@ -184,7 +198,11 @@ func (c *conn) dispatch(r *request) {
 		}
 		c.s.budget.release(r.size)
 		if ok {
-			c.out.fill(r.entry, reply{req: r, resp: resp})
+			// Quotas are applied here for an answer made on the read loop
+			// (acks=0 produces included), so a throttle mutes the
+			// connection before its next request is read; answers made
+			// elsewhere are recorded by the write loop.
+			c.out.fill(r.entry, c.throttleReply(reply{req: r, resp: resp}))
 		}
 		return
 	}

@@ -7,6 +7,7 @@ package kafka
 
 import (
 	"net"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -48,6 +49,37 @@ const (
 func (s *Server) RequestErrors(api, code string) (float64, error) {
 	var m dto.Metric
 	if err := s.opts.Metrics.requestErrors.WithLabelValues(api, code).Write(&m); err != nil {
+		return 0, err
+	}
+	return m.GetCounter().GetValue(), nil
+}
+
+// QuotaThrottles is how many throttles moonmq_quota_throttle_seconds
+// observed for a quota label (producer_byte_rate, consumer_byte_rate,
+// request_percentage, connection_creation_rate).
+func (s *Server) QuotaThrottles(label string) (uint64, error) {
+	n, _, err := s.QuotaThrottleTime(label)
+	return n, err
+}
+
+// QuotaThrottleTime is moonmq_quota_throttle_seconds' count and sum for a
+// quota label.
+func (s *Server) QuotaThrottleTime(label string) (uint64, time.Duration, error) {
+	var m dto.Metric
+	h, err := s.opts.Metrics.quotaThrottle.GetMetricWithLabelValues(label)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := h.(interface{ Write(*dto.Metric) error }).Write(&m); err != nil {
+		return 0, 0, err
+	}
+	return m.GetHistogram().GetSampleCount(), time.Duration(m.GetHistogram().GetSampleSum() * float64(time.Second)), nil
+}
+
+// ConnectionRejects is moonmq_connection_rejects_total{reason}.
+func (s *Server) ConnectionRejects(reason string) (float64, error) {
+	var m dto.Metric
+	if err := s.opts.Metrics.connRejects.WithLabelValues(reason).Write(&m); err != nil {
 		return 0, err
 	}
 	return m.GetCounter().GetValue(), nil

@@ -29,6 +29,7 @@ import (
 
 func (c *conn) handleFetch(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.FetchRequest)
+	c.fetchQuotaCap(r, req)
 	if req.SessionID != 0 {
 		resp := req.ResponseKind().(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code

@@ -23,7 +23,8 @@ type Metrics struct {
 	recordsIn       *prometheus.CounterVec   // topic
 	recordsOut      *prometheus.CounterVec   // topic
 	connections     prometheus.Gauge
-	connRejects     *prometheus.CounterVec // reason
+	connRejects     *prometheus.CounterVec   // reason
+	quotaThrottle   *prometheus.HistogramVec // quota
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -56,17 +57,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "moonmq_connections", Help: "Open Kafka client connections.",
 		}),
 		connRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, out_of_file_descriptors, accept_error).",
+			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, connection_creation_rate, out_of_file_descriptors, accept_error).",
 		}, []string{"reason"}),
+		quotaThrottle: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "moonmq_quota_throttle_seconds", Help: "Throttle times applied to clients over a quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage: the connection is muted that long; connection_creation_rate: a refused connection's delayed close, or the acceptor's pause).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1ms .. ~33s
+		}, []string{"quota"}),
+	}
+	for _, q := range []string{quotaLabelProduce, quotaLabelFetch, quotaLabelRequest, quotaLabelConnection} {
+		m.quotaThrottle.WithLabelValues(q)
 	}
 	// Every reason exists from the start, at 0, so a rate() or an alert
 	// on it has a series before the first rejection.
-	for _, reason := range []string{rejectMaxConnections, rejectMaxConnectionsPerIP, rejectOutOfFDs, rejectAcceptError} {
+	for _, reason := range []string{rejectMaxConnections, rejectMaxConnectionsPerIP, rejectConnectionRate, rejectOutOfFDs, rejectAcceptError} {
 		m.connRejects.WithLabelValues(reason)
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
-			m.recordsIn, m.recordsOut, m.connections, m.connRejects)
+			m.recordsIn, m.recordsOut, m.connections, m.connRejects, m.quotaThrottle)
 	}
 	return m
 }
@@ -75,6 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 const (
 	rejectMaxConnections      = "max_connections"
 	rejectMaxConnectionsPerIP = "max_connections_per_ip"
+	rejectConnectionRate      = "connection_creation_rate"
 	rejectOutOfFDs            = "out_of_file_descriptors"
 	rejectAcceptError         = "accept_error"
 )

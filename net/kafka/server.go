@@ -13,7 +13,9 @@
 // acks=1/all produces are answered from the log's durability callbacks
 // (answerLater) once their fsync is done; acks=all on a replicated leader
 // waits for the ISR in one goroutine per waiting partition, ended when the
-// request is answered or times out.
+// request is answered or times out. A client over one of its quotas
+// (quota.go) is answered at once with a throttle time, and its connection
+// reads nothing more until that time has passed (KIP-219).
 package kafka
 
 import (
@@ -32,6 +34,7 @@ import (
 	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
+	"github.com/moonmq/moonmq/engine/quota"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
 )
@@ -115,6 +118,8 @@ type Options struct {
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.
 	Clock clock.Clock
+	// Quotas enforces client quotas (quota.go); the zero value none.
+	Quotas QuotaOptions
 	// Authz configures ACL checks (authz.go); off by default.
 	Authz AuthzOptions
 }
@@ -171,6 +176,9 @@ func (o *Options) Validate() error {
 	case o.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
 	}
+	if err := o.Quotas.validate(); err != nil {
+		return err
+	}
 	if o.Advertise != "" {
 		_, port, err := net.SplitHostPort(o.Advertise)
 		if err != nil {
@@ -206,6 +214,8 @@ type Metadata interface {
 	// ControllerID is the active controller's node id, -1 while there is
 	// none (an election, or no quorum).
 	ControllerID() int32
+	// SecurityMetadata: ACLs, SCRAM credentials, client quotas (acls.go).
+	SecurityMetadata
 }
 
 // Server accepts Kafka connections.
@@ -239,8 +249,12 @@ type Server struct {
 	closeOnce   sync.Once
 	apiKeysOnce sync.Once
 	apiKeys     []kmsg.ApiVersionsResponseApiKey // what ApiVersions advertises (apiVersionKeys)
-	authz       atomic.Pointer[builtAuthorizer]  // the Authorizer of the latest ACLs seen (authz.go)
-	authzBuild  sync.Mutex                       // held while an Authorizer is built
+
+	quotas        *quota.Manager        // nil: no quota enforced (quota.go)
+	delayedCloses map[net.Conn]struct{} // refused over their IP's connection rate, closed after the delay
+
+	authz      atomic.Pointer[builtAuthorizer] // the Authorizer of the latest ACLs seen (authz.go)
+	authzBuild sync.Mutex                      // held while an Authorizer is built
 	// principalOf, set only by tests (export_test.go), names the
 	// principal of a new connection, standing in for authentication.
 	principalOf atomic.Pointer[func(net.Conn) string]
@@ -275,6 +289,7 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
 		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
 		respBudget: newMemBudget(opts.MaxQueuedResponseBytes),
+		quotas:     newQuotas(opts.Quotas), delayedCloses: make(map[net.Conn]struct{}),
 	}
 	s.pids.Reserve = meta.AllocateProducerIDs
 	return s, nil
@@ -355,6 +370,9 @@ func (s *Server) Serve() error {
 		}
 		backoff = 0
 		ip := remoteIP(nc)
+		if !s.admitConnection(nc, ip) {
+			continue
+		}
 		s.mu.Lock()
 		if s.ctx.Err() != nil || s.isDraining() {
 			s.mu.Unlock()
@@ -506,6 +524,9 @@ func (s *Server) Close() error {
 		err := s.ln.Close()
 		for c := range s.conns {
 			c.nc.Close()
+		}
+		for nc := range s.delayedCloses {
+			nc.Close()
 		}
 		s.mu.Unlock()
 		if err != nil && !errors.Is(err, net.ErrClosed) {

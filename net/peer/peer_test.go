@@ -33,6 +33,10 @@ var _ replica.ISR = (*replication.Leader)(nil)
 // one topic whose leader the test moves. The controller is not involved:
 // the test sets the roles itself, as the node's reconciler will.
 type cluster struct {
+	// The security metadata is not used by these tests (no ACL, SCRAM or
+	// quota request is made): calling it panics.
+	kafka.SecurityMetadata
+
 	mu      sync.Mutex
 	brokers []metadata.Broker
 	topic   metadata.Topic
