@@ -577,3 +577,67 @@ func TestAuthzAllowEveryoneIfNoACL(t *testing.T) {
 	require.Equal(t, kerr.TopicAuthorizationFailed.Code,
 		send[*kmsg.ProduceResponse](t, bobCl, produceReq("guarded", "b")).Topics[0].Partitions[0].ErrorCode)
 }
+
+// TestAuthzSecurityAdminAPIs: the ACL and SCRAM admin APIs need their
+// cluster operation: DESCRIBE to describe, ALTER to change.
+func TestAuthzSecurityAdminAPIs(t *testing.T) {
+	s, store := startAuthzServer(t, node.Config{})
+	store.set(binding(acl.ResourceCluster, acl.ClusterName, acl.PatternLiteral, bob, acl.OpDescribe, acl.PermissionAllow))
+	ctx := context.Background()
+	_, aliceAdm := clientAs(t, s, alice)
+	_, bobAdm := clientAs(t, s, bob)
+	_, adminAdm := clientAs(t, s, admin)
+	grant := kadm.NewACLs().Topics("x").Allow("User:z").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)
+
+	for _, adm := range []*kadm.Client{aliceAdm, bobAdm} {
+		cr, err := adm.CreateACLs(ctx, grant)
+		require.NoError(t, err)
+		require.ErrorIs(t, cr[0].Err, kerr.ClusterAuthorizationFailed, "ALTER on the cluster is needed")
+	}
+	cr, err := adminAdm.CreateACLs(ctx, grant)
+	require.NoError(t, err)
+	require.NoError(t, cr[0].Err)
+
+	aliceCl, _ := clientAs(t, s, alice)
+	da := kmsg.NewPtrDescribeACLsRequest()
+	da.ResourceType, da.ResourcePatternType, da.Operation, da.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	dar := send[*kmsg.DescribeACLsResponse](t, aliceCl, da)
+	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, dar.ErrorCode)
+	require.Empty(t, dar.Resources)
+	bobCl, _ := clientAs(t, s, bob)
+	dar = send[*kmsg.DescribeACLsResponse](t, bobCl, da)
+	require.Zero(t, dar.ErrorCode)
+	require.Len(t, dar.Resources, 1, "the binding the super user created")
+
+	_, err = aliceAdm.DescribeUserSCRAMs(ctx)
+	require.ErrorIs(t, err, kerr.ClusterAuthorizationFailed)
+	_, err = bobAdm.DescribeUserSCRAMs(ctx)
+	require.NoError(t, err)
+	ar, err := bobAdm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "pw"}})
+	if err == nil { // kadm returns a user's error itself, or in the result
+		err = ar["carol"].Err
+	}
+	require.ErrorIs(t, err, kerr.ClusterAuthorizationFailed)
+
+	del := kmsg.NewPtrDeleteACLsRequest()
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType, f.Operation, f.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	del.Filters = append(del.Filters, f)
+	delr := send[*kmsg.DeleteACLsResponse](t, bobCl, del)
+	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, delr.Results[0].ErrorCode)
+	require.Zero(t, send[*kmsg.DescribeACLsResponse](t, bobCl, da).ErrorCode)
+	require.Len(t, send[*kmsg.DescribeACLsResponse](t, bobCl, da).Resources, 1, "nothing deleted")
+
+	// Quotas: DESCRIBE_CONFIGS / ALTER_CONFIGS on the cluster.
+	dq := kmsg.NewPtrDescribeClientQuotasRequest()
+	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, send[*kmsg.DescribeClientQuotasResponse](t, bobCl, dq).ErrorCode, "DESCRIBE is not DESCRIBE_CONFIGS")
+	adminCl, _ := clientAs(t, s, admin)
+	require.Zero(t, send[*kmsg.DescribeClientQuotasResponse](t, adminCl, dq).ErrorCode)
+	aq := kmsg.NewPtrAlterClientQuotasRequest()
+	aq.Entries = []kmsg.AlterClientQuotasRequestEntry{{
+		Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user", Name: kmsg.StringPtr("carol")}},
+		Ops:    []kmsg.AlterClientQuotasRequestEntryOp{{Key: "producer_byte_rate", Value: 1024}},
+	}}
+	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, send[*kmsg.AlterClientQuotasResponse](t, bobCl, aq).Entries[0].ErrorCode)
+	require.Zero(t, send[*kmsg.AlterClientQuotasResponse](t, adminCl, aq).Entries[0].ErrorCode)
+}
