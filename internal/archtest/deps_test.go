@@ -87,6 +87,10 @@ func TestStorageLeaves(t *testing.T) {
 		// the authorizer itself is a leaf of pure decisions.
 		"./cluster/metadata": {"engine/acl"},
 		"./engine/acl":       nil,
+		// Authentication (SASL mechanisms, lockout, TLS material) sees
+		// users only through cluster/metadata's credential type and an
+		// interface the controller implements; the front end drives it.
+		"./net/auth": {"cluster/metadata", "engine/acl"},
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its
