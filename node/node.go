@@ -92,6 +92,12 @@ type Config struct {
 	// Txns configures the transaction coordinator.
 	Txns txncoord.Config
 
+	// Auth is how Kafka clients authenticate. With SASL and no
+	// Credentials, the controller's SCRAM credentials are used.
+	Auth kafka.AuthOptions
+	// BootstrapUsers get SCRAM credentials at start if they have none.
+	BootstrapUsers []BootstrapUser
+
 	Version string
 	Logger  *slog.Logger
 
@@ -133,7 +139,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		Groups: groups, Txns: txns, Verifier: verifier, TransactionVersion: c.Txns.TransactionVersion, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
-		Clock: c.Clock,
+		Clock: c.Clock, Auth: c.Auth,
 	}
 }
 
@@ -355,8 +361,12 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// coordinator's replay is left.
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
+	kopts := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	if err := saslCredentials(&kopts.Auth, ctrl, cfg.DataDir); err != nil {
+		return nil, err
+	}
 	handedOver = true
-	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups, txns, links), ctrl, b)
+	ks, err := kafka.Listen(kopts, ctrl, b)
 	if err != nil {
 		return nil, err
 	}
@@ -377,6 +387,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		case <-readyCtx.Done():
 			n.serveErr <- nil
 			return
+		}
+		// Bootstrap users exist before the first client is served, so
+		// a client started with the node can log in at once.
+		if err := bootstrapUsers(readyCtx, any(ctrl), cfg.BootstrapUsers, n.log); err != nil {
+			n.log.Error("could not create the bootstrap users; they cannot log in", "err", err)
 		}
 		n.serveErr <- ks.Serve()
 	}()

@@ -64,7 +64,7 @@ func (x *scramSession) Mechanism() string { return x.mechanism }
 func (x *scramSession) Step(msg []byte) ([]byte, bool, error) {
 	if len(msg) > MaxMessageSize {
 		x.state = 2
-		return nil, true, refuse("SCRAM message of %d bytes exceeds %d", len(msg), MaxMessageSize)
+		return nil, true, refuse("malformed SCRAM message: %d bytes exceeds %d", len(msg), MaxMessageSize)
 	}
 	switch x.state {
 	case 0:

@@ -24,6 +24,11 @@ type Metrics struct {
 	recordsOut      *prometheus.CounterVec   // topic
 	connections     prometheus.Gauge
 	connRejects     *prometheus.CounterVec // reason
+
+	authSuccesses      *prometheus.CounterVec // mechanism
+	authFailures       *prometheus.CounterVec // mechanism
+	authLockouts       prometheus.Counter
+	authLockedRefusals prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -59,6 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, out_of_file_descriptors, accept_error).",
 		}, []string{"reason"}),
 	}
+	m.addAuth()
 	// Every reason exists from the start, at 0, so a rate() or an alert
 	// on it has a series before the first rejection.
 	for _, reason := range []string{rejectMaxConnections, rejectMaxConnectionsPerIP, rejectOutOfFDs, rejectAcceptError} {
@@ -66,7 +72,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
-			m.recordsIn, m.recordsOut, m.connections, m.connRejects)
+			m.recordsIn, m.recordsOut, m.connections, m.connRejects,
+			m.authSuccesses, m.authFailures, m.authLockouts, m.authLockedRefusals)
 	}
 	return m
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
+	"github.com/moonmq/moonmq/net/auth"
 )
 
 // Options configures a Server.
@@ -113,8 +114,11 @@ type Options struct {
 	TransactionVersion int16
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
-	// (default clock.Real). Socket deadlines stay on the machine's clock.
+	// (default clock.Real), and is the time of the SASL lockout. Socket
+	// deadlines stay on the machine's clock.
 	Clock clock.Clock
+	// Auth is how clients authenticate (security protocol, TLS, SASL).
+	Auth AuthOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -159,6 +163,7 @@ func (o *Options) EnsureDefaults() {
 	if o.Clock == nil {
 		o.Clock = clock.Real
 	}
+	o.Auth.ensureDefaults()
 }
 
 // Validate reports a misconfiguration.
@@ -168,6 +173,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("kafka: max connections %d must not be negative", o.MaxConnections)
 	case o.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
+	}
+	if err := o.Auth.validate(); err != nil {
+		return err
 	}
 	if o.Advertise != "" {
 		_, port, err := net.SplitHostPort(o.Advertise)
@@ -237,12 +245,21 @@ type Server struct {
 	closeOnce   sync.Once
 	apiKeysOnce sync.Once
 	apiKeys     []kmsg.ApiVersionsResponseApiKey // what ApiVersions advertises (apiVersionKeys)
+	sasl        *auth.Server                     // nil: the listener does not use SASL
+	lockout     *auth.Lockout                    // nil: no lockout
 }
 
 // Listen binds the listener; Serve then accepts on it.
 func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
+		if opts.Listener != nil {
+			opts.Listener.Close()
+		}
+		return nil, err
+	}
+	saslSrv, lockout, err := opts.Auth.saslServer()
+	if err != nil {
 		if opts.Listener != nil {
 			opts.Listener.Close()
 		}
@@ -268,6 +285,7 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 		conns: make(map[*conn]struct{}), perIP: make(map[string]int),
 		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
 		respBudget: newMemBudget(opts.MaxQueuedResponseBytes),
+		sasl:       saslSrv, lockout: lockout,
 	}
 	s.pids.Reserve = meta.AllocateProducerIDs
 	return s, nil
