@@ -43,6 +43,7 @@ type serveConfig struct {
 	cluster                       clusterFlags // main_cluster.go
 	groups                        *groupFlags  // main_groups.go
 	txns                          *txnFlags    // main_txns.go
+	sasl                          *saslFlags   // main_sasl.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -77,6 +78,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.cluster.add(fs)
 	cfg.groups = addGroupFlags(fs)
 	cfg.txns = addTxnFlags(fs)
+	cfg.sasl = addSASLFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
 			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
@@ -241,7 +243,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // nodeConfig is the node's configuration from the settings.
 func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
-	return node.Config{
+	nc := node.Config{
 		DataDir: c.data, Listen: c.listen, Advertise: c.advertise, HTTP: c.http, Pprof: c.pprof,
 		NodeID: int32(c.nodeID), AutoCreateTopics: c.autoCreate, DefaultPartitions: int32(c.defaultPartitions),
 		MaxRequestSize: int32(c.maxRequestSize), MaxConnections: c.maxConnections, MaxConnectionsPerIP: c.maxConnectionsPerIP,
@@ -251,4 +253,6 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		Txns:    c.txns.config(logger),
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
 	}
+	c.sasl.apply(&nc)
+	return nc
 }
