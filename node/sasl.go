@@ -103,9 +103,11 @@ func loadOrCreateKey(path string) ([]byte, error) {
 }
 
 // bootstrapUsers creates each user's SCRAM-SHA-256 and SCRAM-SHA-512
-// credentials if the user has neither, with a random salt. It retries
-// while the metadata cannot take the change yet (an election) until ctx
-// ends. Passwords are not logged.
+// credentials if the user has neither, with a random salt, one credential
+// per change (a change may name a user once). It retries while the
+// metadata cannot take a change (an election), for bootstrapTimeout at
+// most: the listener waits for it, so a client started with the node can
+// log in at once. Passwords are not logged.
 func bootstrapUsers(ctx context.Context, ctrl any, users []BootstrapUser, log *slog.Logger) error {
 	if len(users) == 0 {
 		return nil
@@ -137,18 +139,26 @@ func bootstrapUsers(ctx context.Context, ctrl any, users []BootstrapUser, log *s
 	if len(upserts) == 0 {
 		return nil
 	}
-	for {
-		errs := store.AlterScramCredentials(ctx, upserts, nil)
-		err := errors.Join(errs...)
-		if err == nil {
-			log.Info("created bootstrap users", "users", names)
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("bootstrap-user: creating %s: %w", strings.Join(names, ", "), err)
-		case <-time.After(200 * time.Millisecond):
-			log.Debug("bootstrap users not created yet; retrying", "err", err)
+	ctx, cancel := context.WithTimeout(ctx, bootstrapTimeout)
+	defer cancel()
+	for _, c := range upserts {
+		for {
+			err := errors.Join(store.AlterScramCredentials(ctx, []metadata.ScramCredential{c}, nil)...)
+			if err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("bootstrap-user %s: creating its %s credential: %w", c.User, c.Mechanism, err)
+			case <-time.After(200 * time.Millisecond):
+				log.Debug("bootstrap user not created yet; retrying", "user", c.User, "mechanism", c.Mechanism, "err", err)
+			}
 		}
 	}
+	log.Info("created bootstrap users", "users", names)
+	return nil
 }
+
+// bootstrapTimeout bounds how long the start waits to create the bootstrap
+// users.
+const bootstrapTimeout = 15 * time.Second
