@@ -3,7 +3,10 @@ package auth_test
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
+	"crypto/pbkdf2"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -195,6 +198,7 @@ func TestScramRefusals(t *testing.T) {
 	for _, final := range []func(nonce string) string{
 		func(n string) string { return "c=eSws,r=" + n + ",p=AAAA" },
 		func(n string) string { return "c=biws,r=" + n + "x,p=AAAA" },
+		func(n string) string { return "c=biws,r=" + n[1:] + ",p=AAAA" },
 		func(n string) string { return "c=biws,r=" + n },
 	} {
 		sess, err := s.Start(auth.MechScramSHA256, auth.ConnInfo{})
@@ -370,4 +374,46 @@ func TestParseMechanisms(t *testing.T) {
 	require.ErrorContains(t, err, "twice")
 	_, err = auth.NewServer(auth.Config{Mechanisms: []string{auth.MechPlain}})
 	require.ErrorContains(t, err, "credentials")
+}
+
+// librdkafka repeats its own nonce in front of the server's in
+// client-final; Kafka accepts a nonce that ends with the server's, and so
+// does MoonMQ, with the AuthMessage over what the client sent.
+func TestScramLibrdkafkaNonce(t *testing.T) {
+	s := newServer(t, auth.MechScramSHA256)
+	sess, err := s.Start(auth.MechScramSHA256, auth.ConnInfo{})
+	require.NoError(t, err)
+	bare := "n=alice,r=cnonce"
+	serverFirst, _, err := sess.Step([]byte("n,," + bare))
+	require.NoError(t, err)
+	var nonce, salt string
+	for _, a := range strings.Split(string(serverFirst), ",") {
+		switch a[:2] {
+		case "r=":
+			nonce = a[2:]
+		case "s=":
+			salt = a[2:]
+		}
+	}
+	saltBytes, err := base64.StdEncoding.DecodeString(salt)
+	require.NoError(t, err)
+	salted, err := pbkdf2.Key(sha256.New, "alice-secret", saltBytes, 4096, 32)
+	require.NoError(t, err)
+	mac := func(key []byte, msg string) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(msg))
+		return m.Sum(nil)
+	}
+	clientKey := mac(salted, "Client Key")
+	storedKey := sha256.Sum256(clientKey)
+	withoutProof := "c=biws,r=cnonce" + nonce // librdkafka's doubled client nonce
+	authMessage := bare + "," + string(serverFirst) + "," + withoutProof
+	proof := mac(storedKey[:], authMessage)
+	for i := range proof {
+		proof[i] ^= clientKey[i]
+	}
+	reply, done, err := sess.Step([]byte(withoutProof + ",p=" + base64.StdEncoding.EncodeToString(proof)))
+	require.NoError(t, err)
+	require.True(t, done)
+	require.Equal(t, "v="+base64.StdEncoding.EncodeToString(mac(mac(salted, "Server Key"), authMessage)), string(reply))
 }

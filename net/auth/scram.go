@@ -352,8 +352,12 @@ func (x *scramSession) clientFinal(msg string) ([]byte, error) {
 		}
 		return nil, refuse("channel binding attribute does not repeat the GS2 header")
 	}
-	if cf.Nonce != x.nonce {
-		return nil, refuse("nonce does not match the server's")
+	// RFC 5802 wants the nonce repeated exactly; Kafka accepts one that
+	// ends with it, and librdkafka (kcat) relies on that: it sends its
+	// own nonce again in front of the server's. The server's random
+	// part is still at the end, so a replayed exchange cannot match.
+	if !strings.HasSuffix(cf.Nonce, x.nonce) {
+		return nil, refuse("nonce does not end with the server's")
 	}
 	size := x.h().Size()
 	if len(cf.Proof) != size {
