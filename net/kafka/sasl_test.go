@@ -351,7 +351,7 @@ func testCert(t *testing.T, cn string) tls.Certificate {
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, BasicConstraintsValid: true, IsCA: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	require.NoError(t, err)
@@ -480,4 +480,60 @@ func TestSASLGarbage(t *testing.T) {
 		c.closedWithoutAnswer(t)
 		ok.metadataWorks(t)
 	}
+}
+
+// EXTERNAL on SASL_SSL: offered only to a client with a verified
+// certificate, whose subject names the user.
+func TestSASLExternal(t *testing.T) {
+	ca := testCert(t, "ca")
+	clientCert := signedBy(t, ca, "svc-orders")
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Leaf)
+	tcfg := &tls.Config{Certificates: []tls.Certificate{ca}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := saslServer(t, kafka.ProtocolSASLSSL, []string{auth.MechExternal, auth.MechScramSHA256}, func(c *node.Config) {
+		c.Listener = tls.NewListener(ln, tcfg)
+		c.Auth.TLSConfig = tcfg
+	})
+	dial := func(certs ...tls.Certificate) saslConn {
+		tc, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: certs})
+		require.NoError(t, err)
+		t.Cleanup(func() { tc.Close() })
+		require.NoError(t, tc.SetDeadline(time.Now().Add(20*time.Second)))
+		return saslConn{&rawConn{t: t, c: tc}}
+	}
+
+	c := dial(clientCert)
+	require.Zero(t, c.handshake(1, auth.MechExternal).ErrorCode)
+	resp := c.authenticate(nil)
+	require.Zero(t, resp.ErrorCode)
+	c.metadataWorks(t)
+
+	// Asking to act as someone else is refused.
+	c = dial(clientCert)
+	require.Zero(t, c.handshake(1, auth.MechExternal).ErrorCode)
+	resp = c.authenticate([]byte("admin"))
+	require.Equal(t, kerr.SaslAuthenticationFailed.Code, resp.ErrorCode)
+	c.closedWithoutAnswer(t)
+
+	// Without a client certificate EXTERNAL is not offered.
+	c = dial()
+	hs := c.handshake(1, auth.MechExternal)
+	require.Equal(t, kerr.UnsupportedSaslMechanism.Code, hs.ErrorCode)
+	require.Equal(t, []string{auth.MechScramSHA256}, hs.SupportedMechanisms)
+}
+
+func signedBy(t *testing.T, ca tls.Certificate, cn string) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Leaf, &key.PublicKey, ca.PrivateKey)
+	require.NoError(t, err)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
