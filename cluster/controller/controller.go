@@ -1,6 +1,7 @@
 // Package controller owns the cluster metadata: topics, their partition
 // assignments and config overrides, the registered brokers, the producer id
-// counter and the cluster id. It is a hashicorp/raft state machine whose
+// counter, the cluster id, and the security metadata (ACL bindings, SCRAM
+// credentials, client quotas: security.go). It is a hashicorp/raft state machine whose
 // log, stable store, snapshots and materialised state live in one pebble DB
 // (engine/meta). Without Options.Peers a node is a one-voter Raft cluster
 // on an in-memory transport; with them the static voters talk Raft over

@@ -624,34 +624,53 @@ func (c *Controller) DeleteACLs(ctx context.Context, fs []acl.Filter) ([][]acl.B
 
 func (c *Controller) deleteACLsLocal(ctx context.Context, a aclArgs) (deleteACLsResult, uint64, error) {
 	res := deleteACLsResult{Deleted: make([][]acl.Binding, len(a.Filters)), Errs: make([]*rpcError, len(a.Filters))}
-	_, index, err := c.commit(ctx, "delete acls", func(st *state) ([]record, error) {
-		removed := map[acl.Binding]bool{}
-		var recs []record
-		for i, wf := range a.Filters {
-			f := acl.Filter(wf)
-			if err := metadata.ValidateACLFilter(f); err != nil {
-				res.Errs[i] = toRPCError(err)
+	// Select under wmu, so no change of this controller comes between
+	// the selection and the first removal.
+	c.wmu.Lock()
+	if err := c.writable(); err != nil {
+		c.wmu.Unlock()
+		return deleteACLsResult{}, 0, err
+	}
+	c.mu.RLock()
+	removed := map[acl.Binding]bool{}
+	var victims []acl.Binding
+	for i, wf := range a.Filters {
+		f := acl.Filter(wf)
+		if err := metadata.ValidateACLFilter(f); err != nil {
+			res.Errs[i] = toRPCError(err)
+			continue
+		}
+		res.Deleted[i] = []acl.Binding{}
+		for _, b := range c.st.sec.acls {
+			if !metadata.ACLFilterMatches(f, b) {
 				continue
 			}
-			res.Deleted[i] = []acl.Binding{}
-			for _, b := range st.sec.acls {
-				if !metadata.ACLFilterMatches(f, b) {
-					continue
-				}
-				res.Deleted[i] = append(res.Deleted[i], b)
-				if !removed[b] {
-					removed[b] = true
+			res.Deleted[i] = append(res.Deleted[i], b)
+			if !removed[b] {
+				removed[b] = true
+				victims = append(victims, b)
+			}
+		}
+	}
+	c.mu.RUnlock()
+	c.wmu.Unlock()
+	// Removed in entries of bounded size (a filter may select every ACL).
+	var index uint64
+	for start := 0; start < len(victims); start += maxBindingsPerEntry {
+		chunk := victims[start:min(start+maxBindingsPerEntry, len(victims))]
+		_, idx, err := c.commit(ctx, "delete acls", func(st *state) ([]record, error) {
+			var recs []record
+			for _, b := range chunk {
+				if _, ok := st.sec.aclSet[b]; ok { // else deleted meanwhile
 					recs = append(recs, &removeACLRecord{Binding: b})
 				}
 			}
+			return recs, nil
+		})
+		if err != nil {
+			return deleteACLsResult{}, index, err
 		}
-		if len(recs) > maxRecordsPerEntry {
-			return nil, fmt.Errorf("%w: the filters select %d ACLs; delete at most %d at once", metadata.ErrInvalidRequest, len(recs), maxRecordsPerEntry)
-		}
-		return recs, nil
-	})
-	if err != nil {
-		return deleteACLsResult{}, 0, err
+		index = max(index, idx)
 	}
 	return res, index, nil
 }
