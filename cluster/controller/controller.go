@@ -243,6 +243,11 @@ type Controller struct {
 	mu sync.RWMutex
 	st state
 
+	// sec is what ACLs and ClientQuotas answer, replaced (never
+	// modified) whenever the FSM changes them: readers on every request
+	// take no lock.
+	sec atomic.Pointer[securityView]
+
 	// lmu serialises delta delivery with subscribing, so a new
 	// subscription's image and the live deltas neither overlap nor leave a
 	// gap. Order: lmu, then mu.
@@ -329,6 +334,7 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 		return nil, fmt.Errorf("controller: load state from %s: %w", opts.Dir, err)
 	}
 	c.st, c.applied = st, st.applied
+	c.publishSecurity(&c.st.sec)
 
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(strconv.FormatInt(int64(opts.NodeID), 10))

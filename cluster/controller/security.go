@@ -529,13 +529,36 @@ func rpcErrors(errs []error) []*rpcError {
 	return out
 }
 
+// securityView is what ACLs and ClientQuotas answer: the FSM's immutable
+// slices and their versions.
+type securityView struct {
+	acls         []acl.Binding
+	aclVersion   uint64
+	quotas       []metadata.ClientQuota
+	quotaVersion uint64
+}
+
+// publishSecurity makes s what ACLs and ClientQuotas answer. The caller
+// holds the write lock (or is Open, before Raft runs).
+func (c *Controller) publishSecurity(s *securityState) {
+	cur := c.sec.Load()
+	if cur != nil && cur.aclVersion == s.aclVersion && cur.quotaVersion == s.quotaVersion &&
+		len(cur.acls) == len(s.acls) && len(cur.quotas) == len(s.quotaList) {
+		return // unchanged (the entry changed something else)
+	}
+	c.sec.Store(&securityView{acls: s.acls, aclVersion: s.aclVersion, quotas: s.quotaList, quotaVersion: s.quotaVersion})
+}
+
 // ACLs returns every ACL binding, sorted by metadata.CompareACLBindings,
 // and their version (the log index of the last change, 0 if none). The
-// slice is shared and immutable: callers must not modify it.
+// slice is shared and immutable: callers must not modify it. It takes no
+// lock: an authorizer may call it on every request.
 func (c *Controller) ACLs() ([]acl.Binding, uint64) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.st.sec.acls, c.st.sec.aclVersion
+	v := c.sec.Load()
+	if v == nil {
+		return nil, 0
+	}
+	return v.acls, v.aclVersion
 }
 
 // CreateACLs creates bindings, answering one error (or nil) per binding:
@@ -818,9 +841,11 @@ func (c *Controller) alterScramLocal(ctx context.Context, a scramArgs) (itemErro
 // version (the log index of the last change, 0 if none). The slice is
 // shared and immutable: callers must not modify it or its values.
 func (c *Controller) ClientQuotas() ([]metadata.ClientQuota, uint64) {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.st.sec.quotaList, c.st.sec.quotaVersion
+	v := c.sec.Load()
+	if v == nil {
+		return nil, 0
+	}
+	return v.quotas, v.quotaVersion
 }
 
 // AlterClientQuotas sets and removes quota values, answering one error (or
