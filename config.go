@@ -230,6 +230,14 @@ func printConfig(w io.Writer, fs *flag.FlagSet) {
 			return
 		}
 		v := f.Value.String()
+		if s, ok := f.Value.(interface{ IsSecret() bool }); ok && s.IsSecret() {
+			// Secrets (passwords) are never printed: the line says the
+			// setting is there without its value.
+			if v != "" {
+				fmt.Fprintf(w, "# %s = %q (secret values not printed)\n", fileKey(f.Name), v)
+			}
+			return
+		}
 		if bf, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && bf.IsBoolFlag() {
 			fmt.Fprintf(w, "%s = %s\n", fileKey(f.Name), v)
 			return

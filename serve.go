@@ -44,6 +44,7 @@ type serveConfig struct {
 	groups                        *groupFlags  // main_groups.go
 	txns                          *txnFlags    // main_txns.go
 	authz                         *authzFlags  // main_authz.go
+	sasl                          *saslFlags   // main_sasl.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -79,6 +80,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.groups = addGroupFlags(fs)
 	cfg.txns = addTxnFlags(fs)
 	cfg.authz = addAuthzFlags(fs)
+	cfg.sasl = addSASLFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
 			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
@@ -246,7 +248,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // nodeConfig is the node's configuration from the settings.
 func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
-	return node.Config{
+	nc := node.Config{
 		DataDir: c.data, Listen: c.listen, Advertise: c.advertise, HTTP: c.http, Pprof: c.pprof,
 		NodeID: int32(c.nodeID), AutoCreateTopics: c.autoCreate, DefaultPartitions: int32(c.defaultPartitions),
 		MaxRequestSize: int32(c.maxRequestSize), MaxConnections: c.maxConnections, MaxConnectionsPerIP: c.maxConnectionsPerIP,
@@ -257,14 +259,13 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
 		Authz: c.authz.config(c.authenticates()),
 	}
+	c.sasl.apply(&nc)
+	return nc
 }
 
 // authenticates reports whether the Kafka listener authenticates its
-// clients, which is when ACLs are enforced. Until the security protocol
-// flags exist (--security-protocol, --tls-client-auth: the TLS and SASL
-// work of issue 15) every listener is PLAINTEXT and this is false; the
-// integrator makes it: protocol is SASL_PLAINTEXT or SASL_SSL, or SSL with
-// client certificates required.
+// clients, which is when ACLs are enforced: SASL_PLAINTEXT and SASL_SSL
+// always.
 func (c *serveConfig) authenticates() bool {
-	return false
+	return strings.HasPrefix(strings.ToUpper(c.sasl.securityProtocol), "SASL_")
 }

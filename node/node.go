@@ -98,6 +98,12 @@ type Config struct {
 	// Authz configures ACL checks on the Kafka listener (authz.go).
 	Authz AuthzConfig
 
+	// Auth is how Kafka clients authenticate. With SASL and no
+	// Credentials, the controller's SCRAM credentials are used.
+	Auth kafka.AuthOptions
+	// BootstrapUsers get SCRAM credentials at start if they have none.
+	BootstrapUsers []BootstrapUser
+
 	Version string
 	Logger  *slog.Logger
 
@@ -139,7 +145,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		Groups: groups, Txns: txns, Verifier: verifier, TransactionVersion: c.Txns.TransactionVersion, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
-		Clock: c.Clock, Quotas: c.Quotas,
+		Clock: c.Clock, Quotas: c.Quotas, Auth: c.Auth,
 	}
 }
 
@@ -361,8 +367,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// coordinator's replay is left.
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
-	handedOver = true
 	ko := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	if err := saslCredentials(&ko.Auth, ctrl, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	handedOver = true
 	ko.Authz = cfg.kafkaAuthz(ctrl)
 	if ko.Authz.Enabled {
 		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
@@ -395,6 +404,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		case <-readyCtx.Done():
 			n.serveErr <- nil
 			return
+		}
+		// Bootstrap users exist before the first client is served, so
+		// a client started with the node can log in at once.
+		if err := bootstrapUsers(readyCtx, any(ctrl), cfg.BootstrapUsers, n.log); err != nil {
+			n.log.Error("could not create the bootstrap users; they cannot log in", "err", err)
 		}
 		n.serveErr <- ks.Serve()
 	}()

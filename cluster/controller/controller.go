@@ -1,6 +1,7 @@
 // Package controller owns the cluster metadata: topics, their partition
 // assignments and config overrides, the registered brokers, the producer id
-// counter and the cluster id. It is a hashicorp/raft state machine whose
+// counter, the cluster id, and the security metadata (ACL bindings, SCRAM
+// credentials, client quotas: security.go). It is a hashicorp/raft state machine whose
 // log, stable store, snapshots and materialised state live in one pebble DB
 // (engine/meta). Without Options.Peers a node is a one-voter Raft cluster
 // on an in-memory transport; with them the static voters talk Raft over
@@ -245,6 +246,11 @@ type Controller struct {
 	mu sync.RWMutex
 	st state
 
+	// sec is what ACLs and ClientQuotas answer, replaced (never
+	// modified) whenever the FSM changes them: readers on every request
+	// take no lock.
+	sec atomic.Pointer[securityView]
+
 	// lmu serialises delta delivery with subscribing, so a new
 	// subscription's image and the live deltas neither overlap nor leave a
 	// gap. Order: lmu, then mu.
@@ -331,6 +337,7 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 		return nil, fmt.Errorf("controller: load state from %s: %w", opts.Dir, err)
 	}
 	c.st, c.applied = st, st.applied
+	c.publishSecurity(&c.st.sec)
 
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(strconv.FormatInt(int64(opts.NodeID), 10))

@@ -637,6 +637,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 		x.mutate(st)
 		if x.sec != nil {
 			x.sec.mutate(&st.sec, l.Index)
+			c.publishSecurity(&st.sec)
 		}
 		st.applied = l.Index
 		return metadata.Delta{Index: l.Index, Changes: x.changes()}
@@ -675,6 +676,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	c.broken.Store(nil)
 	c.publish(func(cur *state) metadata.Delta {
 		*cur = st
+		c.publishSecurity(&cur.sec)
 		return cur.image()
 	})
 	return nil

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"crypto/rand"
+	"fmt"
 	"testing"
 	"time"
 
@@ -405,4 +406,29 @@ func FuzzApplySecurityEntry(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestACLsManyInBoundedEntries: more bindings than one entry holds are
+// created and deleted in several entries, all of them.
+func TestACLsManyInBoundedEntries(t *testing.T) {
+	c, _ := openTest(t)
+	ctx := testCtx(t)
+	n := 2*maxBindingsPerEntry + 17
+	bs := make([]acl.Binding, n)
+	for i := range bs {
+		bs[i] = topicACL(fmt.Sprintf("User:u%05d", i), "t", acl.OpRead, acl.PermissionAllow)
+	}
+	first := c.AppliedIndex()
+	for i, err := range c.CreateACLs(ctx, bs) {
+		require.NoError(t, err, i)
+	}
+	require.EqualValues(t, 3, c.AppliedIndex()-first, "three entries")
+	got, _ := c.ACLs()
+	require.Len(t, got, n)
+	deleted, errs := c.DeleteACLs(ctx, []acl.Filter{{ResourceType: acl.ResourceTopic, ResourceName: strp("t"),
+		PatternType: acl.PatternLiteral, Operation: acl.OpRead, Permission: acl.PermissionAllow}})
+	require.Equal(t, []error{nil}, errs)
+	require.Len(t, deleted[0], n)
+	got, _ = c.ACLs()
+	require.Empty(t, got)
 }

@@ -1,7 +1,9 @@
 // Package metadata is the cluster metadata as its readers see it: the
 // image types (Topic, Partition, Broker), the typed changes the controller
-// publishes in ordered Deltas, the config operations a writer asks for, and
-// the sentinel errors of metadata requests. It is a leaf: the controller
+// publishes in ordered Deltas, the config operations a writer asks for,
+// the security metadata's types and Kafka's rules for them (ACL bindings
+// and filters, SCRAM credentials, client quotas: security.go, acls.go,
+// quotas.go), and the sentinel errors of metadata requests. It is a leaf: the controller
 // (cluster/controller) produces these values, and the Kafka front end
 // (net/kafka) and the node's reconciler consume them, without the front end
 // depending on how the metadata is replicated.

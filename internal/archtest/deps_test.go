@@ -91,6 +91,10 @@ func TestStorageLeaves(t *testing.T) {
 		// Client quotas decide from the quotas and the time they are
 		// given (net/kafka converts cluster/metadata's quotas for it).
 		"./engine/quota": nil,
+		// Authentication (SASL mechanisms, lockout, TLS material) sees
+		// users only through cluster/metadata's credential type and an
+		// interface the controller implements; the front end drives it.
+		"./net/auth": {"cluster/metadata", "engine/acl"},
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its

@@ -3,6 +3,8 @@ package kafka
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,6 +45,7 @@ type reply struct {
 	req   *request
 	resp  kmsg.Response
 	raw   []byte // pre-encoded body for answers kmsg cannot build (unsupported versions)
+	token bool   // raw is a bare SASL token: no correlation id (after SaslHandshake v0)
 	fatal error  // close the connection after writing what came before
 }
 
@@ -69,6 +72,22 @@ type conn struct {
 	principal string
 	host      string
 
+	// tlsState is the connection's TLS state once its handshake is done
+	// (nil on a plaintext listener) and tlsLeaf the certificate this
+	// server presented in it, which SCRAM -PLUS binds to; the TLS
+	// handshake sets them. Without them, SASL reads the state from a
+	// *tls.Conn and the certificate from Options.Auth.TLSConfig.
+	tlsState *tls.ConnectionState
+	tlsLeaf  *x509.Certificate
+
+	// sasl is the progress of SASL authentication; nil once the
+	// connection is authenticated, or on a listener without SASL. Read
+	// loop only.
+	sasl *saslState
+	// closeAfterReply ends the connection once the replies queued so far
+	// are written (a refused SASL exchange). Read loop only.
+	closeAfterReply bool
+
 	// refusedTxn is set once a transactional request was refused and
 	// logged: clients retry the refusal, the log says it once per
 	// connection. Read loop only.
@@ -89,6 +108,9 @@ func newConn(s *Server, nc net.Conn) *conn {
 	}
 	if f := s.principalOf.Load(); f != nil {
 		c.principal = (*f)(nc)
+	}
+	if s.sasl != nil {
+		c.sasl = &saslState{}
 	}
 	c.touch()
 	return c
@@ -179,6 +201,15 @@ func (c *conn) readLoop() error {
 			}
 			return err
 		}
+		if c.sasl != nil && c.sasl.raw {
+			if err := c.saslRawToken(br); err != nil {
+				return err
+			}
+			if c.closeAfterReply || c.ctx.Err() != nil || c.draining() {
+				return nil
+			}
+			continue
+		}
 		body, charged, err := c.readFrame(br)
 		if err != nil {
 			if c.draining() && (errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, errDraining)) {
@@ -193,6 +224,12 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		req.size, req.frameBytes = charged, int64(len(body))
+		if c.sasl != nil {
+			if err := c.saslGate(req); err != nil {
+				c.s.budget.release(charged)
+				return err
+			}
+		}
 		// A reply written while this request was being read may have
 		// throttled the connection: the request waits the throttle out.
 		if err := c.waitUnmuted(); err != nil {
@@ -207,7 +244,9 @@ func (c *conn) readLoop() error {
 			return err
 		}
 		c.dispatch(req)
-		if c.ctx.Err() != nil || c.draining() {
+		if c.ctx.Err() != nil || c.draining() || c.closeAfterReply {
+			// Stop reading; the replies queued so far are still written
+			// (serve closes the outbox and waits for the write loop).
 			return nil
 		}
 		if err := c.waitForReader(); err != nil {
@@ -316,6 +355,9 @@ func (c *conn) readFrame(br *bufio.Reader) (body []byte, charged int64, err erro
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
 	if size < 8 || size > c.s.opts.MaxRequestSize {
 		return nil, 0, fmt.Errorf("request frame of %d bytes is outside [8, %d]%s", size, c.s.opts.MaxRequestSize, sniffProtocol(sizeBuf))
+	}
+	if c.sasl != nil && size > maxUnauthenticatedRequest {
+		return nil, 0, fmt.Errorf("request frame of %d bytes before SASL authentication exceeds %d", size, maxUnauthenticatedRequest)
 	}
 	if err := progress(); err != nil {
 		return nil, 0, err
@@ -627,6 +669,11 @@ func (c *conn) writeFetch(bw *bufio.Writer, buf []byte, corr int32, f *kmsg.Fetc
 
 func encodeReply(buf []byte, rp reply) []byte {
 	buf = append(buf, 0, 0, 0, 0) // size, filled below
+	if rp.token {
+		buf = append(buf, rp.raw...)
+		binary.BigEndian.PutUint32(buf[:4], uint32(len(buf)-4))
+		return buf
+	}
 	buf = binary.BigEndian.AppendUint32(buf, uint32(rp.req.corr))
 	if rp.raw != nil {
 		buf = append(buf, rp.raw...)

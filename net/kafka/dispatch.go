@@ -59,7 +59,12 @@ func init() {
 		kmsg.IncrementalAlterConfigs.Int16(): {0, 1, (*conn).handleIncrementalAlterConfigs},
 		kmsg.DescribeCluster.Int16():         {0, 1, (*conn).handleDescribeCluster},
 		kmsg.DescribeLogDirs.Int16():         {0, 4, (*conn).handleDescribeLogDirs},
-		kmsg.OffsetForLeaderEpoch.Int16():    {0, 4, (*conn).handleOffsetForLeaderEpoch},
+
+		// SASL (sasl.go). Advertised on every listener, as Kafka does;
+		// outside a SASL exchange they answer ILLEGAL_SASL_STATE.
+		kmsg.SASLHandshake.Int16():        {0, 1, (*conn).handleSaslHandshake},
+		kmsg.SASLAuthenticate.Int16():     {0, 2, (*conn).handleSaslAuthenticate},
+		kmsg.OffsetForLeaderEpoch.Int16(): {0, 4, (*conn).handleOffsetForLeaderEpoch},
 
 		// Transactions (txn.go).
 		kmsg.AddPartitionsToTxn.Int16():   {0, 5, (*conn).handleAddPartitionsToTxn},

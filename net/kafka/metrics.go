@@ -25,6 +25,11 @@ type Metrics struct {
 	connections     prometheus.Gauge
 	connRejects     *prometheus.CounterVec   // reason
 	quotaThrottle   *prometheus.HistogramVec // quota
+
+	authSuccesses      *prometheus.CounterVec // mechanism
+	authFailures       *prometheus.CounterVec // mechanism
+	authLockouts       prometheus.Counter
+	authLockedRefusals prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -67,6 +72,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, q := range []string{quotaLabelProduce, quotaLabelFetch, quotaLabelRequest, quotaLabelConnection} {
 		m.quotaThrottle.WithLabelValues(q)
 	}
+	m.addAuth()
 	// Every reason exists from the start, at 0, so a rate() or an alert
 	// on it has a series before the first rejection.
 	for _, reason := range []string{rejectMaxConnections, rejectMaxConnectionsPerIP, rejectConnectionRate, rejectOutOfFDs, rejectAcceptError} {
@@ -74,7 +80,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
-			m.recordsIn, m.recordsOut, m.connections, m.connRejects, m.quotaThrottle)
+			m.recordsIn, m.recordsOut, m.connections, m.connRejects, m.quotaThrottle,
+			m.authSuccesses, m.authFailures, m.authLockouts, m.authLockedRefusals)
 	}
 	return m
 }

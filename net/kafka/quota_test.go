@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -440,4 +441,60 @@ func TestAcksZeroProduceIsThrottled(t *testing.T) {
 	require.Equal(t, uint64(1), n)
 	require.Greater(t, throttle, 500*time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(sent), throttle, "the request after the throttled acks=0 produce was not held back")
+}
+
+// TestUserQuotaThroughKadm, end to end: a producer_byte_rate for user
+// alice set with kadm.AlterClientQuotas (stored by the controller, which
+// the node's listener takes its quotas from) throttles alice's producer,
+// whatever its client id, and not bob's.
+func TestUserQuotaThroughKadm(t *testing.T) {
+	s := startServer(t, node.Config{Quotas: kafka.QuotaOptions{Window: quotaWindow}})
+	// Connections from these addresses act as these principals (as SASL
+	// would make them); others are ANONYMOUS.
+	as := map[string]string{"127.0.0.5": "User:alice", "127.0.0.6": "User:bob"}
+	s.k.SetPrincipalOf(func(nc net.Conn) string {
+		host, _, _ := net.SplitHostPort(nc.RemoteAddr().String())
+		if p, ok := as[host]; ok {
+			return p
+		}
+		return kafka.AnonymousPrincipal
+	})
+	createTopic(t, s, "uq", 1)
+	ctx := context.Background()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
+	require.NoError(t, err)
+	defer admin.Close()
+	adm := kadm.NewClient(admin)
+	alice := "alice"
+	entity := kadm.ClientQuotaEntity{{Type: "user", Name: &alice}}
+	altered, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{Entity: entity,
+		Ops: []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 4096}}}})
+	require.NoError(t, err)
+	for _, a := range altered {
+		require.NoError(t, a.Err)
+	}
+
+	value := incompressible(8 << 10)
+	produceAs := func(ip, clientID string) int64 {
+		var hook throttleHook
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 10 * time.Second}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()), kgo.Dialer(d.DialContext), kgo.ClientID(clientID),
+			kgo.DefaultProduceTopic("uq"), kgo.WithHooks(&hook), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		require.NoError(t, err)
+		defer cl.Close()
+		// 8 KiB against 4 KiB/s over about a second: throttled once, for
+		// about a second; the second produce waits it out and is answered.
+		for range 2 {
+			require.NoError(t, cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr())
+		}
+		return hook.n.Load()
+	}
+	probe := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}
+	if c, err := probe.Dial("tcp", s.Addr().String()); err != nil {
+		t.Skipf("cannot dial from 127.0.0.5: %v", err)
+	} else {
+		c.Close()
+	}
+	require.Positive(t, produceAs("127.0.0.5", "any-client"), "alice's quota was not enforced")
+	require.Zero(t, produceAs("127.0.0.6", "any-client"), "bob has no quota")
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/moonmq/moonmq/engine/quota"
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
+	"github.com/moonmq/moonmq/net/auth"
 )
 
 // Options configures a Server.
@@ -116,12 +117,15 @@ type Options struct {
 	TransactionVersion int16
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
-	// (default clock.Real). Socket deadlines stay on the machine's clock.
+	// (default clock.Real), and is the time of the SASL lockout. Socket
+	// deadlines stay on the machine's clock.
 	Clock clock.Clock
 	// Quotas enforces client quotas (quota.go); the zero value none.
 	Quotas QuotaOptions
 	// Authz configures ACL checks (authz.go); off by default.
 	Authz AuthzOptions
+	// Auth is how clients authenticate (security protocol, TLS, SASL).
+	Auth AuthOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -166,6 +170,7 @@ func (o *Options) EnsureDefaults() {
 	if o.Clock == nil {
 		o.Clock = clock.Real
 	}
+	o.Auth.ensureDefaults()
 }
 
 // Validate reports a misconfiguration.
@@ -177,6 +182,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
 	}
 	if err := o.Quotas.validate(); err != nil {
+		return err
+	}
+	if err := o.Auth.validate(); err != nil {
 		return err
 	}
 	if o.Advertise != "" {
@@ -258,12 +266,21 @@ type Server struct {
 	// principalOf, set only by tests (export_test.go), names the
 	// principal of a new connection, standing in for authentication.
 	principalOf atomic.Pointer[func(net.Conn) string]
+	sasl        *auth.Server  // nil: the listener does not use SASL
+	lockout     *auth.Lockout // nil: no lockout
 }
 
 // Listen binds the listener; Serve then accepts on it.
 func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 	opts.EnsureDefaults()
 	if err := opts.Validate(); err != nil {
+		if opts.Listener != nil {
+			opts.Listener.Close()
+		}
+		return nil, err
+	}
+	saslSrv, lockout, err := opts.Auth.saslServer()
+	if err != nil {
 		if opts.Listener != nil {
 			opts.Listener.Close()
 		}
@@ -290,6 +307,7 @@ func Listen(opts Options, meta Metadata, b *replica.Manager) (*Server, error) {
 		metrics: opts.Metrics, budget: newMemBudget(opts.MaxQueuedRequestBytes),
 		respBudget: newMemBudget(opts.MaxQueuedResponseBytes),
 		quotas:     newQuotas(opts.Quotas), delayedCloses: make(map[net.Conn]struct{}),
+		sasl: saslSrv, lockout: lockout,
 	}
 	s.pids.Reserve = meta.AllocateProducerIDs
 	return s, nil
