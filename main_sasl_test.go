@@ -85,3 +85,8 @@ func TestPrintConfigHidesPasswords(t *testing.T) {
 	require.Equal(t, "SASL_PLAINTEXT", cfg.nodeConfig(nil).Auth.SecurityProtocol)
 	require.Empty(t, cfg.nodeConfig(nil).BootstrapUsers)
 }
+
+func TestSASLSSLNeedsTLSMaterial(t *testing.T) {
+	_, err := load(t, []string{"--security-protocol", "SASL_SSL"}, nil)
+	require.ErrorContains(t, err, "needs TLS material")
+}

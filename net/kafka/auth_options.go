@@ -82,6 +82,10 @@ func (a *AuthOptions) validate() error {
 	if err := a.SASL.Lockout.Validate(); err != nil {
 		return err
 	}
+	if a.TLSEnabled() && a.TLSConfig == nil {
+		// Never serve a listener that claims TLS in clear.
+		return fmt.Errorf("security-protocol %s needs TLS material (--tls-cert and --tls-key)", a.SecurityProtocol)
+	}
 	if !a.SASLEnabled() {
 		if len(a.SASL.Mechanisms) > 0 {
 			return fmt.Errorf("sasl-mechanisms %s: the listener does not use SASL (set --security-protocol %s or %s)",
