@@ -38,6 +38,7 @@ import (
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/engine/vfs"
+	"github.com/moonmq/moonmq/net/auth"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/net/peer"
@@ -65,6 +66,11 @@ type Config struct {
 	MaxConnectionsPerIP int
 	ConnectionsMaxIdle  time.Duration
 	RequestTimeout      time.Duration
+	// SecurityProtocol is the Kafka listener's ("" is PLAINTEXT); TLS
+	// names its certificate files, required with SSL and SASL_SSL and
+	// refused with the others. Open loads them; ReloadTLS re-reads them.
+	SecurityProtocol kafka.SecurityProtocol
+	TLS              auth.TLSOptions
 	// The Kafka listener's memory bounds (kafka.Options; Kafka's
 	// queued.max.request.bytes and fetch.max.bytes). No flag sets them:
 	// tests and embedders do.
@@ -105,7 +111,12 @@ func (c Config) Validate() error {
 	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
 		return err
 	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	ko := c.kafkaOptions(nil, nil, nil, nil, nil)
+	ko.Auth.TLS = nil // validateSecurity checked the files' names; Open loads them
+	ko.Auth.SecurityProtocol = kafka.ProtocolPlaintext
 	if err := ko.Validate(); err != nil {
 		return err
 	}
@@ -133,7 +144,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		Groups: groups, Txns: txns, Verifier: verifier, TransactionVersion: c.Txns.TransactionVersion, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
-		Clock: c.Clock,
+		Clock: c.Clock, Auth: kafka.AuthOptions{SecurityProtocol: c.SecurityProtocol},
 	}
 }
 
@@ -150,7 +161,9 @@ type Node struct {
 	groups  *group.Coordinator
 	txns    *txncoord.Coordinator
 	kafka   *kafka.Server
-	rec     *reconciler
+	// tls is the Kafka listener's TLS material (nil without TLS).
+	tls *auth.TLS
+	rec *reconciler
 	// startIndex is the metadata's applied index when the node opened: it
 	// is ready once it reconciled that far (and the coordinator loaded).
 	startIndex uint64
@@ -216,6 +229,19 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			defer cancel()
 			_ = hs.Close(sctx)
 		})
+	}
+
+	// The certificate files are read before anything else is opened: a
+	// bad file fails the start with its name.
+	if cfg.SecurityProtocol.TLS() {
+		topts := cfg.TLS
+		topts.Logger = n.log
+		if n.tls, err = auth.LoadTLS(topts); err != nil {
+			return nil, err
+		}
+		n.log.Info("TLS listener material loaded", "security_protocol", cfg.SecurityProtocol, "cert", topts.CertFile,
+			"subject", n.tls.Leaf().Subject.String(), "serial", n.tls.Leaf().SerialNumber.String(),
+			"not_after", n.tls.Leaf().NotAfter.UTC().Format(time.RFC3339), "client_auth", n.tls.ClientAuth().String())
 	}
 
 	// Bind the Kafka port before the data directory is touched: a start
@@ -356,7 +382,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	handedOver = true
-	ks, err := kafka.Listen(cfg.kafkaOptions(kln, kmetrics, groups, txns, links), ctrl, b)
+	kopts := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	kopts.Auth.TLS = n.tls
+	ks, err := kafka.Listen(kopts, ctrl, b)
 	if err != nil {
 		return nil, err
 	}
@@ -459,6 +487,36 @@ func (n *Node) reconcileErr() error {
 	}
 	return nil
 }
+
+// validateSecurity checks the security settings' combinations (the files
+// are read by Open).
+func (c Config) validateSecurity() error {
+	p, err := kafka.ParseSecurityProtocol(string(c.SecurityProtocol))
+	if err != nil {
+		return fmt.Errorf("security-protocol %w", err)
+	}
+	if p.TLS() {
+		return c.TLS.Validate()
+	}
+	if c.TLS != (auth.TLSOptions{}) {
+		return fmt.Errorf("tls-cert, tls-key, tls-client-ca, tls-client-auth and tls-principal-mapping apply to the SSL "+
+			"and SASL_SSL security protocols, not %s: set --security-protocol SSL or SASL_SSL, or drop them", p)
+	}
+	return nil
+}
+
+// ReloadTLS re-reads the Kafka listener's certificate, key and client CA
+// files (SIGHUP): the next handshake uses them, open connections keep
+// theirs. A bad file keeps the material in use; the error names it.
+func (n *Node) ReloadTLS() error {
+	if n.tls == nil {
+		return errors.New("the Kafka listener does not use TLS (security-protocol PLAINTEXT or SASL_PLAINTEXT)")
+	}
+	return n.tls.Reload()
+}
+
+// TLS is the Kafka listener's TLS material, nil without TLS.
+func (n *Node) TLS() *auth.TLS { return n.tls }
 
 // Addr is the Kafka listener's bound address.
 func (n *Node) Addr() net.Addr { return n.kafka.Addr() }

@@ -24,6 +24,7 @@ type Metrics struct {
 	recordsOut      *prometheus.CounterVec   // topic
 	connections     prometheus.Gauge
 	connRejects     *prometheus.CounterVec // reason
+	tls             *tlsMetrics            // security.go
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -58,6 +59,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		connRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, out_of_file_descriptors, accept_error).",
 		}, []string{"reason"}),
+		tls: newTLSMetrics(),
 	}
 	// Every reason exists from the start, at 0, so a rate() or an alert
 	// on it has a series before the first rejection.
@@ -67,6 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
 			m.recordsIn, m.recordsOut, m.connections, m.connRejects)
+		reg.MustRegister(m.tls.collectors()...)
 	}
 	return m
 }

@@ -111,6 +111,9 @@ type Options struct {
 	// EndTxn v5) and the transaction.version feature clients choose it
 	// by; 0 and 1 offer the part 1 protocol only.
 	TransactionVersion int16
+	// Auth says how connections are secured and authenticated
+	// (security.go): the security protocol, its TLS material.
+	Auth AuthOptions
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real). Socket deadlines stay on the machine's clock.
@@ -159,6 +162,9 @@ func (o *Options) EnsureDefaults() {
 	if o.Clock == nil {
 		o.Clock = clock.Real
 	}
+	if p, err := ParseSecurityProtocol(string(o.Auth.SecurityProtocol)); err == nil {
+		o.Auth.SecurityProtocol = p // "" is PLAINTEXT; any case; Validate refuses the rest
+	}
 }
 
 // Validate reports a misconfiguration.
@@ -168,6 +174,9 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("kafka: max connections %d must not be negative", o.MaxConnections)
 	case o.MaxConnectionsPerIP < 0:
 		return fmt.Errorf("kafka: max connections per IP %d must not be negative", o.MaxConnectionsPerIP)
+	}
+	if err := o.Auth.validate(); err != nil {
+		return err
 	}
 	if o.Advertise != "" {
 		_, port, err := net.SplitHostPort(o.Advertise)
@@ -498,7 +507,9 @@ func (s *Server) Close() error {
 		s.cancel()
 		err := s.ln.Close()
 		for c := range s.conns {
-			c.nc.Close()
+			// The TCP connection: an abrupt close sends no TLS
+			// close_notify, which could wait on a client not reading.
+			c.raw.Close()
 		}
 		s.mu.Unlock()
 		if err != nil && !errors.Is(err, net.ErrClosed) {
