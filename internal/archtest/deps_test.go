@@ -88,6 +88,11 @@ func TestStorageLeaves(t *testing.T) {
 		"./cluster/metadata": {"engine/acl"},
 		"./engine/acl":       nil,
 
+		// Authentication decides from certificates, SASL messages and
+		// stored credentials (cluster/metadata's types); the listener
+		// that runs the handshakes (net/kafka) uses it, never the reverse.
+		"./net/auth": {"cluster/metadata", "engine/acl"},
+
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its
 		// decisions, so it imports neither.
@@ -123,11 +128,12 @@ func TestStorageLeaves(t *testing.T) {
 
 // TestHarnessesStayInTests: internal/testnode, internal/testbroker and
 // internal/cluster start brokers for tests, internal/faultproxy cuts their
-// links and internal/history checks what their clients saw; no package's
+// links, internal/history checks what their clients saw and
+// internal/testcerts makes their certificates; no package's
 // non-test code depends on them (but each other's).
 func TestHarnessesStayInTests(t *testing.T) {
 	harness := map[string]bool{"internal/testnode": true, "internal/testbroker": true,
-		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true}
+		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true, "internal/testcerts": true}
 	for pkg, deps := range listDeps(t, "./...") {
 		if harness[strings.TrimPrefix(pkg, module+"/")] {
 			// The harnesses build on each other: internal/cluster runs
