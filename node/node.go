@@ -19,6 +19,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -318,6 +319,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			copts.Peers = append(copts.Peers, controller.Peer{ID: p.ID, Addr: p.Addr})
 		}
 		copts.ClusterListener, copts.Liveness, copts.SessionTimeout = cln, ms, cluster.SessionTimeout
+		if n.tls != nil {
+			// A secured cluster stays secured inside: Raft and the
+			// controller RPC run over TLS, and a peer must present a
+			// certificate the client CA verifies (validateSecurity
+			// requires one).
+			copts.ClusterListener = tls.NewListener(cln, n.tls.PeerServerConfig())
+			copts.ClusterDial = n.tls.Dial
+		}
 	}
 	ctrl, err := controller.Open(ctx, copts)
 	if err != nil {
@@ -335,7 +344,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	healed.Store(rec)
 	if cluster.Clustered() {
 		fetcher, err := peer.NewFetcher(peer.FetcherOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "fetcher"),
-			Clock: cfg.Clock, Backoff: followerBackoff})
+			Clock: cfg.Clock, Backoff: followerBackoff, Dial: n.peerDial()})
 		if err != nil {
 			return nil, err
 		}
@@ -361,7 +370,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.groups = groups
 	n.closers = append(n.closers, func() { groups.Close() })
 	links := &txnLinks{nodeID: cfg.NodeID, ctrl: ctrl, log: n.log,
-		caller: peer.NewCaller(peer.CallerOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "txn-rpc")})}
+		caller: peer.NewCaller(peer.CallerOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "txn-rpc"), Dial: n.peerDial()})}
 	n.closers = append(n.closers, func() { _ = links.caller.Close() })
 	tcfg := cfg.Txns
 	if tcfg.Logger == nil {
@@ -496,13 +505,35 @@ func (c Config) validateSecurity() error {
 		return fmt.Errorf("security-protocol %w", err)
 	}
 	if p.TLS() {
-		return c.TLS.Validate()
+		if err := c.TLS.Validate(); err != nil {
+			return err
+		}
+		if c.Cluster.Clustered() && c.TLS.ClientCAFile == "" {
+			return errors.New("a cluster with TLS needs tls-client-ca: the nodes verify each other's certificates " +
+				"with it (Raft and the controller RPC require one, whatever tls-client-auth says for Kafka clients)")
+		}
+		return nil
 	}
 	if c.TLS != (auth.TLSOptions{}) {
 		return fmt.Errorf("tls-cert, tls-key, tls-client-ca, tls-client-auth and tls-principal-mapping apply to the SSL "+
 			"and SASL_SSL security protocols, not %s: set --security-protocol SSL or SASL_SSL, or drop them", p)
 	}
 	return nil
+}
+
+// peerDial is how this node reaches the other brokers' Kafka listeners
+// (follower fetches, transaction markers): over TLS, presenting its own
+// certificate, when its listener is TLS (every node of a cluster runs the
+// same security protocol); nil is the peers' default, plain TCP.
+func (n *Node) peerDial() func(ctx context.Context, addr string) (net.Conn, error) {
+	if n.tls == nil {
+		return nil
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return n.tls.Dial(ctx, addr)
+	}
 }
 
 // ReloadTLS re-reads the Kafka listener's certificate, key and client CA

@@ -14,12 +14,14 @@
 package auth
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -136,7 +138,8 @@ type material struct {
 	cert      tls.Certificate // Leaf set
 	clientCAs *x509.CertPool  // nil without a client CA file
 	caCount   int
-	server    *tls.Config // what handshakes with this material use
+	server    *tls.Config // what the Kafka listener's handshakes use
+	peer      *tls.Config // what the cluster port's handshakes use: client certificates required
 	loadedAt  time.Time
 }
 
@@ -259,6 +262,8 @@ func (t *TLS) load() (*material, error) {
 		// use now and each connection knows the certificate it got.
 		SessionTicketsDisabled: true,
 	}
+	m.peer = m.server.Clone()
+	m.peer.ClientAuth = tls.RequireAndVerifyClientCert
 	return m, nil
 }
 
@@ -321,6 +326,31 @@ func (t *TLS) ServerConfig(presented func(leaf *x509.Certificate)) *tls.Config {
 			return m.server, nil
 		},
 	}
+}
+
+// PeerServerConfig is the configuration of the cluster port (Raft and the
+// controller RPC between nodes): like the Kafka listener's, but a peer
+// must always present a certificate the client CA verifies, whatever
+// ClientAuth says for Kafka clients.
+func (t *TLS) PeerServerConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion:             tls.VersionTLS12,
+		SessionTicketsDisabled: true,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return t.cur.Load().peer, nil
+		},
+	}
+}
+
+// Dial connects to a peer's TLS port at addr (host:port) and runs the
+// handshake of ClientConfig(host) within ctx.
+func (t *TLS) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("tls dial %q: %w", addr, err)
+	}
+	d := &tls.Dialer{Config: t.ClientConfig(host)}
+	return d.DialContext(ctx, "tcp", addr)
 }
 
 // ClientConfig is the configuration of a connection this node makes to a

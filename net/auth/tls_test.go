@@ -277,6 +277,39 @@ func TestClientConfigVerifiesPeers(t *testing.T) {
 	_, err = dial(t, addr, tl.ClientConfig("broker.example"))
 	require.ErrorContains(t, err, "verifying the peer's certificate", "the name is checked")
 
+	// Dial does the same from an address.
+	c, err := tl.Dial(context.Background(), addr)
+	require.NoError(t, err)
+	c.Close()
+
+	// The cluster port requires a client certificate even when the Kafka
+	// listener only requests one.
+	requested, err := LoadTLS(TLSOptions{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: ClientAuthRequested})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer nc.Close()
+				tc := tls.Server(nc, requested.PeerServerConfig())
+				if tc.Handshake() == nil {
+					_, _ = tc.Write([]byte("x"))
+					_, _ = tc.Read(make([]byte, 1))
+				}
+			}()
+		}
+	}()
+	_, err = dial(t, ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"})
+	require.Error(t, err, "no client certificate on the cluster port")
+	_, err = dial(t, ln.Addr().String(), requested.ClientConfig("127.0.0.1"))
+	require.NoError(t, err)
+
 	// A peer whose certificate another CA signed is refused.
 	g := writeFiles(t, ca, testcerts.NewCA(t, "rogue").Server(t, "rogue"))
 	rogue, err := LoadTLS(TLSOptions{CertFile: g.cert, KeyFile: g.key})
