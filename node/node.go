@@ -243,6 +243,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		n.log.Info("TLS listener material loaded", "security_protocol", cfg.SecurityProtocol, "cert", topts.CertFile,
 			"subject", n.tls.Leaf().Subject.String(), "serial", n.tls.Leaf().SerialNumber.String(),
 			"not_after", n.tls.Leaf().NotAfter.UTC().Format(time.RFC3339), "client_auth", n.tls.ClientAuth().String())
+		tlsMat := n.tls
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "moonmq_tls_certificate_not_after_seconds",
+			Help: "When the Kafka listener's certificate in use expires (Unix seconds); follows SIGHUP reloads.",
+		}, func() float64 { return float64(tlsMat.Leaf().NotAfter.Unix()) }))
 	}
 
 	// Bind the Kafka port before the data directory is touched: a start

@@ -318,3 +318,20 @@ func TestClientConfigVerifiesPeers(t *testing.T) {
 	_, err = dial(t, rogueAddr, tl.ClientConfig("127.0.0.1"))
 	require.ErrorContains(t, err, "verifying the peer's certificate")
 }
+
+func FuzzParseCAs(f *testing.F) {
+	ca := testcerts.NewCA(f, "ca")
+	f.Add(ca.CertPEM)
+	f.Add(append(append([]byte{}, ca.CertPEM...), ca.CertPEM...))
+	f.Add([]byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pool, n, err := parseCAs(b)
+		if err != nil {
+			require.Nil(t, pool)
+			return
+		}
+		require.Positive(t, n)
+		require.NotNil(t, pool)
+	})
+}
