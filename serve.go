@@ -43,6 +43,7 @@ type serveConfig struct {
 	cluster                       clusterFlags // main_cluster.go
 	groups                        *groupFlags  // main_groups.go
 	txns                          *txnFlags    // main_txns.go
+	tls                           *tlsFlags    // main_tls.go
 	sasl                          *saslFlags   // main_sasl.go
 }
 
@@ -78,6 +79,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.cluster.add(fs)
 	cfg.groups = addGroupFlags(fs)
 	cfg.txns = addTxnFlags(fs)
+	cfg.tls = addTLSFlags(fs)
 	cfg.sasl = addSASLFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
@@ -198,11 +200,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the TLS files. Caught from before the node opens:
+	// its default action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	n, err := node.Open(ctx, cfg.nodeConfig(logger))
 	if err != nil {
 		return err
 	}
 	defer n.Close()
+	reloadDone := make(chan struct{})
+	defer close(reloadDone)
+	go reloadOnHangup(hup, reloadDone, n, logger)
 
 	select {
 	case <-ctx.Done():
@@ -241,9 +251,36 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// reloadOnHangup re-reads the Kafka listener's TLS files at each SIGHUP
+// until done: the next handshakes use them, open connections keep theirs,
+// and a bad file keeps the material in use (auth.TLS.Reload logs which).
+func reloadOnHangup(hup <-chan os.Signal, done <-chan struct{}, n *node.Node, logger *slog.Logger) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-hup:
+		}
+		if n.TLS() == nil {
+			logger.Info("SIGHUP: nothing to reload, the Kafka listener does not use TLS")
+			continue
+		}
+		logger.Info("SIGHUP: reloading the TLS certificate, key and client CA files")
+		_ = n.ReloadTLS() // logs the new certificate, or the error and the one kept
+
+	}
+}
+
 // nodeConfig is the node's configuration from the settings.
 func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
-	nc := node.Config{
+	cfg := c.nodeConfigBase(logger)
+	c.tls.apply(&cfg)
+	c.sasl.apply(&cfg)
+	return cfg
+}
+
+func (c *serveConfig) nodeConfigBase(logger *slog.Logger) node.Config {
+	return node.Config{
 		DataDir: c.data, Listen: c.listen, Advertise: c.advertise, HTTP: c.http, Pprof: c.pprof,
 		NodeID: int32(c.nodeID), AutoCreateTopics: c.autoCreate, DefaultPartitions: int32(c.defaultPartitions),
 		MaxRequestSize: int32(c.maxRequestSize), MaxConnections: c.maxConnections, MaxConnectionsPerIP: c.maxConnectionsPerIP,
@@ -253,6 +290,4 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		Txns:    c.txns.config(logger),
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
 	}
-	c.sasl.apply(&nc)
-	return nc
 }

@@ -176,7 +176,7 @@ var errNotSent = errors.New("request not sent")
 
 // call sends one request to the controller RPC at addr and waits for the
 // answer, within ctx.
-func call(ctx context.Context, addr, op string, args any, out any) (uint64, error) {
+func call(ctx context.Context, dial dialFunc, addr, op string, args any, out any) (uint64, error) {
 	dl, ok := ctx.Deadline()
 	if !ok {
 		return 0, fmt.Errorf("controller rpc %s: no deadline", op)
@@ -185,7 +185,7 @@ func call(ctx context.Context, addr, op string, args any, out any) (uint64, erro
 	if err != nil {
 		return 0, fmt.Errorf("controller rpc %s: encode: %w", op, err)
 	}
-	conn, err := dialCluster(ctx, addr, muxRPC)
+	conn, err := dialCluster(ctx, dial, addr, muxRPC)
 	if err != nil {
 		return 0, fmt.Errorf("controller rpc %s to %s: %w: %w", op, addr, errNotSent, err)
 	}

@@ -31,6 +31,7 @@ const muxHandshakeTimeout = 5 * time.Second
 // RPC connections to serveRPC (one goroutine each, closed on Close).
 type mux struct {
 	ln       net.Listener
+	dial     dialFunc // to the peers' cluster ports
 	logger   *slog.Logger
 	serveRPC func(net.Conn)
 
@@ -92,8 +93,20 @@ func (m *mux) abortRaft() {
 	}
 }
 
-func newMux(ln net.Listener, logger *slog.Logger) *mux {
-	return &mux{ln: ln, logger: logger, raftConns: make(chan net.Conn),
+// dialFunc connects to a cluster port (Options.ClusterDial).
+type dialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// dialTCP is the default dialFunc.
+func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+func newMux(ln net.Listener, dial dialFunc, logger *slog.Logger) *mux {
+	if dial == nil {
+		dial = dialTCP
+	}
+	return &mux{ln: ln, dial: dial, logger: logger, raftConns: make(chan net.Conn),
 		closed: make(chan struct{}), conns: map[net.Conn]bool{}, rconns: map[*raftConn]bool{}}
 }
 
@@ -141,6 +154,9 @@ func (m *mux) route(conn net.Conn) {
 	var b [1]byte
 	_ = conn.SetReadDeadline(time.Now().Add(muxHandshakeTimeout))
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		// On a TLS cluster port this read runs the handshake: a peer
+		// without a certificate the CA verifies ends here.
+		m.logger.Debug("cluster port: no protocol byte; closing", "remote", conn.RemoteAddr(), "err", err)
 		_ = conn.Close()
 		return
 	}
@@ -233,7 +249,7 @@ func (s *streamLayer) Addr() net.Addr { return s.addr }
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	conn, err := dialCluster(ctx, string(addr), muxRaft)
+	conn, err := dialCluster(ctx, s.m.dial, string(addr), muxRaft)
 	if err != nil {
 		return nil, err
 	}
@@ -241,9 +257,8 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 }
 
 // dialCluster connects to a cluster port and says which protocol follows.
-func dialCluster(ctx context.Context, addr string, proto byte) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+func dialCluster(ctx context.Context, dial dialFunc, addr string, proto byte) (net.Conn, error) {
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ func TestClusterPortRefusesBadInput(t *testing.T) {
 	t.Run("unknown operation", func(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := call(cctx, addr, "drop_everything", struct{}{}, nil)
+		_, err := call(cctx, dialTCP, addr, "drop_everything", struct{}{}, nil)
 		require.ErrorIs(t, err, metadata.ErrInvalidRequest)
 	})
 

@@ -87,9 +87,9 @@ func TestStorageLeaves(t *testing.T) {
 		// the authorizer itself is a leaf of pure decisions.
 		"./cluster/metadata": {"engine/acl"},
 		"./engine/acl":       nil,
-		// Authentication (SASL mechanisms, lockout, TLS material) sees
-		// users only through cluster/metadata's credential type and an
-		// interface the controller implements; the front end drives it.
+		// Authentication decides from certificates, SASL messages and
+		// stored credentials (cluster/metadata's types); the listener
+		// that runs the handshakes (net/kafka) uses it, never the reverse.
 		"./net/auth": {"cluster/metadata", "engine/acl"},
 
 		// The replication core decides (ISR, high watermark, acks=all)
@@ -127,11 +127,12 @@ func TestStorageLeaves(t *testing.T) {
 
 // TestHarnessesStayInTests: internal/testnode, internal/testbroker and
 // internal/cluster start brokers for tests, internal/faultproxy cuts their
-// links and internal/history checks what their clients saw; no package's
+// links, internal/history checks what their clients saw and
+// internal/testcerts makes their certificates; no package's
 // non-test code depends on them (but each other's).
 func TestHarnessesStayInTests(t *testing.T) {
 	harness := map[string]bool{"internal/testnode": true, "internal/testbroker": true,
-		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true}
+		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true, "internal/testcerts": true}
 	for pkg, deps := range listDeps(t, "./...") {
 		if harness[strings.TrimPrefix(pkg, module+"/")] {
 			// The harnesses build on each other: internal/cluster runs

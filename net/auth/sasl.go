@@ -172,6 +172,10 @@ type ConnInfo struct {
 	// ServerCert is the certificate this server presented on the
 	// connection (tls-server-end-point binds to it); nil if unknown.
 	ServerCert *x509.Certificate
+	// CertPrincipal is the principal the client's verified certificate
+	// maps to (--tls-principal-mapping), which EXTERNAL takes; empty:
+	// Config.CertPrincipal or the subject's CN decides.
+	CertPrincipal string
 	// AllowPlainWithoutTLS lets PLAIN run on a plaintext connection.
 	AllowPlainWithoutTLS bool
 }

@@ -29,6 +29,7 @@ type Metrics struct {
 	authFailures       *prometheus.CounterVec // mechanism
 	authLockouts       prometheus.Counter
 	authLockedRefusals prometheus.Counter
+	tls                *tlsMetrics // security.go
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -63,6 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		connRejects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "moonmq_connection_rejects_total", Help: "Connections refused or not accepted, by reason (max_connections, max_connections_per_ip, out_of_file_descriptors, accept_error).",
 		}, []string{"reason"}),
+		tls: newTLSMetrics(),
 	}
 	m.addAuth()
 	// Every reason exists from the start, at 0, so a rate() or an alert
@@ -74,6 +76,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
 			m.recordsIn, m.recordsOut, m.connections, m.connRejects,
 			m.authSuccesses, m.authFailures, m.authLockouts, m.authLockedRefusals)
+		reg.MustRegister(m.tls.collectors()...)
 	}
 	return m
 }
