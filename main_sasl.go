@@ -6,27 +6,21 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/net/auth"
-	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/node"
 )
 
 // saslFlags are the SASL authentication settings of `moonmq serve`.
 type saslFlags struct {
-	securityProtocol string
-	mechanisms       mechanismsFlag
-	bootstrapUsers   bootstrapUsersFlag
-	allowPlain       bool
-	lockoutFailures  int
-	lockoutWindow    time.Duration
-	lockoutDuration  time.Duration
+	mechanisms      mechanismsFlag
+	bootstrapUsers  bootstrapUsersFlag
+	allowPlain      bool
+	lockoutFailures int
+	lockoutWindow   time.Duration
+	lockoutDuration time.Duration
 }
 
 func addSASLFlags(fs *flag.FlagSet) *saslFlags {
 	s := &saslFlags{}
-	// --security-protocol is shared with the TLS settings; one definition
-	// of it stays when both are merged.
-	fs.StringVar(&s.securityProtocol, "security-protocol", kafka.ProtocolPlaintext,
-		"security protocol of --listen: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (Kafka's security.protocol)")
 	fs.Var(&s.mechanisms, "sasl-mechanisms",
 		"SASL mechanisms offered on a SASL_* listener, comma-separated: SCRAM-SHA-256, SCRAM-SHA-512, SCRAM-SHA-256-PLUS, SCRAM-SHA-512-PLUS, PLAIN, EXTERNAL (default SCRAM-SHA-256,SCRAM-SHA-512)")
 	fs.Var(&s.bootstrapUsers, "bootstrap-user",
@@ -42,12 +36,12 @@ func addSASLFlags(fs *flag.FlagSet) *saslFlags {
 	return s
 }
 
-// apply sets the node's authentication settings.
+// apply sets the node's SASL settings (--security-protocol, in
+// main_tls.go, says whether the listener uses them).
 func (s *saslFlags) apply(c *node.Config) {
-	c.Auth.SecurityProtocol = strings.ToUpper(s.securityProtocol)
-	c.Auth.SASL.Mechanisms = s.mechanisms.list
-	c.Auth.SASL.AllowPlainWithoutTLS = s.allowPlain
-	c.Auth.SASL.Lockout = auth.LockoutOptions{Failures: s.lockoutFailures, Window: s.lockoutWindow, Duration: s.lockoutDuration}
+	c.SASL.Mechanisms = s.mechanisms.list
+	c.SASL.AllowPlainWithoutTLS = s.allowPlain
+	c.SASL.Lockout = auth.LockoutOptions{Failures: s.lockoutFailures, Window: s.lockoutWindow, Duration: s.lockoutDuration}
 	c.BootstrapUsers = s.bootstrapUsers.users
 }
 

@@ -23,12 +23,12 @@ auth_lockout_window = "90s"
 		"--auth-lockout-duration", "10m"}, env)
 	require.NoError(t, err)
 	nc := cfg.nodeConfig(nil)
-	require.Equal(t, "SASL_PLAINTEXT", nc.Auth.SecurityProtocol)
-	require.Equal(t, []string{"SCRAM-SHA-512", "PLAIN"}, nc.Auth.SASL.Mechanisms)
-	require.True(t, nc.Auth.SASL.AllowPlainWithoutTLS)
-	require.Equal(t, 7, nc.Auth.SASL.Lockout.Failures)
-	require.Equal(t, 90*time.Second, nc.Auth.SASL.Lockout.Window)
-	require.Equal(t, 10*time.Minute, nc.Auth.SASL.Lockout.Duration)
+	require.EqualValues(t, "SASL_PLAINTEXT", nc.SecurityProtocol)
+	require.Equal(t, []string{"SCRAM-SHA-512", "PLAIN"}, nc.SASL.Mechanisms)
+	require.True(t, nc.SASL.AllowPlainWithoutTLS)
+	require.Equal(t, 7, nc.SASL.Lockout.Failures)
+	require.Equal(t, 90*time.Second, nc.SASL.Lockout.Window)
+	require.Equal(t, 10*time.Minute, nc.SASL.Lockout.Duration)
 	require.Equal(t, []node.BootstrapUser{{Name: "admin", Password: "s3cret"}, {Name: "bob", Password: "pw2"}}, nc.BootstrapUsers,
 		"the flag beats the environment")
 
@@ -40,10 +40,10 @@ auth_lockout_window = "90s"
 	cfg, err = load(t, nil, nil)
 	require.NoError(t, err)
 	nc = cfg.nodeConfig(nil)
-	require.Equal(t, "PLAINTEXT", nc.Auth.SecurityProtocol)
-	require.Equal(t, 5, nc.Auth.SASL.Lockout.Failures)
-	require.Equal(t, time.Minute, nc.Auth.SASL.Lockout.Window)
-	require.Equal(t, 5*time.Minute, nc.Auth.SASL.Lockout.Duration)
+	require.EqualValues(t, "PLAINTEXT", nc.SecurityProtocol)
+	require.Equal(t, 5, nc.SASL.Lockout.Failures)
+	require.Equal(t, time.Minute, nc.SASL.Lockout.Window)
+	require.Equal(t, 5*time.Minute, nc.SASL.Lockout.Duration)
 }
 
 func TestSASLFlagErrorsNameTheFlag(t *testing.T) {
@@ -82,6 +82,11 @@ func TestPrintConfigHidesPasswords(t *testing.T) {
 	require.Contains(t, out.String(), `# bootstrap_user = "admin:<redacted>"`)
 	cfg, err := load(t, []string{"--config", writeConfig(t, out.String())}, nil)
 	require.NoError(t, err)
-	require.Equal(t, "SASL_PLAINTEXT", cfg.nodeConfig(nil).Auth.SecurityProtocol)
+	require.EqualValues(t, "SASL_PLAINTEXT", cfg.nodeConfig(nil).SecurityProtocol)
 	require.Empty(t, cfg.nodeConfig(nil).BootstrapUsers)
+}
+
+func TestSASLSSLNeedsTLSMaterial(t *testing.T) {
+	_, err := load(t, []string{"--security-protocol", "SASL_SSL"}, nil)
+	require.ErrorContains(t, err, "tls-cert and tls-key are required")
 }

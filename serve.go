@@ -15,6 +15,8 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/moonmq/moonmq/net/auth"
+	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/node"
 )
 
@@ -44,6 +46,7 @@ type serveConfig struct {
 	groups                        *groupFlags  // main_groups.go
 	txns                          *txnFlags    // main_txns.go
 	authz                         *authzFlags  // main_authz.go
+	tls                           *tlsFlags    // main_tls.go
 	sasl                          *saslFlags   // main_sasl.go
 }
 
@@ -80,6 +83,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.groups = addGroupFlags(fs)
 	cfg.txns = addTxnFlags(fs)
 	cfg.authz = addAuthzFlags(fs)
+	cfg.tls = addTLSFlags(fs)
 	cfg.sasl = addSASLFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
@@ -203,11 +207,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP re-reads the TLS files. Caught from before the node opens:
+	// its default action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	n, err := node.Open(ctx, cfg.nodeConfig(logger))
 	if err != nil {
 		return err
 	}
 	defer n.Close()
+	reloadDone := make(chan struct{})
+	defer close(reloadDone)
+	go reloadOnHangup(hup, reloadDone, n, logger)
 
 	select {
 	case <-ctx.Done():
@@ -246,9 +258,36 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// reloadOnHangup re-reads the Kafka listener's TLS files at each SIGHUP
+// until done: the next handshakes use them, open connections keep theirs,
+// and a bad file keeps the material in use (auth.TLS.Reload logs which).
+func reloadOnHangup(hup <-chan os.Signal, done <-chan struct{}, n *node.Node, logger *slog.Logger) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-hup:
+		}
+		if n.TLS() == nil {
+			logger.Info("SIGHUP: nothing to reload, the Kafka listener does not use TLS")
+			continue
+		}
+		logger.Info("SIGHUP: reloading the TLS certificate, key and client CA files")
+		_ = n.ReloadTLS() // logs the new certificate, or the error and the one kept
+
+	}
+}
+
 // nodeConfig is the node's configuration from the settings.
 func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
-	nc := node.Config{
+	cfg := c.nodeConfigBase(logger)
+	c.tls.apply(&cfg)
+	c.sasl.apply(&cfg)
+	return cfg
+}
+
+func (c *serveConfig) nodeConfigBase(logger *slog.Logger) node.Config {
+	return node.Config{
 		DataDir: c.data, Listen: c.listen, Advertise: c.advertise, HTTP: c.http, Pprof: c.pprof,
 		NodeID: int32(c.nodeID), AutoCreateTopics: c.autoCreate, DefaultPartitions: int32(c.defaultPartitions),
 		MaxRequestSize: int32(c.maxRequestSize), MaxConnections: c.maxConnections, MaxConnectionsPerIP: c.maxConnectionsPerIP,
@@ -259,13 +298,19 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
 		Authz: c.authz.config(c.authenticates()),
 	}
-	c.sasl.apply(&nc)
-	return nc
 }
 
 // authenticates reports whether the Kafka listener authenticates its
 // clients, which is when ACLs are enforced: SASL_PLAINTEXT and SASL_SSL
-// always.
+// always, SSL when it asks for client certificates (required, or
+// requested: a client without one is then User:ANONYMOUS to the ACLs).
 func (c *serveConfig) authenticates() bool {
-	return strings.HasPrefix(strings.ToUpper(c.sasl.securityProtocol), "SASL_")
+	switch c.tls.protocol.p {
+	case kafka.ProtocolSASLPlaintext, kafka.ProtocolSASLSSL:
+		return true
+	case kafka.ProtocolSSL:
+		opts := auth.TLSOptions{ClientCAFile: c.tls.ca, ClientAuth: c.tls.clientAuth.a}
+		return opts.EffectiveClientAuth() != auth.ClientAuthNone
+	}
+	return false
 }

@@ -19,6 +19,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,7 @@ import (
 	"github.com/moonmq/moonmq/engine/replica"
 	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/engine/vfs"
+	"github.com/moonmq/moonmq/net/auth"
 	"github.com/moonmq/moonmq/net/httpapi"
 	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/net/peer"
@@ -65,6 +67,11 @@ type Config struct {
 	MaxConnectionsPerIP int
 	ConnectionsMaxIdle  time.Duration
 	RequestTimeout      time.Duration
+	// SecurityProtocol is the Kafka listener's ("" is PLAINTEXT); TLS
+	// names its certificate files, required with SSL and SASL_SSL and
+	// refused with the others. Open loads them; ReloadTLS re-reads them.
+	SecurityProtocol kafka.SecurityProtocol
+	TLS              auth.TLSOptions
 	// The Kafka listener's memory bounds (kafka.Options; Kafka's
 	// queued.max.request.bytes and fetch.max.bytes). No flag sets them:
 	// tests and embedders do.
@@ -98,9 +105,9 @@ type Config struct {
 	// Authz configures ACL checks on the Kafka listener (authz.go).
 	Authz AuthzConfig
 
-	// Auth is how Kafka clients authenticate. With SASL and no
-	// Credentials, the controller's SCRAM credentials are used.
-	Auth kafka.AuthOptions
+	// SASL configures authentication on a SASL_* SecurityProtocol. With
+	// no Credentials, the controller's SCRAM credentials are used.
+	SASL kafka.SASLOptions
 	// BootstrapUsers get SCRAM credentials at start if they have none.
 	BootstrapUsers []BootstrapUser
 
@@ -117,7 +124,16 @@ func (c Config) Validate() error {
 	if err := c.Cluster.withDefaults(c.NodeID).validate(c.NodeID); err != nil {
 		return err
 	}
+	if err := c.validateSecurity(); err != nil {
+		return err
+	}
 	ko := c.kafkaOptions(nil, nil, nil, nil, nil)
+	if err := ko.Auth.ValidateSASL(); err != nil {
+		return err
+	}
+	ko.Auth.TLS = nil // validateSecurity checked the files' names; Open loads them
+	ko.Auth.SecurityProtocol = kafka.ProtocolPlaintext
+	ko.Auth.SASL = kafka.SASLOptions{} // checked above, with the real protocol
 	if err := ko.Validate(); err != nil {
 		return err
 	}
@@ -145,7 +161,7 @@ func (c Config) kafkaOptions(ln net.Listener, m *kafka.Metrics, groups *group.Co
 		Groups: groups, Txns: txns, Verifier: verifier, TransactionVersion: c.Txns.TransactionVersion, ConnectionsMaxIdle: c.ConnectionsMaxIdle, RequestTimeout: c.RequestTimeout,
 		MaxQueuedRequestBytes: c.MaxQueuedRequestBytes, MaxQueuedResponseBytes: c.MaxQueuedResponseBytes,
 		ConnResponseBytes: c.ConnResponseBytes, FetchMaxBytes: c.FetchMaxBytes,
-		Clock: c.Clock, Quotas: c.Quotas, Auth: c.Auth,
+		Clock: c.Clock, Quotas: c.Quotas, Auth: kafka.AuthOptions{SecurityProtocol: c.SecurityProtocol, SASL: c.SASL},
 	}
 }
 
@@ -162,7 +178,9 @@ type Node struct {
 	groups  *group.Coordinator
 	txns    *txncoord.Coordinator
 	kafka   *kafka.Server
-	rec     *reconciler
+	// tls is the Kafka listener's TLS material (nil without TLS).
+	tls *auth.TLS
+	rec *reconciler
 	// startIndex is the metadata's applied index when the node opened: it
 	// is ready once it reconciled that far (and the coordinator loaded).
 	startIndex uint64
@@ -228,6 +246,24 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			defer cancel()
 			_ = hs.Close(sctx)
 		})
+	}
+
+	// The certificate files are read before anything else is opened: a
+	// bad file fails the start with its name.
+	if cfg.SecurityProtocol.TLS() {
+		topts := cfg.TLS
+		topts.Logger = n.log
+		if n.tls, err = auth.LoadTLS(topts); err != nil {
+			return nil, err
+		}
+		n.log.Info("TLS listener material loaded", "security_protocol", cfg.SecurityProtocol, "cert", topts.CertFile,
+			"subject", n.tls.Leaf().Subject.String(), "serial", n.tls.Leaf().SerialNumber.String(),
+			"not_after", n.tls.Leaf().NotAfter.UTC().Format(time.RFC3339), "client_auth", n.tls.ClientAuth().String())
+		tlsMat := n.tls
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "moonmq_tls_certificate_not_after_seconds",
+			Help: "When the Kafka listener's certificate in use expires (Unix seconds); follows SIGHUP reloads.",
+		}, func() float64 { return float64(tlsMat.Leaf().NotAfter.Unix()) }))
 	}
 
 	// Bind the Kafka port before the data directory is touched: a start
@@ -304,6 +340,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			copts.Peers = append(copts.Peers, controller.Peer{ID: p.ID, Addr: p.Addr})
 		}
 		copts.ClusterListener, copts.Liveness, copts.SessionTimeout = cln, ms, cluster.SessionTimeout
+		if n.tls != nil {
+			// A secured cluster stays secured inside: Raft and the
+			// controller RPC run over TLS, and a peer must present a
+			// certificate the client CA verifies (validateSecurity
+			// requires one).
+			copts.ClusterListener = tls.NewListener(cln, n.tls.PeerServerConfig())
+			copts.ClusterDial = n.tls.Dial
+		}
 	}
 	ctrl, err := controller.Open(ctx, copts)
 	if err != nil {
@@ -321,7 +365,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	healed.Store(rec)
 	if cluster.Clustered() {
 		fetcher, err := peer.NewFetcher(peer.FetcherOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "fetcher"),
-			Clock: cfg.Clock, Backoff: followerBackoff})
+			Clock: cfg.Clock, Backoff: followerBackoff, Dial: n.peerDial()})
 		if err != nil {
 			return nil, err
 		}
@@ -347,7 +391,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	n.groups = groups
 	n.closers = append(n.closers, func() { groups.Close() })
 	links := &txnLinks{nodeID: cfg.NodeID, ctrl: ctrl, log: n.log,
-		caller: peer.NewCaller(peer.CallerOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "txn-rpc")})}
+		caller: peer.NewCaller(peer.CallerOptions{NodeID: cfg.NodeID, Logger: n.log.With("component", "txn-rpc"), Dial: n.peerDial()})}
 	n.closers = append(n.closers, func() { _ = links.caller.Close() })
 	tcfg := cfg.Txns
 	if tcfg.Logger == nil {
@@ -372,6 +416,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	handedOver = true
+	ko.Auth.TLS = n.tls
 	ko.Authz = cfg.kafkaAuthz(ctrl)
 	if ko.Authz.Enabled {
 		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
@@ -491,6 +536,58 @@ func (n *Node) reconcileErr() error {
 	}
 	return nil
 }
+
+// validateSecurity checks the security settings' combinations (the files
+// are read by Open).
+func (c Config) validateSecurity() error {
+	p, err := kafka.ParseSecurityProtocol(string(c.SecurityProtocol))
+	if err != nil {
+		return fmt.Errorf("security-protocol %w", err)
+	}
+	if p.TLS() {
+		if err := c.TLS.Validate(); err != nil {
+			return err
+		}
+		if c.Cluster.Clustered() && c.TLS.ClientCAFile == "" {
+			return errors.New("a cluster with TLS needs tls-client-ca: the nodes verify each other's certificates " +
+				"with it (Raft and the controller RPC require one, whatever tls-client-auth says for Kafka clients)")
+		}
+		return nil
+	}
+	if c.TLS != (auth.TLSOptions{}) {
+		return fmt.Errorf("tls-cert, tls-key, tls-client-ca, tls-client-auth and tls-principal-mapping apply to the SSL "+
+			"and SASL_SSL security protocols, not %s: set --security-protocol SSL or SASL_SSL, or drop them", p)
+	}
+	return nil
+}
+
+// peerDial is how this node reaches the other brokers' Kafka listeners
+// (follower fetches, transaction markers): over TLS, presenting its own
+// certificate, when its listener is TLS (every node of a cluster runs the
+// same security protocol); nil is the peers' default, plain TCP.
+func (n *Node) peerDial() func(ctx context.Context, addr string) (net.Conn, error) {
+	if n.tls == nil {
+		return nil
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return n.tls.Dial(ctx, addr)
+	}
+}
+
+// ReloadTLS re-reads the Kafka listener's certificate, key and client CA
+// files (SIGHUP): the next handshake uses them, open connections keep
+// theirs. A bad file keeps the material in use; the error names it.
+func (n *Node) ReloadTLS() error {
+	if n.tls == nil {
+		return errors.New("the Kafka listener does not use TLS (security-protocol PLAINTEXT or SASL_PLAINTEXT)")
+	}
+	return n.tls.Reload()
+}
+
+// TLS is the Kafka listener's TLS material, nil without TLS.
+func (n *Node) TLS() *auth.TLS { return n.tls }
 
 // Addr is the Kafka listener's bound address.
 func (n *Node) Addr() net.Addr { return n.kafka.Addr() }

@@ -59,8 +59,8 @@ type scramStore interface {
 // users' salts, kept in the data directory so they stay the same across
 // restarts.
 func saslCredentials(o *kafka.AuthOptions, ctrl any, dataDir string) error {
-	if !o.SASLEnabled() {
-		return nil
+	if p, err := kafka.ParseSecurityProtocol(string(o.SecurityProtocol)); err != nil || !p.SASL() {
+		return nil // Validate refuses a bad protocol
 	}
 	if o.SASL.Credentials == nil {
 		cs, ok := ctrl.(auth.Credentials)

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -117,7 +116,7 @@ func TestSASLCredentials(t *testing.T) {
 	require.Equal(t, o.SASL.FakeSaltKey, o2.SASL.FakeSaltKey)
 	require.FileExists(t, filepath.Join(dir, saltKeyFile))
 	// Nothing to do without SASL.
-	o3 := kafka.AuthOptions{SecurityProtocol: kafka.ProtocolSSL, TLSConfig: &tls.Config{}}
+	o3 := kafka.AuthOptions{SecurityProtocol: kafka.ProtocolSSL}
 	require.NoError(t, saslCredentials(&o3, struct{}{}, dir))
 	require.Nil(t, o3.SASL.Credentials)
 }
@@ -132,7 +131,7 @@ func TestOpenWithBootstrapUser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := testConfig(t, dir)
-	cfg.Auth = kafka.AuthOptions{SecurityProtocol: kafka.ProtocolSASLPlaintext}
+	cfg.SecurityProtocol = kafka.ProtocolSASLPlaintext
 	cfg.BootstrapUsers = []BootstrapUser{{Name: "admin", Password: "admin-secret"}}
 	for round := 0; round < 2; round++ {
 		n, err := Open(ctx, cfg)

@@ -168,7 +168,11 @@ func route[A, R any](c *Controller, ctx context.Context, op string, a A,
 			err = lerr
 		} else if id := c.ControllerID(); id >= 0 {
 			var out R
-			index, cerr := call(ctx, c.mux.dial, c.peerAddr(id), op, a, &out)
+			dial := dialTCP
+			if c.mux != nil {
+				dial = c.mux.dial
+			}
+			index, cerr := call(ctx, dial, c.peerAddr(id), op, a, &out)
 			if cerr == nil {
 				return out, index, nil
 			}

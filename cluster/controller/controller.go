@@ -113,9 +113,10 @@ type Options struct {
 	// Peers, the controller serves Raft and the controller RPC on it and
 	// closes it on Close. Required with Peers.
 	ClusterListener net.Listener
-	// ClusterTLS, when set, runs Raft and the controller RPC over mutual
-	// TLS on the cluster port (a secured cluster); nil: plaintext.
-	ClusterTLS *ClusterTLS
+	// ClusterDial connects to a peer's cluster port (default: TCP). The
+	// node passes a TLS dialer, with ClusterListener a TLS listener, when
+	// the cluster is secured: Raft and the controller RPC run inside.
+	ClusterDial func(ctx context.Context, addr string) (net.Conn, error)
 	// Liveness says which brokers are reachable (cluster/membership). nil:
 	// every broker is, so none is fenced for being unreachable.
 	Liveness Liveness
@@ -373,7 +374,7 @@ func Open(ctx context.Context, opts Options) (_ *Controller, retErr error) {
 	}
 	var trans raft.Transport
 	if c.multi() {
-		c.mux = newMux(opts.ClusterListener, opts.ClusterTLS, logger)
+		c.mux = newMux(opts.ClusterListener, opts.ClusterDial, logger)
 		self := c.peerAddr(opts.NodeID)
 		c.netTrans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 			Stream: &streamLayer{m: c.mux, addr: peerAddr(self)}, MaxPool: 3, Timeout: 10 * time.Second,

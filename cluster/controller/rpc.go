@@ -190,7 +190,7 @@ func call(ctx context.Context, dial dialFunc, addr, op string, args any, out any
 	if err != nil {
 		return 0, fmt.Errorf("controller rpc %s: encode: %w", op, err)
 	}
-	conn, err := dial(ctx, addr, muxRPC)
+	conn, err := dialCluster(ctx, dial, addr, muxRPC)
 	if err != nil {
 		return 0, fmt.Errorf("controller rpc %s to %s: %w: %w", op, addr, errNotSent, err)
 	}

@@ -51,12 +51,23 @@ func (ca *testCA) issue(t *testing.T, cn string) tls.Certificate {
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
-// clusterTLS is the mutual TLS of a node holding cert, trusting ca.
-func (ca *testCA) clusterTLS(cert tls.Certificate) *ClusterTLS {
+// tlsDial dials a cluster port over TLS with cfg.
+func tlsDial(cfg *tls.Config) dialFunc {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		d := tls.Dialer{Config: cfg}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+}
+
+// secure makes a node's cluster port mutual TLS with cert, trusting ca.
+func (ca *testCA) secure(cert tls.Certificate) func(*Options) {
 	server := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: ca.pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 	client := &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
-	return &ClusterTLS{Server: func() *tls.Config { return server }, Client: func() *tls.Config { return client }}
+	return func(o *Options) {
+		o.ClusterListener = tls.NewListener(o.ClusterListener, server)
+		o.ClusterDial = tlsDial(client)
+	}
 }
 
 // TestClusterPortTLS: three controllers elect, replicate and forward
@@ -64,7 +75,7 @@ func (ca *testCA) clusterTLS(cert tls.Certificate) *ClusterTLS {
 // another CA, or in plaintext gets no answer from the cluster port.
 func TestClusterPortTLS(t *testing.T) {
 	ca := newTestCA(t)
-	tc := newTestCluster(t, 3, func(o *Options) { o.ClusterTLS = ca.clusterTLS(ca.issue(t, "node")) })
+	tc := newTestCluster(t, 3, ca.secure(ca.issue(t, "node")))
 	tc.awaitReady()
 	ctx := testCtx(t)
 	f := tc.follower()
@@ -82,18 +93,14 @@ func TestClusterPortTLS(t *testing.T) {
 		_, err := call(cctx, dial, addr, "create_topic", struct{}{}, nil)
 		return err
 	}
-	require.Error(t, rpc(plainDial), "plaintext on a TLS cluster port")
+	require.Error(t, rpc(dialTCP), "plaintext on a TLS cluster port")
 	// The intruder trusts the cluster's CA (it can verify the server) but
 	// its own certificate is from another: the server must refuse it.
 	other := newTestCA(t)
 	intruder := &tls.Config{Certificates: []tls.Certificate{other.issue(t, "intruder")}, RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
-	require.Error(t, rpc(func(ctx context.Context, addr string, proto byte) (net.Conn, error) {
-		return dialCluster(ctx, addr, proto, func() *tls.Config { return intruder })
-	}), "a certificate of another CA")
+	require.Error(t, rpc(tlsDial(intruder)), "a certificate of another CA")
 	noCert := &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}
-	require.Error(t, rpc(func(ctx context.Context, addr string, proto byte) (net.Conn, error) {
-		return dialCluster(ctx, addr, proto, func() *tls.Config { return noCert })
-	}), "no client certificate")
+	require.Error(t, rpc(tlsDial(noCert)), "no client certificate")
 	// The cluster still works after the refused connections.
 	_, err = f.CreateTopic(ctx, "secured2", 1, 3, nil, false)
 	require.NoError(t, err)

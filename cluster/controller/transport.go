@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +31,7 @@ const muxHandshakeTimeout = 5 * time.Second
 // RPC connections to serveRPC (one goroutine each, closed on Close).
 type mux struct {
 	ln       net.Listener
-	tls      *ClusterTLS // nil: plaintext
+	dial     dialFunc // to the peers' cluster ports
 	logger   *slog.Logger
 	serveRPC func(net.Conn)
 
@@ -94,8 +93,20 @@ func (m *mux) abortRaft() {
 	}
 }
 
-func newMux(ln net.Listener, ctls *ClusterTLS, logger *slog.Logger) *mux {
-	return &mux{ln: ln, tls: ctls, logger: logger, raftConns: make(chan net.Conn),
+// dialFunc connects to a cluster port (Options.ClusterDial).
+type dialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
+// dialTCP is the default dialFunc.
+func dialTCP(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+func newMux(ln net.Listener, dial dialFunc, logger *slog.Logger) *mux {
+	if dial == nil {
+		dial = dialTCP
+	}
+	return &mux{ln: ln, dial: dial, logger: logger, raftConns: make(chan net.Conn),
 		closed: make(chan struct{}), conns: map[net.Conn]bool{}, rconns: map[*raftConn]bool{}}
 }
 
@@ -141,24 +152,15 @@ func (m *mux) acceptLoop() {
 func (m *mux) route(conn net.Conn) {
 	defer m.wg.Done()
 	var b [1]byte
-	_ = conn.SetDeadline(time.Now().Add(muxHandshakeTimeout))
-	if m.tls != nil {
-		// Both protocols run inside TLS with a verified client
-		// certificate: a node without the cluster's credentials can
-		// neither vote, nor replicate metadata, nor forward writes.
-		tc := tls.Server(conn, m.tls.Server())
-		if err := tc.Handshake(); err != nil {
-			m.logger.Warn("cluster connection refused: TLS handshake failed", "remote", conn.RemoteAddr().String(), "err", err)
-			_ = conn.Close()
-			return
-		}
-		conn = tc
-	}
+	_ = conn.SetReadDeadline(time.Now().Add(muxHandshakeTimeout))
 	if _, err := io.ReadFull(conn, b[:]); err != nil {
+		// On a TLS cluster port this read runs the handshake: a peer
+		// without a certificate the CA verifies ends here.
+		m.logger.Debug("cluster port: no protocol byte; closing", "remote", conn.RemoteAddr(), "err", err)
 		_ = conn.Close()
 		return
 	}
-	_ = conn.SetDeadline(time.Time{})
+	_ = conn.SetReadDeadline(time.Time{})
 	switch b[0] {
 	case muxRaft:
 		rc, err := m.trackRaft(conn)
@@ -247,69 +249,27 @@ func (s *streamLayer) Addr() net.Addr { return s.addr }
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	conn, err := s.m.dial(ctx, string(addr), muxRaft)
+	conn, err := dialCluster(ctx, s.m.dial, string(addr), muxRaft)
 	if err != nil {
 		return nil, err
 	}
 	return s.m.trackRaft(conn)
 }
 
-// ClusterTLS secures the cluster port (Raft and the controller RPC) with
-// mutual TLS. Funcs, so a reload of the node's certificate (SIGHUP) reaches
-// the next connection.
-type ClusterTLS struct {
-	// Server is the listener's config; it must require and verify client
-	// certificates (tls.RequireAndVerifyClientCert).
-	Server func() *tls.Config
-	// Client is the config this node dials its peers with: the cluster's
-	// CA as roots and this node's certificate as its client certificate.
-	Client func() *tls.Config
-}
-
-// dialFunc connects to a cluster port for one protocol.
-type dialFunc func(ctx context.Context, addr string, proto byte) (net.Conn, error)
-
-// dial connects to a peer's cluster port, over TLS when the cluster port
-// is secured, and says which protocol follows.
-func (m *mux) dial(ctx context.Context, addr string, proto byte) (net.Conn, error) {
-	var ctls func() *tls.Config
-	if m.tls != nil {
-		ctls = m.tls.Client
-	}
-	return dialCluster(ctx, addr, proto, ctls)
-}
-
-// dialCluster connects to a cluster port (with TLS when clientTLS is set)
-// and says which protocol follows.
-func dialCluster(ctx context.Context, addr string, proto byte, clientTLS func() *tls.Config) (net.Conn, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", addr)
+// dialCluster connects to a cluster port and says which protocol follows.
+func dialCluster(ctx context.Context, dial dialFunc, addr string, proto byte) (net.Conn, error) {
+	conn, err := dial(ctx, addr)
 	if err != nil {
 		return nil, err
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		_ = conn.SetWriteDeadline(dl)
-		_ = conn.SetReadDeadline(dl)
-	}
-	if clientTLS != nil {
-		cfg := clientTLS().Clone()
-		if cfg.ServerName == "" {
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				cfg.ServerName = host
-			}
-		}
-		tc := tls.Client(conn, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			_ = conn.Close()
-			return nil, fmt.Errorf("TLS handshake with %s: %w", addr, err)
-		}
-		conn = tc
 	}
 	if _, err := conn.Write([]byte{proto}); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	_ = conn.SetDeadline(time.Time{})
+	_ = conn.SetWriteDeadline(time.Time{})
 	return conn, nil
 }
 

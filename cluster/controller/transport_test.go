@@ -50,7 +50,7 @@ func TestClusterPortRefusesBadInput(t *testing.T) {
 	t.Run("unknown operation", func(t *testing.T) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := call(cctx, plainDial, addr, "drop_everything", struct{}{}, nil)
+		_, err := call(cctx, dialTCP, addr, "drop_everything", struct{}{}, nil)
 		require.ErrorIs(t, err, metadata.ErrInvalidRequest)
 	})
 
@@ -68,9 +68,4 @@ func TestRPCErrorsKeepTheirSentinels(t *testing.T) {
 	err = (&rpcError{Msg: "x", Codes: []string{"fenced_leader_epoch", "from_a_newer_release"}}).toError()
 	require.ErrorIs(t, err, metadata.ErrFencedLeaderEpoch)
 	require.Equal(t, "x", err.Error())
-}
-
-// plainDial dials a cluster port without TLS.
-func plainDial(ctx context.Context, addr string, proto byte) (net.Conn, error) {
-	return dialCluster(ctx, addr, proto, nil)
 }

@@ -132,12 +132,12 @@ func TestStorageLeaves(t *testing.T) {
 // TestHarnessesStayInTests: internal/testnode, internal/testbroker and
 // internal/cluster start brokers for tests, internal/faultproxy cuts their
 // links, internal/history checks what their clients saw and
-// internal/testpki makes their certificates; no package's
-// non-test code depends on them (but each other's).
+// internal/testpki and internal/testcerts make their certificates; no
+// package's non-test code depends on them (but each other's).
 func TestHarnessesStayInTests(t *testing.T) {
 	harness := map[string]bool{"internal/testnode": true, "internal/testbroker": true,
 		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true,
-		"internal/testpki": true}
+		"internal/testpki": true, "internal/testcerts": true}
 	for pkg, deps := range listDeps(t, "./...") {
 		if harness[strings.TrimPrefix(pkg, module+"/")] {
 			// The harnesses build on each other: internal/cluster runs

@@ -33,9 +33,13 @@ func (e *externalSession) Step(msg []byte) ([]byte, bool, error) {
 	if e.ci.TLS == nil || len(e.ci.TLS.VerifiedChains) == 0 || len(e.ci.TLS.VerifiedChains[0]) == 0 {
 		return nil, true, refuse("EXTERNAL needs a verified TLS client certificate")
 	}
-	principal, err := e.certPrincipal(e.ci.TLS.VerifiedChains[0][0])
-	if err != nil {
-		return nil, true, refuse("%v", err)
+	principal := e.ci.CertPrincipal
+	if principal == "" {
+		p, err := e.certPrincipal(e.ci.TLS.VerifiedChains[0][0])
+		if err != nil {
+			return nil, true, refuse("%v", err)
+		}
+		principal = p
 	}
 	e.user = strings.TrimPrefix(principal, "User:")
 	if authz := string(msg); authz != "" && authz != e.user && authz != principal {

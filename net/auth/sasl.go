@@ -1,8 +1,5 @@
-// Package auth owns how a Kafka connection proves who it is: the TLS
-// material and its reload, the principal of a client certificate, and the
-// server side of the SASL mechanisms (PLAIN, SCRAM-SHA-256/512, their
-// channel-bound -PLUS variants, EXTERNAL), plus the per-IP lockout that
-// slows password guessing.
+// SASL (this file, scram.go, plain.go, external.go) and the per-IP lockout
+// (lockout.go) of package auth, whose package comment is in tls.go.
 //
 // The SASL mechanisms are state machines with no I/O: the Kafka front end
 // feeds each client message to Session.Step and sends back what it
@@ -16,6 +13,7 @@
 // unknown user gets a salt and iteration count as stable as a real one's,
 // so the exchange does not tell which users exist; every length in a
 // client message is bounded (MaxMessageSize) before it is parsed.
+
 package auth
 
 import (
@@ -172,6 +170,10 @@ type ConnInfo struct {
 	// ServerCert is the certificate this server presented on the
 	// connection (tls-server-end-point binds to it); nil if unknown.
 	ServerCert *x509.Certificate
+	// CertPrincipal is the principal the client's verified certificate
+	// maps to (--tls-principal-mapping), which EXTERNAL takes; empty:
+	// Config.CertPrincipal or the subject's CN decides.
+	CertPrincipal string
 	// AllowPlainWithoutTLS lets PLAIN run on a plaintext connection.
 	AllowPlainWithoutTLS bool
 }

@@ -72,13 +72,18 @@ type conn struct {
 	principal string
 	host      string
 
-	// tlsState is the connection's TLS state once its handshake is done
-	// (nil on a plaintext listener) and tlsLeaf the certificate this
-	// server presented in it, which SCRAM -PLUS binds to; the TLS
-	// handshake sets them. Without them, SASL reads the state from a
-	// *tls.Conn and the certificate from Options.Auth.TLSConfig.
-	tlsState *tls.ConnectionState
-	tlsLeaf  *x509.Certificate
+	// On a TLS listener (security.go): tlsState is the handshake's
+	// outcome, tlsServerCert the certificate this server presented on the
+	// connection (SCRAM's tls-server-end-point channel binding hashes it),
+	// and certPrincipal the principal of the client's verified certificate
+	// ("" without one), which SASL EXTERNAL takes on SASL_SSL. Set by the
+	// handshake, before the first request is read; read-only after. raw
+	// is the TCP connection under nc.
+	tlsState      *tls.ConnectionState
+	tlsServerCert *x509.Certificate
+	certPrincipal string
+	raw           net.Conn
+	tlsDone       atomic.Bool // set after the fields above (for readers off the connection's goroutine)
 
 	// sasl is the progress of SASL authentication; nil once the
 	// connection is authenticated, or on a listener without SASL. Read
@@ -100,8 +105,9 @@ type conn struct {
 
 func newConn(s *Server, nc net.Conn) *conn {
 	ctx, cancel := context.WithCancel(s.ctx)
-	c := &conn{s: s, nc: nc, peer: nc.RemoteAddr().String(), principal: AnonymousPrincipal, ctx: ctx, cancel: cancel,
+	c := &conn{s: s, raw: nc, peer: nc.RemoteAddr().String(), principal: AnonymousPrincipal, ctx: ctx, cancel: cancel,
 		out: newOutbox(s.opts.MaxInFlight), respBudget: newMemBudget(s.opts.ConnResponseBytes)}
+	c.nc = c.wrapTLS(nc)
 	c.host = c.peer
 	if h, _, err := net.SplitHostPort(c.peer); err == nil {
 		c.host = h
@@ -121,6 +127,21 @@ const AnonymousPrincipal = "User:ANONYMOUS"
 
 func (c *conn) serve() {
 	c.s.log.Debug("connection opened", "peer", c.peer)
+	if tc, ok := c.nc.(*tls.Conn); ok {
+		// Here, in the connection's goroutine, never in the accept loop:
+		// a slow or silent client holds only its own connection.
+		if err := c.handshakeTLS(tc); err != nil {
+			reason := c.tlsFailureReason(err)
+			c.s.metrics.tls.failures.WithLabelValues(reason).Inc()
+			c.logTLSFailure(reason, err)
+			c.cancel()
+			c.nc.Close()
+			return
+		}
+		c.s.metrics.tls.handshakes.Inc()
+		c.s.log.Debug("TLS handshake done", "peer", c.peer, "version", tls.VersionName(c.tlsState.Version),
+			"cipher", tls.CipherSuiteName(c.tlsState.CipherSuite), "principal", c.principal, "cert_principal", c.certPrincipal)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -163,16 +184,19 @@ func (c *conn) serve() {
 // destroy replies still in the send buffer (acknowledgements of durable
 // produces). So: half-close, then read and discard until the peer closes
 // or a short deadline passes.
+//
+// On TLS, CloseWrite sends close_notify first; what the peer sends after
+// is discarded undecrypted, from the TCP connection under it.
 func (c *conn) closeGently() {
-	tc, ok := c.nc.(*net.TCPConn)
+	cw, ok := c.nc.(interface{ CloseWrite() error })
 	if !ok {
 		return
 	}
-	if tc.CloseWrite() != nil {
+	if cw.CloseWrite() != nil {
 		return
 	}
-	_ = tc.SetReadDeadline(time.Now().Add(time.Second))
-	_, _ = io.Copy(io.Discard, io.LimitReader(tc, 64<<20))
+	_ = c.raw.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.Copy(io.Discard, io.LimitReader(c.raw, 64<<20))
 }
 
 // readLoop reads, decodes and dispatches requests in order. Handlers run

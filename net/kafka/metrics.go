@@ -30,6 +30,7 @@ type Metrics struct {
 	authFailures       *prometheus.CounterVec // mechanism
 	authLockouts       prometheus.Counter
 	authLockedRefusals prometheus.Counter
+	tls                *tlsMetrics // security.go
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not
@@ -68,6 +69,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "moonmq_quota_throttle_seconds", Help: "Throttle times applied to clients over a quota, by quota (producer_byte_rate, consumer_byte_rate, request_percentage: the connection is muted that long; connection_creation_rate: a refused connection's delayed close, or the acceptor's pause).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16), // 1ms .. ~33s
 		}, []string{"quota"}),
+		tls: newTLSMetrics(),
 	}
 	for _, q := range []string{quotaLabelProduce, quotaLabelFetch, quotaLabelRequest, quotaLabelConnection} {
 		m.quotaThrottle.WithLabelValues(q)
@@ -82,6 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg.MustRegister(m.requests, m.requestErrors, m.requestDuration, m.bytesIn, m.bytesOut,
 			m.recordsIn, m.recordsOut, m.connections, m.connRejects, m.quotaThrottle,
 			m.authSuccesses, m.authFailures, m.authLockouts, m.authLockedRefusals)
+		reg.MustRegister(m.tls.collectors()...)
 	}
 	return m
 }

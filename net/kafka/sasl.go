@@ -2,8 +2,6 @@ package kafka
 
 import (
 	"bufio"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -82,53 +80,11 @@ func (c *conn) saslGate(r *request) error {
 	return nil
 }
 
-// connInfo is what a SASL exchange needs of the connection's TLS.
+// connInfo is what a SASL exchange needs of the connection's TLS, as its
+// handshake established it (security.go).
 func (c *conn) connInfo() auth.ConnInfo {
-	ci := auth.ConnInfo{TLS: c.tlsState, ServerCert: c.tlsLeaf, AllowPlainWithoutTLS: c.s.opts.Auth.SASL.AllowPlainWithoutTLS}
-	if ci.TLS == nil {
-		if tc, ok := c.nc.(*tls.Conn); ok {
-			if st := tc.ConnectionState(); st.HandshakeComplete {
-				ci.TLS = &st
-			}
-		}
-	}
-	if ci.TLS != nil && ci.ServerCert == nil {
-		ci.ServerCert = presentedCertificate(c.s.opts.Auth.TLSConfig, ci.TLS)
-	}
-	return ci
-}
-
-// presentedCertificate is the leaf cfg presents to a client that asked
-// for the connection's server name. It is the certificate the handshake
-// presented unless the material was reloaded in between (then a -PLUS
-// client bound to the old one is refused and retries): the TLS handshake
-// records the exact one in conn.tlsLeaf when it can.
-func presentedCertificate(cfg *tls.Config, st *tls.ConnectionState) *x509.Certificate {
-	if cfg == nil {
-		return nil
-	}
-	var cert *tls.Certificate
-	switch {
-	case cfg.GetCertificate != nil:
-		c, err := cfg.GetCertificate(&tls.ClientHelloInfo{ServerName: st.ServerName})
-		if err != nil {
-			return nil
-		}
-		cert = c
-	case len(cfg.Certificates) > 0:
-		cert = &cfg.Certificates[0]
-	}
-	if cert == nil || len(cert.Certificate) == 0 {
-		return nil
-	}
-	if cert.Leaf != nil {
-		return cert.Leaf
-	}
-	leaf, err := x509.ParseCertificate(cert.Certificate[0])
-	if err != nil {
-		return nil
-	}
-	return leaf
+	return auth.ConnInfo{TLS: c.tlsState, ServerCert: c.tlsServerCert, CertPrincipal: c.certPrincipal,
+		AllowPlainWithoutTLS: c.s.opts.Auth.SASL.AllowPlainWithoutTLS}
 }
 
 func (c *conn) handleSaslHandshake(r *request) (kmsg.Response, func() kmsg.Response) {
@@ -172,8 +128,8 @@ func (c *conn) handleSaslAuthenticate(r *request) (kmsg.Response, func() kmsg.Re
 	if !c.authenticating() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		msg := "SaslAuthenticate request received after successful authentication"
-		if !c.s.opts.Auth.SASLEnabled() {
-			msg = "SaslAuthenticate request received on a listener without SASL (" + c.s.opts.Auth.SecurityProtocol + ")"
+		if !c.s.opts.Auth.SecurityProtocol.SASL() {
+			msg = "SaslAuthenticate request received on a listener without SASL (" + string(c.s.opts.Auth.SecurityProtocol) + ")"
 		}
 		resp.ErrorMessage = &msg
 		return resp, nil

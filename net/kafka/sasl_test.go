@@ -2,16 +2,11 @@ package kafka_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
 	"errors"
 	"io"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
@@ -28,6 +23,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/metadata"
 	"github.com/moonmq/moonmq/engine/clock"
+	"github.com/moonmq/moonmq/internal/testcerts"
 	"github.com/moonmq/moonmq/net/auth"
 	"github.com/moonmq/moonmq/net/kafka"
 	"github.com/moonmq/moonmq/node"
@@ -46,11 +42,11 @@ func saslCreds(t *testing.T) auth.StaticCredentials {
 	return out
 }
 
-func saslServer(t *testing.T, protocol string, mechs []string, mod func(*node.Config)) *server {
+func saslServer(t *testing.T, protocol kafka.SecurityProtocol, mechs []string, mod func(*node.Config)) *server {
 	t.Helper()
-	cfg := node.Config{Auth: kafka.AuthOptions{SecurityProtocol: protocol, SASL: kafka.SASLOptions{
+	cfg := node.Config{SecurityProtocol: protocol, SASL: kafka.SASLOptions{
 		Mechanisms: mechs, Credentials: saslCreds(t), FakeSaltKey: []byte("test"),
-	}}}
+	}}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -118,7 +114,7 @@ func createTopicSASL(t *testing.T, cl *kgo.Client, topic string) {
 
 func TestSASLPlain(t *testing.T) {
 	s := saslServer(t, kafka.ProtocolSASLPlaintext, []string{auth.MechPlain, auth.MechScramSHA256},
-		func(c *node.Config) { c.Auth.SASL.AllowPlainWithoutTLS = true })
+		func(c *node.Config) { c.SASL.AllowPlainWithoutTLS = true })
 	require.NoError(t, ping(t, s, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))
 	require.ErrorIs(t, ping(t, s, plain.Auth{User: "alice", Pass: "nope"}.AsMechanism()), kerr.SaslAuthenticationFailed)
 	require.ErrorIs(t, ping(t, s, plain.Auth{User: "ghost", Pass: "nope"}.AsMechanism()), kerr.SaslAuthenticationFailed)
@@ -127,7 +123,7 @@ func TestSASLPlain(t *testing.T) {
 	require.ErrorIs(t, err, kerr.UnsupportedSaslMechanism)
 
 	// PLAIN on SASL_PLAINTEXT without --allow-plain-without-tls is refused at start.
-	cfg := node.Config{Auth: kafka.AuthOptions{SecurityProtocol: kafka.ProtocolSASLPlaintext, SASL: kafka.SASLOptions{Mechanisms: []string{auth.MechPlain}}}}
+	cfg := node.Config{SecurityProtocol: kafka.ProtocolSASLPlaintext, SASL: kafka.SASLOptions{Mechanisms: []string{auth.MechPlain}}}
 	require.ErrorContains(t, cfg.Validate(), "allow-plain-without-tls")
 }
 
@@ -265,7 +261,7 @@ func TestSASLOnPlaintextListener(t *testing.T) {
 // SaslHandshake v0: the mechanism's messages follow as bare frames.
 func TestSASLHandshakeV0(t *testing.T) {
 	s := saslServer(t, kafka.ProtocolSASLPlaintext, []string{auth.MechPlain, auth.MechScramSHA256},
-		func(c *node.Config) { c.Auth.SASL.AllowPlainWithoutTLS = true })
+		func(c *node.Config) { c.SASL.AllowPlainWithoutTLS = true })
 	bare := func(c saslConn, msg []byte) []byte {
 		_, err := c.c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...))
 		require.NoError(t, err)
@@ -307,7 +303,7 @@ func TestSASLLockout(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
 	s := saslServer(t, kafka.ProtocolSASLPlaintext, nil, func(c *node.Config) {
 		c.Clock = clk
-		c.Auth.SASL.Lockout = auth.LockoutOptions{Failures: 3, Window: time.Minute, Duration: 5 * time.Minute}
+		c.SASL.Lockout = auth.LockoutOptions{Failures: 3, Window: time.Minute, Duration: 5 * time.Minute}
 	})
 	from := func(ip string) kgo.Opt {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
@@ -342,42 +338,20 @@ func TestSASLLockout(t *testing.T) {
 	require.Equal(t, 1.0, lockouts)
 }
 
-// testCert makes a self-signed certificate for 127.0.0.1.
-func testCert(t *testing.T, cn string) tls.Certificate {
+// tlsSASLServer runs a SASL_SSL listener with the setup's certificate,
+// asking clients for a certificate (verified when given).
+func tlsSASLServer(t *testing.T, ts *tlsSetup, mechs []string) *server {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}
-}
-
-// tlsSASLServer runs a SASL_SSL listener with cert (the TLS handshake done
-// by a tls.Listener until the TLS listener of the node does it).
-func tlsSASLServer(t *testing.T, cert tls.Certificate, mechs []string) *server {
-	t.Helper()
-	tcfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
 	return saslServer(t, kafka.ProtocolSASLSSL, mechs, func(c *node.Config) {
-		c.Listener = tls.NewListener(ln, tcfg)
-		c.Auth.TLSConfig = tcfg
+		c.TLS = auth.TLSOptions{CertFile: ts.cert, KeyFile: ts.key, ClientCAFile: ts.caPEM, ClientAuth: auth.ClientAuthRequested}
 	})
 }
 
-func dialTLS(t *testing.T, s *server, cert tls.Certificate, version uint16) (saslConn, tls.ConnectionState) {
+func dialTLS(t *testing.T, s *server, ts *tlsSetup, version uint16, client *testcerts.Pair) (saslConn, tls.ConnectionState) {
 	t.Helper()
-	pool := x509.NewCertPool()
-	pool.AddCert(cert.Leaf)
-	tc, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MaxVersion: version})
+	cfg := clientTLS(t, ts.ca, client)
+	cfg.MaxVersion = version
+	tc, err := tls.Dial("tcp", s.Addr().String(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { tc.Close() })
 	require.NoError(t, tc.SetDeadline(time.Now().Add(20*time.Second)))
@@ -385,8 +359,8 @@ func dialTLS(t *testing.T, s *server, cert tls.Certificate, version uint16) (sas
 }
 
 func TestSASLScramPlus(t *testing.T) {
-	cert := testCert(t, "broker")
-	s := tlsSASLServer(t, cert, []string{auth.MechScramSHA256Plus, auth.MechScramSHA256})
+	ts := newTLSSetup(t)
+	s := tlsSASLServer(t, ts, []string{auth.MechScramSHA256Plus, auth.MechScramSHA256})
 	user := func(cbName string, cbData []byte) *auth.ScramClient {
 		return &auth.ScramClient{User: "alice", Password: "alice-secret", Mechanism: auth.MechScramSHA256Plus, CBName: cbName, CBData: cbData}
 	}
@@ -394,14 +368,14 @@ func TestSASLScramPlus(t *testing.T) {
 	// tls-server-end-point over TLS 1.2 and 1.3: bound to the certificate
 	// the client saw.
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
-		c, st := dialTLS(t, s, cert, v)
+		c, st := dialTLS(t, s, ts, v, nil)
 		data, err := auth.BindingData(auth.BindingServerEndPoint, &st, st.PeerCertificates[0])
 		require.NoError(t, err)
 		require.Nil(t, c.scramExchange(t, user(auth.BindingServerEndPoint, data)))
 		c.metadataWorks(t)
 	}
 	// tls-exporter over TLS 1.3.
-	c, st := dialTLS(t, s, cert, tls.VersionTLS13)
+	c, st := dialTLS(t, s, ts, tls.VersionTLS13, nil)
 	data, err := auth.BindingData(auth.BindingExporter, &st, nil)
 	require.NoError(t, err)
 	require.Nil(t, c.scramExchange(t, user(auth.BindingExporter, data)))
@@ -409,9 +383,9 @@ func TestSASLScramPlus(t *testing.T) {
 
 	// A client bound to another certificate (what a TLS-terminating proxy
 	// would present) is refused and disconnected.
-	other := testCert(t, "proxy")
-	c, _ = dialTLS(t, s, cert, tls.VersionTLS13)
-	wrong, err := auth.ServerEndPoint(other.Leaf)
+	other := ts.ca.Server(t, "proxy")
+	c, _ = dialTLS(t, s, ts, tls.VersionTLS13, nil)
+	wrong, err := auth.ServerEndPoint(other.Cert)
 	require.NoError(t, err)
 	resp := c.scramExchange(t, user(auth.BindingServerEndPoint, wrong))
 	require.NotNil(t, resp)
@@ -420,24 +394,22 @@ func TestSASLScramPlus(t *testing.T) {
 	c.closedWithoutAnswer(t)
 
 	// The exporter of another connection does not match either.
-	_, st2 := dialTLS(t, s, cert, tls.VersionTLS13)
+	_, st2 := dialTLS(t, s, ts, tls.VersionTLS13, nil)
 	data2, err := auth.BindingData(auth.BindingExporter, &st2, nil)
 	require.NoError(t, err)
-	c, _ = dialTLS(t, s, cert, tls.VersionTLS13)
+	c, _ = dialTLS(t, s, ts, tls.VersionTLS13, nil)
 	require.NotNil(t, c.scramExchange(t, user(auth.BindingExporter, data2)))
 
 	// A non-PLUS client that could bind ("y") while the server offers
 	// -PLUS: a downgrade, refused.
-	c, _ = dialTLS(t, s, cert, tls.VersionTLS13)
+	c, _ = dialTLS(t, s, ts, tls.VersionTLS13, nil)
 	resp = c.scramExchange(t, &auth.ScramClient{User: "alice", Password: "alice-secret", Mechanism: auth.MechScramSHA256, CBFlag: "y"})
 	require.NotNil(t, resp)
 	require.Contains(t, *resp.ErrorMessage, "downgrade")
 
 	// franz-go (no channel binding, "n") authenticates with SCRAM-SHA-256 over TLS.
-	pool := x509.NewCertPool()
-	pool.AddCert(cert.Leaf)
 	require.NoError(t, ping(t, s, scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism(),
-		kgo.DialTLSConfig(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})))
+		kgo.DialTLSConfig(clientTLS(t, ts.ca, nil))))
 }
 
 // Garbage during authentication closes that connection only: an
@@ -485,55 +457,26 @@ func TestSASLGarbage(t *testing.T) {
 // EXTERNAL on SASL_SSL: offered only to a client with a verified
 // certificate, whose subject names the user.
 func TestSASLExternal(t *testing.T) {
-	ca := testCert(t, "ca")
-	clientCert := signedBy(t, ca, "svc-orders")
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.Leaf)
-	tcfg := &tls.Config{Certificates: []tls.Certificate{ca}, ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	s := saslServer(t, kafka.ProtocolSASLSSL, []string{auth.MechExternal, auth.MechScramSHA256}, func(c *node.Config) {
-		c.Listener = tls.NewListener(ln, tcfg)
-		c.Auth.TLSConfig = tcfg
-	})
-	dial := func(certs ...tls.Certificate) saslConn {
-		tc, err := tls.Dial("tcp", s.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: certs})
-		require.NoError(t, err)
-		t.Cleanup(func() { tc.Close() })
-		require.NoError(t, tc.SetDeadline(time.Now().Add(20*time.Second)))
-		return saslConn{&rawConn{t: t, c: tc}}
-	}
+	ts := newTLSSetup(t)
+	s := tlsSASLServer(t, ts, []string{auth.MechExternal, auth.MechScramSHA256})
+	client := ts.ca.Client(t, pkix.Name{CommonName: "svc-orders"})
 
-	c := dial(clientCert)
+	c, _ := dialTLS(t, s, ts, tls.VersionTLS13, client)
 	require.Zero(t, c.handshake(1, auth.MechExternal).ErrorCode)
-	resp := c.authenticate(nil)
+	resp := c.authenticate([]byte("svc-orders"))
 	require.Zero(t, resp.ErrorCode)
 	c.metadataWorks(t)
 
 	// Asking to act as someone else is refused.
-	c = dial(clientCert)
+	c, _ = dialTLS(t, s, ts, tls.VersionTLS13, client)
 	require.Zero(t, c.handshake(1, auth.MechExternal).ErrorCode)
 	resp = c.authenticate([]byte("admin"))
 	require.Equal(t, kerr.SaslAuthenticationFailed.Code, resp.ErrorCode)
 	c.closedWithoutAnswer(t)
 
 	// Without a client certificate EXTERNAL is not offered.
-	c = dial()
+	c, _ = dialTLS(t, s, ts, tls.VersionTLS13, nil)
 	hs := c.handshake(1, auth.MechExternal)
 	require.Equal(t, kerr.UnsupportedSaslMechanism.Code, hs.ErrorCode)
 	require.Equal(t, []string{auth.MechScramSHA256}, hs.SupportedMechanisms)
-}
-
-func signedBy(t *testing.T, ca tls.Certificate, cn string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Leaf, &key.PublicKey, ca.PrivateKey)
-	require.NoError(t, err)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }

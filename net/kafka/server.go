@@ -115,6 +115,10 @@ type Options struct {
 	// EndTxn v5) and the transaction.version feature clients choose it
 	// by; 0 and 1 offer the part 1 protocol only.
 	TransactionVersion int16
+	// Auth says how connections are secured and authenticated
+	// (security.go, sasl.go): the security protocol, its TLS material,
+	// the SASL mechanisms.
+	Auth AuthOptions
 	// Clock runs the timers of requests that wait on the partitions: the
 	// produce durability timeout and the long-poll fetch's MaxWait
 	// (default clock.Real), and is the time of the SASL lockout. Socket
@@ -124,8 +128,6 @@ type Options struct {
 	Quotas QuotaOptions
 	// Authz configures ACL checks (authz.go); off by default.
 	Authz AuthzOptions
-	// Auth is how clients authenticate (security protocol, TLS, SASL).
-	Auth AuthOptions
 }
 
 // EnsureDefaults fills zero fields.
@@ -170,7 +172,10 @@ func (o *Options) EnsureDefaults() {
 	if o.Clock == nil {
 		o.Clock = clock.Real
 	}
-	o.Auth.ensureDefaults()
+	if p, err := ParseSecurityProtocol(string(o.Auth.SecurityProtocol)); err == nil {
+		o.Auth.SecurityProtocol = p // "" is PLAINTEXT; any case; Validate refuses the rest
+	}
+	o.Auth.ensureSASLDefaults()
 }
 
 // Validate reports a misconfiguration.
@@ -541,7 +546,9 @@ func (s *Server) Close() error {
 		s.cancel()
 		err := s.ln.Close()
 		for c := range s.conns {
-			c.nc.Close()
+			// The TCP connection: an abrupt close sends no TLS
+			// close_notify, which could wait on a client not reading.
+			c.raw.Close()
 		}
 		for nc := range s.delayedCloses {
 			nc.Close()
