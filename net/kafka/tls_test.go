@@ -352,3 +352,25 @@ func isReset(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op)
 }
+
+// TestSASLSSLCertificatePrincipal: on SASL_SSL the SASL exchange says who
+// a client is, so a verified client certificate does not make the
+// connection's principal; it is kept for SASL EXTERNAL (certPrincipal).
+func TestSASLSSLCertificatePrincipal(t *testing.T) {
+	s := newTLSSetup(t)
+	srv := startTLSServer(t, s, kafka.ProtocolSASLSSL, auth.TLSOptions{ClientCAFile: s.caPEM})
+	alice := s.ca.Client(t, pkix.Name{CommonName: "alice"})
+	d := &tls.Dialer{Config: clientTLS(t, s.ca, alice)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", srv.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	var principals, certPrincipals []string
+	eventually(t, "the server to finish the handshake", 15*time.Second, func() bool {
+		principals, certPrincipals = srv.k.ConnPrincipals()
+		return len(principals) == 1
+	})
+	require.Equal(t, kafka.AnonymousPrincipal, principals[0], "not authenticated until SASL")
+	require.Equal(t, "User:alice", certPrincipals[0])
+}
