@@ -42,12 +42,13 @@ type serveConfig struct {
 	shutdownDelay                 time.Duration
 	connectionsMaxIdle            time.Duration
 	requestTimeout                time.Duration
-	cluster                       clusterFlags // main_cluster.go
-	groups                        *groupFlags  // main_groups.go
-	txns                          *txnFlags    // main_txns.go
-	authz                         *authzFlags  // main_authz.go
-	tls                           *tlsFlags    // main_tls.go
-	sasl                          *saslFlags   // main_sasl.go
+	cluster                       clusterFlags      // main_cluster.go
+	groups                        *groupFlags       // main_groups.go
+	txns                          *txnFlags         // main_txns.go
+	authz                         *authzFlags       // main_authz.go
+	tls                           *tlsFlags         // main_tls.go
+	interBroker                   *interBrokerFlags // main_interbroker.go
+	sasl                          *saslFlags        // main_sasl.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -84,6 +85,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.txns = addTxnFlags(fs)
 	cfg.authz = addAuthzFlags(fs)
 	cfg.tls = addTLSFlags(fs)
+	cfg.interBroker = addInterBrokerFlags(fs)
 	cfg.sasl = addSASLFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
@@ -283,6 +285,7 @@ func (c *serveConfig) nodeConfig(logger *slog.Logger) node.Config {
 	cfg := c.nodeConfigBase(logger)
 	c.tls.apply(&cfg)
 	c.sasl.apply(&cfg)
+	c.interBroker.apply(&cfg)
 	return cfg
 }
 

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -110,6 +111,13 @@ type Config struct {
 	SASL kafka.SASLOptions
 	// BootstrapUsers get SCRAM credentials at start if they have none.
 	BootstrapUsers []BootstrapUser
+	// InterBroker is the user this node logs in to its peers' SASL
+	// listeners as (interbroker.go); required on a SASL cluster.
+	InterBroker InterBrokerConfig
+	// GossipKey encrypts the cluster's gossip (16, 24 or 32 bytes; the
+	// same on every node). On a SASL cluster without one, a key derived
+	// from the inter-broker password is used; a TLS cluster needs one.
+	GossipKey []byte
 
 	Version string
 	Logger  *slog.Logger
@@ -125,6 +133,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateSecurity(); err != nil {
+		return err
+	}
+	if err := c.validateInterBroker(); err != nil {
 		return err
 	}
 	ko := c.kafkaOptions(nil, nil, nil, nil, nil)
@@ -330,7 +341,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cluster.Clustered() {
 		ms, err := membership.Open(ctx, membership.Options{NodeID: cfg.NodeID, Incarnation: copts.Incarnation,
-			BindAddr: cluster.GossipListen, Join: cluster.Join, Logger: n.log})
+			BindAddr: cluster.GossipListen, Join: cluster.Join, Logger: n.log, SecretKey: cfg.gossipKey()})
 		if err != nil {
 			return nil, fmt.Errorf("gossip-listen: %w", err)
 		}
@@ -419,7 +430,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	ko.Auth.TLS = n.tls
 	ko.Authz = cfg.kafkaAuthz(ctrl)
 	if ko.Authz.Enabled {
-		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", cfg.Authz.SuperUsers,
+		ko.Authz.SuperUsers = append(slices.Clone(ko.Authz.SuperUsers), n.brokerPrincipals()...)
+		n.log.Info("ACLs are enforced on the Kafka listener", "superusers", ko.Authz.SuperUsers,
 			"allow_everyone_if_no_acl_found", cfg.Authz.AllowEveryoneIfNoACL)
 	}
 	if ko.Quotas.Source == nil {
@@ -452,7 +464,11 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 		// Bootstrap users exist before the first client is served, so
 		// a client started with the node can log in at once.
-		if err := bootstrapUsers(readyCtx, any(ctrl), cfg.BootstrapUsers, n.log); err != nil {
+		users := cfg.BootstrapUsers
+		if ib := cfg.InterBroker; ib.User != "" && !slices.ContainsFunc(users, func(u BootstrapUser) bool { return u.Name == ib.User }) {
+			users = append(slices.Clone(users), BootstrapUser{Name: ib.User, Password: ib.Password})
+		}
+		if err := bootstrapUsers(readyCtx, any(ctrl), users, n.log); err != nil {
 			n.log.Error("could not create the bootstrap users; they cannot log in", "err", err)
 		}
 		n.serveErr <- ks.Serve()
@@ -559,21 +575,6 @@ func (c Config) validateSecurity() error {
 			"and SASL_SSL security protocols, not %s: set --security-protocol SSL or SASL_SSL, or drop them", p)
 	}
 	return nil
-}
-
-// peerDial is how this node reaches the other brokers' Kafka listeners
-// (follower fetches, transaction markers): over TLS, presenting its own
-// certificate, when its listener is TLS (every node of a cluster runs the
-// same security protocol); nil is the peers' default, plain TCP.
-func (n *Node) peerDial() func(ctx context.Context, addr string) (net.Conn, error) {
-	if n.tls == nil {
-		return nil
-	}
-	return func(ctx context.Context, addr string) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		return n.tls.Dial(ctx, addr)
-	}
 }
 
 // ReloadTLS re-reads the Kafka listener's certificate, key and client CA

@@ -34,7 +34,8 @@ func TestTLSCluster(t *testing.T) {
 	rogueCert, rogueKey := rogueCA.Server(t, "broker").Write(t, dir, "rogue")
 	rogueCAFile := rogueCA.Write(t, dir, "rogue-ca")
 
-	c := cluster.New(t, cluster.Options{Nodes: 3, Flags: []string{"--security-protocol", "SSL", "--default-replication-factor", "2"},
+	c := cluster.New(t, cluster.Options{Nodes: 3, Flags: []string{"--security-protocol", "SSL", "--default-replication-factor", "2",
+		"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "--superusers", "User:app"},
 		NodeFlags: func(i int) []string {
 			if i == 2 {
 				return []string{"--tls-cert", rogueCert, "--tls-key", rogueKey, "--tls-client-ca", rogueCAFile}

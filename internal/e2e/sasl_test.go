@@ -28,7 +28,7 @@ func TestKcatSASLScram(t *testing.T) {
 	}
 	const password = "adm1n-s3cret-pw"
 	b := testbroker.Start(t, "--security-protocol", "SASL_PLAINTEXT", "--bootstrap-user", "admin:"+password,
-		"--auto-create-topics")
+		"--superusers", "User:admin", "--auto-create-topics")
 	sasl := func(mech, pw string) []string {
 		return []string{"-b", b.Addr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanism=" + mech,
 			"-X", "sasl.username=admin", "-X", "sasl.password=" + pw}
@@ -73,7 +73,7 @@ func TestKcatSASLSSL(t *testing.T) {
 	const password = "tls-s3cret"
 	b := testbroker.Start(t, "--auto-create-topics", "--security-protocol", "SASL_SSL",
 		"--tls-cert", certFile, "--tls-key", keyFile, "--sasl-mechanisms", "SCRAM-SHA-512,PLAIN",
-		"--bootstrap-user", "app:"+password)
+		"--bootstrap-user", "app:"+password, "--superusers", "User:app")
 	for _, mech := range []string{"SCRAM-SHA-512", "PLAIN"} {
 		args := []string{"-b", b.Addr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + caFile,
 			"-X", "sasl.mechanism=" + mech, "-X", "sasl.username=app", "-X", "sasl.password=" + password}

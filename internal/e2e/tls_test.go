@@ -34,7 +34,7 @@ func TestKcatOverTLS(t *testing.T) {
 	clientCert, clientKey := client.Write(t, dir, "client")
 
 	b := testbroker.Start(t, "--auto-create-topics", "--security-protocol", "SSL",
-		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile)
+		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", caFile, "--superusers", "User:kcat")
 	ssl := []string{"-b", b.Addr, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + caFile,
 		"-X", "ssl.certificate.location=" + clientCert, "-X", "ssl.key.location=" + clientKey}
 	kcat := func(stdin string, args ...string) string {

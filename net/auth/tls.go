@@ -410,3 +410,18 @@ func (t *TLS) Principal(cs tls.ConnectionState) (principal string, ok bool, err 
 	}
 	return p, true, nil
 }
+
+// LeafPrincipal is the principal this node's own certificate maps to: what
+// its peers see it as when it presents the certificate to their mTLS
+// listeners.
+func (t *TLS) LeafPrincipal() (principal string, ok bool, err error) {
+	leaf := t.Leaf()
+	if leaf == nil {
+		return "", false, nil
+	}
+	p, err := CertificatePrincipal(leaf, t.mapper)
+	if err != nil {
+		return "", false, err
+	}
+	return p, true, nil
+}
