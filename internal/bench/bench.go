@@ -37,12 +37,14 @@ var ErrUsage = errors.New("usage error")
 // ErrFailed marks a run that completed but with failed records.
 var ErrFailed = errors.New("records failed")
 
-const topUsage = `usage: moonmq bench <produce|consume> [flags]
+const topUsage = `usage: moonmq bench <produce|consume|connect> [flags]
 
   produce   write records as fast as possible (or at --rate) and report
             throughput and latency percentiles
   consume   read a topic from --from to its current end (or --records N)
             and report throughput
+  connect   open --connections connections (TLS and SASL as the security
+            flags say) and report connections/s and set-up latency
 
 Run 'moonmq bench <command> --help' for the flags of a command.
 `
@@ -55,7 +57,7 @@ Run 'moonmq bench <command> --help' for the flags of a command.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, topUsage)
-		return fmt.Errorf("bench: %w: missing command (produce or consume)", ErrUsage)
+		return fmt.Errorf("bench: %w: missing command (produce, consume or connect)", ErrUsage)
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -83,8 +85,19 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		res, err := Consume(ctx, cfg, progressWriter(stderr))
 		return finish(stdout, cfg.Output, res, err)
+	case "connect":
+		cfg, help, err := parseConnect(args[1:])
+		if help {
+			printUsage(stdout, connectSynopsis, cfg.flags)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		res, err := Connect(ctx, cfg)
+		return finish(stdout, cfg.Output, res, err)
 	default:
-		return fmt.Errorf("bench: %w: unknown command %q (want produce or consume)", ErrUsage, args[0])
+		return fmt.Errorf("bench: %w: unknown command %q (want produce, consume or connect)", ErrUsage, args[0])
 	}
 }
 

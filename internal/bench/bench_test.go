@@ -175,6 +175,9 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"consume", "--topic", "t", "--records", "-3"}, "--records"},
 		{[]string{"consume", "--topic", "t", "--fetch-max-bytes", "1"}, "--fetch-max-bytes"},
 		{[]string{"consume"}, "--topic: required"},
+		{[]string{"connect", "--connections", "0"}, "--connections"},
+		{[]string{"connect", "--concurrency", "0"}, "--concurrency"},
+		{[]string{"connect", "--user", "u", "--password", "p", "--mechanism", "GSSAPI"}, "GSSAPI"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, _, err := run(t, tc.args...)
@@ -182,6 +185,32 @@ func TestFlagErrors(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// TestConnect opens connections one after another and four at a time;
+// every one is counted with its set-up latency, and an unreachable broker
+// fails every connection with the error kept.
+func TestConnect(t *testing.T) {
+	addr := testAddr(t)
+	out, errOut, err := run(t, "connect", "--addr", addr, "--connections", "12", "--concurrency", "4", "--output", "json")
+	require.NoError(t, err, errOut)
+	var res Result
+	require.NoError(t, json.Unmarshal([]byte(out), &res))
+	require.Equal(t, "connect", res.Mode)
+	require.EqualValues(t, 12, res.Records)
+	require.Zero(t, res.Failed)
+	require.Positive(t, res.RecordsPS)
+	require.NotNil(t, res.Latency)
+	require.Positive(t, res.Latency.P50)
+
+	out, _, err = run(t, "connect", "--addr", addr, "--connections", "3")
+	require.NoError(t, err)
+	require.Contains(t, out, "connections 3 set up, 0 failed")
+	require.Contains(t, out, "connections/s")
+
+	out, _, err = run(t, "connect", "--addr", "127.0.0.1:1", "--connections", "2", "--timeout", "20s")
+	require.Error(t, err)
+	require.Contains(t, out, "2 failed")
 }
 
 func TestHelp(t *testing.T) {

@@ -14,7 +14,7 @@ const megabyte = 1e6
 
 // Result is the outcome of a run. Its JSON form is the --output json object.
 type Result struct {
-	Mode  string `json:"mode"` // "produce" or "consume"
+	Mode  string `json:"mode"` // "produce", "consume" or "connect"
 	Topic string `json:"topic"`
 	// Records acknowledged (produce), committed (produce
 	// --transactional) or read (consume).
@@ -108,11 +108,17 @@ func (r Result) Print(w io.Writer, output string) error {
 		p("  txns        %d committed, %d aborted, %d records each\n", t.Committed, t.Aborted, t.Records)
 	case r.Mode == "produce":
 		p("  records     %d acknowledged, %d failed\n", r.Records, r.Failed)
+	case r.Mode == "connect":
+		p("  connections %d set up, %d failed\n", r.Records, r.Failed)
 	default:
 		p("  records     %d\n", r.Records)
 	}
 	p("  elapsed     %s\n", time.Duration(r.Elapsed*float64(time.Second)).Round(time.Millisecond))
-	p("  throughput  %.0f records/s, %.2f MB/s\n", r.RecordsPS, r.MBPS)
+	if r.Mode == "connect" {
+		p("  rate        %.1f connections/s\n", r.RecordsPS)
+	} else {
+		p("  throughput  %.0f records/s, %.2f MB/s\n", r.RecordsPS, r.MBPS)
+	}
 	if r.Latency != nil {
 		l := r.Latency
 		p("  latency     p50 %.3fms  p99 %.3fms  p99.9 %.3fms  max %.3fms\n", l.P50, l.P99, l.P999, l.Max)
