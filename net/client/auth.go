@@ -6,12 +6,14 @@ package client
 //
 // How the mechanism is negotiated: franz-go sends SaslHandshake with the
 // FIRST mechanism of kgo.SASL(...); if the broker answers
-// UNSUPPORTED_SASL_MECHANISM it retries, once, with the first of the
-// client's remaining mechanisms that the broker's answer lists
-// (kgo/broker.go, brokerCxn.sasl). So over TLS with SCRAM the toolkit lists
-// SCRAM-SHA-x-PLUS first and plain SCRAM-SHA-x second: a server that offers
-// channel binding gets it, and Kafka (which offers none) gets plain SCRAM
-// after one extra round trip.
+// UNSUPPORTED_SASL_MECHANISM it retries, once, on the same connection, with
+// the first of the client's remaining mechanisms that the answer lists
+// (kgo/broker.go, brokerCxn.sasl). Kafka closes the connection after that
+// answer, so the retry works on MoonMQ only. Over TLS with SCRAM and no
+// mechanism named, Options.prepare therefore first asks a broker whether it
+// offers SCRAM-SHA-256-PLUS (a SaslHandshake on a connection of its own,
+// saslprobe.go): if so the toolkit lists SCRAM-SHA-256-PLUS first and plain
+// SCRAM second, else plain SCRAM alone.
 
 import (
 	"crypto/tls"
@@ -68,13 +70,17 @@ type Security struct {
 
 	// Mechanism is the SASL mechanism: PLAIN, SCRAM-SHA-256,
 	// SCRAM-SHA-512, SCRAM-SHA-256-PLUS or SCRAM-SHA-512-PLUS. Empty with
-	// a User means SCRAM-SHA-256. Over TLS, SCRAM-SHA-x offers
-	// SCRAM-SHA-x-PLUS first and falls back when the broker lacks it;
-	// an explicit -PLUS mechanism does not fall back.
+	// a User means SCRAM-SHA-256, and over TLS SCRAM-SHA-256-PLUS when the
+	// broker offers it (Options.prepare asks it first); a mechanism given
+	// by name is used as it is.
 	Mechanism string
 	// User and Password are the SASL credentials. A Mechanism without a
 	// User is an error.
 	User, Password string
+
+	// noPlus is set when a probe found the broker does not offer
+	// SCRAM-SHA-x-PLUS (Options.prepare): SCRAM without channel binding.
+	noPlus bool
 
 	// labels name where each setting came from ("--tls-ca",
 	// "ssl.ca.location in client.properties"), so errors point at what
@@ -290,7 +296,9 @@ func (s Security) mechanisms(certs *peerCerts) []sasl.Mechanism {
 		} else {
 			fallback = sa.AsSha512Mechanism()
 		}
-		if !s.UsesTLS() {
+		if !s.UsesTLS() || s.Mechanism != "" || s.noPlus {
+			// Plain SCRAM: over plaintext, when asked for by name, or
+			// when the broker does not offer channel binding.
 			return []sasl.Mechanism{fallback}
 		}
 		return []sasl.Mechanism{newScramPlus(m+"-PLUS", user, pass, certs), fallback}

@@ -107,8 +107,20 @@ func (o Options) Validate() error {
 	return o.Security.Validate()
 }
 
-// prepare reads the TLS files and builds the security options.
+// prepare reads the TLS files and builds the security options; over TLS
+// with SCRAM and no mechanism named, it first asks a broker whether it
+// offers channel binding (saslprobe.go).
 func (o *Options) prepare() error {
+	if s := o.Security; s.UsesTLS() && s.UsesSASL() && s.Mechanism == "" {
+		cfg, err := s.TLSConfig()
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), min(o.DialTimeout, probeTimeout))
+		offered, ok := probeOffers(ctx, o.seeds(), tlsDialer(cfg, o.DialTimeout, &peerCerts{}), MechScramSHA256Plus)
+		cancel()
+		o.Security.noPlus = ok && !offered
+	}
 	sec, err := o.Security.kgoOpts(o.DialTimeout)
 	if err != nil {
 		return err

@@ -35,7 +35,7 @@ func RegisterSecurityFlags(fs *flag.FlagSet) *SecurityFlags {
 	f := &SecurityFlags{fs: fs}
 	fs.StringVar(&f.user, "user", "", "SASL user (SCRAM-SHA-256 unless --mechanism says otherwise)")
 	fs.StringVar(&f.password, "password", "", "SASL password (prefer $"+PasswordEnv+": a command line is visible to other users)")
-	fs.StringVar(&f.mechanism, "mechanism", "", "SASL mechanism: SCRAM-SHA-256 (default), SCRAM-SHA-512, PLAIN, or SCRAM-SHA-256-PLUS/-512-PLUS (over TLS, SCRAM uses -PLUS when the broker offers it)")
+	fs.StringVar(&f.mechanism, "mechanism", "", "SASL mechanism: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN, or SCRAM-SHA-256-PLUS/-512-PLUS (default: SCRAM-SHA-256, and over TLS SCRAM-SHA-256-PLUS when the broker offers it)")
 	fs.BoolVar(&f.tls, "tls", false, "connect with TLS (verifying the broker against the system CAs or --tls-ca)")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the CA(s) that sign the brokers' certificates (implies --tls)")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM client certificate, for brokers that require one (mTLS; with --tls-key; implies --tls)")

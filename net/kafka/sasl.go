@@ -42,7 +42,14 @@ type saslState struct {
 	handshaken   bool         // SaslHandshake accepted: sess runs
 	raw          bool         // handshake v0: the mechanism's messages come as bare frames
 	sess         auth.Session // the exchange, once handshaken
+	// refusedMechanisms counts handshakes refused for their mechanism:
+	// the client may try another, up to maxRefusedMechanisms.
+	refusedMechanisms int
 }
+
+// maxRefusedMechanisms is how many refused SaslHandshakes a connection
+// gets before it is closed (a client trying mechanisms in turn needs two).
+const maxRefusedMechanisms = 3
 
 // authenticating reports whether the connection must still authenticate.
 func (c *conn) authenticating() bool { return c.sasl != nil }
@@ -97,9 +104,13 @@ func (c *conn) handleSaslHandshake(r *request) (kmsg.Response, func() kmsg.Respo
 	ci := c.connInfo()
 	resp.SupportedMechanisms = c.s.sasl.Offered(ci)
 	if !slices.Contains(resp.SupportedMechanisms, req.Mechanism) {
+		// Kafka closes the connection here. MoonMQ lets the client try
+		// another of the listed mechanisms on it (franz-go does: it
+		// offers SCRAM-SHA-x-PLUS first and falls back), a few times.
+		c.sasl.refusedMechanisms++
 		c.s.log.Info("refusing SASL handshake: mechanism not enabled", "peer", c.peer, "mechanism", req.Mechanism, "enabled", resp.SupportedMechanisms)
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
-		c.closeAfterReply = true
+		c.closeAfterReply = c.sasl.refusedMechanisms >= maxRefusedMechanisms || req.Version == 0
 		return resp, nil
 	}
 	if req.Version == 0 {

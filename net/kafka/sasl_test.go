@@ -101,6 +101,27 @@ func TestSASLScram(t *testing.T) {
 	require.GreaterOrEqual(t, successes, 2.0)
 }
 
+// TestSASLMechanismFallback: a client that asks first for a mechanism the
+// listener does not offer gets UNSUPPORTED_SASL_MECHANISM with the list,
+// and may try another on the same connection (franz-go does, offering
+// SCRAM-SHA-x-PLUS before SCRAM-SHA-x); after three refusals the
+// connection is closed.
+func TestSASLMechanismFallback(t *testing.T) {
+	s := saslServer(t, kafka.ProtocolSASLPlaintext, []string{"SCRAM-SHA-256"}, nil)
+	alice := scram.Auth{User: "alice", Pass: "alice-secret"}
+	require.NoError(t, ping(t, s, plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(),
+		kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism(), alice.AsSha256Mechanism())))
+
+	c := saslConn{dialRaw(t, s)}
+	for range 2 {
+		resp := c.handshake(1, "SCRAM-SHA-512")
+		require.Equal(t, kerr.UnsupportedSaslMechanism.Code, resp.ErrorCode)
+		require.Equal(t, []string{"SCRAM-SHA-256"}, resp.SupportedMechanisms)
+	}
+	require.Equal(t, kerr.UnsupportedSaslMechanism.Code, c.handshake(1, "PLAIN").ErrorCode)
+	c.closedWithoutAnswer(t)
+}
+
 func createTopicSASL(t *testing.T, cl *kgo.Client, topic string) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
@@ -231,11 +252,13 @@ func TestSASLRequestsBeforeAuthentication(t *testing.T) {
 	require.NoError(t, err)
 	c.closedWithoutAnswer(t)
 
-	// An unsupported mechanism: told which are enabled, then closed.
+	// An unsupported mechanism: told which are enabled; anything but
+	// another SaslHandshake then closes the connection.
 	c = saslConn{dialRaw(t, s)}
 	hs := c.handshake(1, "GSSAPI")
 	require.Equal(t, kerr.UnsupportedSaslMechanism.Code, hs.ErrorCode)
 	require.Equal(t, []string{"SCRAM-SHA-256", "SCRAM-SHA-512"}, hs.SupportedMechanisms)
+	c.send(md)
 	c.closedWithoutAnswer(t)
 
 	// After authentication, a second handshake is ILLEGAL_SASL_STATE.
