@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/moonmq/moonmq/internal/cli"
-	"github.com/moonmq/moonmq/internal/testpki"
+	"github.com/moonmq/moonmq/internal/testcerts"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -28,7 +28,7 @@ func runSecure(args ...string) (int, string, string) {
 func TestToolkitSecurityFlags(t *testing.T) {
 	t.Setenv(cli.AddrEnv, "")
 	t.Setenv(client.PasswordEnv, "")
-	pki := testpki.New(t, "alice")
+	pki := testcerts.NewPKI(t, "alice")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(pki.ServerTLS(false)), kfake.EnableSASL(),
 		kfake.Superuser("SCRAM-SHA-512", "admin", "admin-secret"))
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/moonmq/moonmq/internal/syncbuf"
-	"github.com/moonmq/moonmq/internal/testpki"
+	"github.com/moonmq/moonmq/internal/testcerts"
 	"github.com/moonmq/moonmq/net/client"
 )
 
@@ -81,7 +81,7 @@ func TestConnectWithUser(t *testing.T) {
 // CA; with a client certificate from the command line the principal is its
 // CN; without the CA the error says what to pass.
 func TestConnectTLS(t *testing.T) {
-	pki := testpki.New(t, "carol")
+	pki := testcerts.NewPKI(t, "carol")
 	addr := newFake(t, kfake.TLS(pki.ServerTLS(false)))
 	h := newHarness(t, addr)
 	ack := h.ack(fmt.Sprintf(`CONNECT '%s' TLS CA '%s';`, addr, pki.CAFile))

@@ -83,7 +83,7 @@ func TestStorageLeaves(t *testing.T) {
 		"./internal/when":       nil,
 		"./internal/faultproxy": nil,
 		"./internal/history":    nil,
-		"./internal/testpki":    nil,
+		"./internal/testcerts":  nil,
 		// The metadata image carries ACL bindings in engine/acl's types;
 		// the authorizer itself is a leaf of pure decisions.
 		"./cluster/metadata": {"engine/acl"},
@@ -132,12 +132,12 @@ func TestStorageLeaves(t *testing.T) {
 // TestHarnessesStayInTests: internal/testnode, internal/testbroker and
 // internal/cluster start brokers for tests, internal/faultproxy cuts their
 // links, internal/history checks what their clients saw and
-// internal/testpki and internal/testcerts make their certificates; no
-// package's non-test code depends on them (but each other's).
+// internal/testcerts makes their certificates; no package's non-test
+// code depends on them (but each other's).
 func TestHarnessesStayInTests(t *testing.T) {
 	harness := map[string]bool{"internal/testnode": true, "internal/testbroker": true,
 		"internal/cluster": true, "internal/faultproxy": true, "internal/history": true,
-		"internal/testpki": true, "internal/testcerts": true}
+		"internal/testcerts": true}
 	for pkg, deps := range listDeps(t, "./...") {
 		if harness[strings.TrimPrefix(pkg, module+"/")] {
 			// The harnesses build on each other: internal/cluster runs

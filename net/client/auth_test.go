@@ -13,12 +13,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/moonmq/moonmq/internal/testpki"
+	"github.com/moonmq/moonmq/internal/testcerts"
 )
 
 // newTestPKI makes a CA, a server certificate for 127.0.0.1 and a client
 // certificate with CN alice.
-func newTestPKI(t *testing.T) *testpki.PKI { return testpki.New(t, "alice") }
+func newTestPKI(t *testing.T) *testcerts.PKI { return testcerts.NewPKI(t, "alice") }
 
 // newSecureCluster starts a one-broker kfake cluster with opts.
 func newSecureCluster(t *testing.T, opts ...kfake.Opt) string {

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/moonmq/moonmq/internal/testpki"
+	"github.com/moonmq/moonmq/internal/testcerts"
 )
 
 // plusBroker is a kfake TLS cluster whose SaslHandshake and
@@ -29,7 +29,7 @@ type plusBroker struct {
 	stage      int
 }
 
-func newPlusBroker(t *testing.T, pki *testpki.PKI, pass string, expectCB []byte) *plusBroker {
+func newPlusBroker(t *testing.T, pki *testcerts.PKI, pass string, expectCB []byte) *plusBroker {
 	t.Helper()
 	requireKfake(t)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.TLS(pki.ServerTLS(false)))
@@ -90,7 +90,7 @@ func newPlusBroker(t *testing.T, pki *testpki.PKI, pass string, expectCB []byte)
 // under the broker's address), and logs in; a broker that expects another
 // certificate (a man in the middle's view) refuses it.
 func TestScramPlusOverTheWire(t *testing.T) {
-	pki := testpki.New(t, "alice")
+	pki := testcerts.NewPKI(t, "alice")
 	require.NotNil(t, pki.Server.Leaf)
 	rightCB, err := TLSServerEndPoint(pki.Server.Leaf)
 	require.NoError(t, err)
