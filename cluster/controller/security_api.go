@@ -70,6 +70,20 @@ type (
 	}
 )
 
+// spread puts the answer of a routed call about the items at positions at
+// of errs back in place: the call's error (err) for every one of them, or
+// each item's own.
+func (e itemErrors) spread(errs []error, at []int, err error) {
+	got := e.errors(len(at))
+	for j, i := range at {
+		if err != nil {
+			errs[i] = err
+		} else {
+			errs[i] = got[j]
+		}
+	}
+}
+
 func (e itemErrors) errors(n int) []error {
 	out := make([]error, n)
 	for i := range out {
@@ -345,14 +359,7 @@ func (c *Controller) AlterScramCredentials(ctx context.Context, upserts []metada
 	}
 	res, index, err := route(c, ctx, rpcAlterScramCredentials, a, (*Controller).alterScramLocal)
 	c.afterChange(ctx, "alter scram credentials", index, false)
-	got := res.errors(len(at))
-	for j, i := range at {
-		if err != nil {
-			errs[i] = err
-		} else {
-			errs[i] = got[j]
-		}
-	}
+	res.spread(errs, at, err)
 	return errs
 }
 
@@ -440,14 +447,7 @@ func (c *Controller) AlterClientQuotas(ctx context.Context, alts []metadata.Clie
 	}
 	res, index, err := route(c, ctx, rpcAlterClientQuotas, a, (*Controller).alterClientQuotasLocal)
 	c.afterChange(ctx, "alter client quotas", index, false)
-	got := res.errors(len(at))
-	for j, i := range at {
-		if err != nil {
-			errs[i] = err
-		} else {
-			errs[i] = got[j]
-		}
-	}
+	res.spread(errs, at, err)
 	return errs
 }
 

@@ -94,7 +94,7 @@ func TestStorageLeaves(t *testing.T) {
 		// Authentication (SASL mechanisms, lockout, TLS material) sees
 		// users only through cluster/metadata's credential type and an
 		// interface the controller implements; the front end drives it.
-		"./net/auth": {"cluster/metadata", "engine/acl"},
+		"./net/auth": {"cluster/metadata", "engine/acl", "net/protoext"},
 
 		// The replication core decides (ISR, high watermark, acks=all)
 		// from inputs; engine/replica and node feed it and carry its

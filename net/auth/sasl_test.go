@@ -310,7 +310,7 @@ func TestServerEndPointHash(t *testing.T) {
 	c := *leaf
 	c.SignatureAlgorithm = x509.PureEd25519
 	_, err = auth.ServerEndPoint(&c)
-	require.ErrorContains(t, err, "undefined")
+	require.ErrorContains(t, err, "defines no hash")
 }
 
 func TestPlain(t *testing.T) {

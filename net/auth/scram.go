@@ -2,8 +2,6 @@ package auth
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/sha512"
 	"crypto/subtle"
 	"crypto/tls"
 	"crypto/x509"
@@ -15,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/net/protoext"
 )
 
 // SCRAM (RFC 5802, RFC 7677) from the server's side. The exchange is:
@@ -410,22 +409,12 @@ func BindingData(name string, state *tls.ConnectionState, cert *x509.Certificate
 	return nil, fmt.Errorf("channel binding type %q is not supported (want %s or %s)", name, BindingServerEndPoint, BindingExporter)
 }
 
-// ServerEndPoint is the tls-server-end-point binding of a certificate.
+// ServerEndPoint is the tls-server-end-point binding of a certificate
+// (net/protoext computes it, for the toolkit too).
 func ServerEndPoint(cert *x509.Certificate) ([]byte, error) {
-	var h hash.Hash
-	switch cert.SignatureAlgorithm {
-	case x509.MD5WithRSA, x509.SHA1WithRSA, x509.DSAWithSHA1, x509.ECDSAWithSHA1,
-		x509.SHA256WithRSA, x509.SHA256WithRSAPSS, x509.ECDSAWithSHA256, x509.DSAWithSHA256:
-		h = sha256.New()
-	case x509.SHA384WithRSA, x509.SHA384WithRSAPSS, x509.ECDSAWithSHA384:
-		h = sha512.New384()
-	case x509.SHA512WithRSA, x509.SHA512WithRSAPSS, x509.ECDSAWithSHA512:
-		h = sha512.New()
-	default:
-		// RFC 5929 defines no hash for signatures without one (Ed25519).
-		return nil, fmt.Errorf("channel binding %s is undefined for a certificate signed with %v; use %s over TLS 1.3",
-			BindingServerEndPoint, cert.SignatureAlgorithm, BindingExporter)
+	cb, err := protoext.TLSServerEndPoint(cert)
+	if err != nil {
+		return nil, fmt.Errorf("channel binding %s: %w; use %s over TLS 1.3", BindingServerEndPoint, err, BindingExporter)
 	}
-	h.Write(cert.Raw)
-	return h.Sum(nil), nil
+	return cb, nil
 }

@@ -34,6 +34,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl"
+
+	"github.com/moonmq/moonmq/net/protoext"
 )
 
 // peerCerts is the leaf certificate each TLS connection's peer presented,
@@ -105,26 +107,13 @@ func (e *TLSError) Error() string {
 func (e *TLSError) Unwrap() error { return e.Err }
 
 // TLSServerEndPoint is RFC 5929's tls-server-end-point channel-binding
-// data: the hash of the server's certificate (DER) with the hash function
-// of its signature algorithm, SHA-256 when that is MD5 or SHA-1. A
-// certificate whose signature uses no single hash (Ed25519) has no
-// tls-server-end-point binding: an error.
+// data of cert (net/protoext's, which the broker computes too).
 func TLSServerEndPoint(cert *x509.Certificate) ([]byte, error) {
-	var h hash.Hash
-	switch cert.SignatureAlgorithm {
-	case x509.MD5WithRSA, x509.SHA1WithRSA, x509.DSAWithSHA1, x509.ECDSAWithSHA1,
-		x509.SHA256WithRSA, x509.SHA256WithRSAPSS, x509.DSAWithSHA256, x509.ECDSAWithSHA256:
-		h = sha256.New()
-	case x509.SHA384WithRSA, x509.SHA384WithRSAPSS, x509.ECDSAWithSHA384:
-		h = sha512.New384()
-	case x509.SHA512WithRSA, x509.SHA512WithRSAPSS, x509.ECDSAWithSHA512:
-		h = sha512.New()
-	default:
-		return nil, fmt.Errorf("certificate %q is signed with %v, for which tls-server-end-point defines no hash (use SCRAM without -PLUS)",
-			cert.Subject.CommonName, cert.SignatureAlgorithm)
+	cb, err := protoext.TLSServerEndPoint(cert)
+	if err != nil {
+		return nil, fmt.Errorf("%w (use SCRAM without -PLUS)", err)
 	}
-	h.Write(cert.Raw)
-	return h.Sum(nil), nil
+	return cb, nil
 }
 
 // scramPlus is a SCRAM-SHA-x-PLUS sasl.Mechanism.
