@@ -26,7 +26,9 @@ if [ "${KGO_SECURE:-}" = 1 ]; then
 	export MOONMQ_CLUSTER_FLAGS="--security-protocol SSL --tls-cert $dir/certs/broker.pem --tls-key $dir/certs/broker-key.pem --tls-client-ca $dir/certs/ca.pem --gossip-key $(openssl rand -base64 32) --superusers User:client"
 	secure=(KGO_TEST_TLS="ca:$dir/certs/ca.pem,cert:$dir/certs/client.pem,key:$dir/certs/client-key.pem"
 		KGO_TEST_SCRAM=kgo:kgo-secret KGO_TEST_SCRAM_SEEDS=127.0.0.1:9392)
-	skip=${KGO_SKIP:-Share}
+	# TestIssue769 sets its own Dialer, which franz-go refuses beside a TLS
+	# config: the test has no client (a nil-pointer panic in the suite).
+	skip=${KGO_SKIP:-Share|TestIssue769}
 	"$BIN" serve --data "$dir/scram" --listen 127.0.0.1:9392 --http 127.0.0.1:9390 --security-protocol SASL_PLAINTEXT \
 		--bootstrap-user kgo:kgo-secret --superusers User:kgo >"$dir/scram.log" 2>&1 &
 	scram=$!
