@@ -386,8 +386,6 @@ func connectSecurity(cmdline client.Security, st *Connect) (client.Security, err
 	}
 	if st.Mechanism != nil {
 		sec.Mechanism = strings.ToUpper(strings.TrimSpace(string(*st.Mechanism)))
-	} else if sec.User != "" {
-		sec.Mechanism = client.MechScramSHA256
 	}
 	if st.TLS {
 		sec.TLS = true

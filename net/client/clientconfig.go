@@ -313,7 +313,13 @@ func clientConfigFromProps(name string, props []property) (ClientConfig, error) 
 		}
 		sec.TLSSkipHostnameVerify, sec.TLSInsecure = false, false
 	}
-	if err := sec.Validate(); err != nil {
+	// The password may come from elsewhere ($MOONMQ_PASSWORD, --password, a
+	// prompt): the file is checked as if it had one.
+	check := *sec
+	if check.User != "" && check.Password == "" {
+		check.Password = "-"
+	}
+	if err := check.Validate(); err != nil {
 		return cc, fmt.Errorf("%s: %w", name, err)
 	}
 	return cc, nil

@@ -55,7 +55,6 @@ client.id=tools
 		{name: "no mechanism", src: "security.protocol=SASL_SSL\nsasl.username=a\nsasl.password=b\n", err: "needs sasl.mechanism"},
 		{name: "no user", src: "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", err: "needs sasl.username"},
 		{name: "gssapi", src: "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\nsasl.username=a\nsasl.password=b\n", err: "GSSAPI is not supported"},
-		{name: "no password", src: "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=a\n", err: "sasl.username (f.properties:3)"},
 		{name: "jks", src: "security.protocol=SSL\nssl.truststore.location=/x.jks\n", err: "ssl.truststore.location (f.properties:2): not supported"},
 		{name: "encrypted key", src: "security.protocol=SSL\nssl.key.password=pw\n", err: "encrypted private keys are not supported"},
 		{name: "oauth jaas", src: "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;\n", err: "OAuthBearerLoginModule is not supported"},
@@ -143,7 +142,8 @@ func TestSecurityFlags(t *testing.T) {
 	t.Run("user defaults to SCRAM-SHA-256", func(t *testing.T) {
 		_, sec, err := parse(t, env(nil), "--user", "bob", "--password", "pw")
 		require.NoError(t, err)
-		require.Equal(t, MechScramSHA256, sec.Mechanism)
+		require.Empty(t, sec.Mechanism, "not named: -PLUS may be chosen over TLS")
+		require.Equal(t, MechScramSHA256, sec.mechanism())
 		require.Equal(t, "SASL_PLAINTEXT", sec.Protocol())
 		require.NoError(t, sec.Validate())
 	})
@@ -190,4 +190,14 @@ func TestSecurityFlags(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorContains(t, sec.Validate(), "--tls-cert: a client certificate needs its key (--tls-key)")
 	})
+}
+
+// TestClientConfigWithoutPassword: a file may name the user and leave the
+// password to $MOONMQ_PASSWORD, --password or the console's prompt.
+func TestClientConfigWithoutPassword(t *testing.T) {
+	cc, err := ParseClientConfig("f.properties", strings.NewReader("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=a\n"))
+	require.NoError(t, err)
+	require.Equal(t, "a", cc.Security.User)
+	require.Empty(t, cc.Security.Password)
+	require.True(t, NeedsPassword(cc.Security))
 }

@@ -110,9 +110,8 @@ func (f *SecurityFlags) Resolve(getenv func(string) string) (Security, error) {
 	if sec.Password != "" && sec.User == "" {
 		return sec, fmt.Errorf("%s: a password without a user (--user)", sec.label("Password"))
 	}
-	if sec.User != "" && sec.Mechanism == "" {
-		sec.Mechanism = MechScramSHA256
-	}
+	// A user without a mechanism stays so: SCRAM-SHA-256, or over TLS
+	// SCRAM-SHA-256-PLUS when the broker offers it (Options.prepare).
 	// Settings given nowhere are named by the flag that would give them.
 	for field, fl := range map[string]string{"User": "--user", "Password": "--password", "Mechanism": "--mechanism",
 		"TLSCAFile": "--tls-ca", "TLSCertFile": "--tls-cert", "TLSKeyFile": "--tls-key"} {
