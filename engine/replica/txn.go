@@ -424,7 +424,8 @@ type MarkerParams struct {
 // producer or coordinator epoch (txn.ErrInvalidEpoch,
 // txn.ErrCoordinatorFenced). A marker for a producer without an open
 // transaction here is written anyway, as Kafka does. Markers are acks=all:
-// the caller waits with WaitReplicated.
+// the caller waits with WaitReplicated; their fsync does not wait out the
+// group-commit window (log.Hurry).
 func (p *Partition) WriteMarker(m MarkerParams) (ProduceResult, error) {
 	b := batch.BuildEndTxnMarker(m.ProducerID, m.Epoch,
 		batch.EndTxnMarker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}, p.opts.Clock.Now().UnixMilli())
@@ -438,8 +439,15 @@ func (p *Partition) WriteMarker(m MarkerParams) (ProduceResult, error) {
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	return p.appendLocked([][]byte{b}, []batch.Header{h},
+	res, err := p.appendLocked([][]byte{b}, []batch.Header{h},
 		writeSpec{origin: txn.OriginCoordinator, tv2: m.TV2, appendTime: -1}, replicated)
+	if err == nil {
+		// The coordinator completes the transaction once every marker is
+		// durable, and the producer's next transaction waits for that:
+		// the fsync skips the group-commit window.
+		p.log.Hurry()
+	}
+	return res, err
 }
 
 // StartTxnWrite is for a coordinator writing inside a producer's
