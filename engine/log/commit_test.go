@@ -381,3 +381,33 @@ func TestHurryCutsGroupCommitWindow(t *testing.T) {
 		require.True(t, ok)
 	})
 }
+
+// TestAppendDeferred: a deferred append starts no fsync round, nor does a
+// deferred durability wait on it; the next round something else starts
+// covers it, and its waiter learns so then.
+func TestAppendDeferred(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := openLog(t, t.TempDir(), testOptions(nil))
+		defer l.Close()
+		ctx := context.Background()
+		s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+		require.NoError(t, l.WaitDurable(ctx, s.last))
+		rounds := l.Stats().Fsyncs
+
+		res, err := l.AppendDeferred([][]byte{makeBatch(1, 10, 0, 1)}, 0)
+		require.NoError(t, err)
+		var got notified
+		l.NotifyDurableDeferred(res.LastOffset, got.fn(res.LastOffset))
+		synctest.Wait()
+		require.Equal(t, rounds, l.Stats().Fsyncs, "a deferred append starts no round")
+		require.Less(t, l.DurableOffset(), res.LastOffset+1)
+		require.Zero(t, got.count())
+
+		next := appendBatch(t, l, makeBatch(1, 10, 0, 2), 0).last
+		require.NoError(t, l.WaitDurable(ctx, next))
+		require.Equal(t, rounds+1, l.Stats().Fsyncs, "one round covers the deferred append and the next")
+		err, ok := got.get(res.LastOffset)
+		require.True(t, ok)
+		require.NoError(t, err)
+	})
+}

@@ -79,6 +79,8 @@ type writeSpec struct {
 	tv2    bool // markers are written by a transaction-version-2 coordinator
 	// appendTime is the LogAppendTime stamped on the batches, -1 for CreateTime.
 	appendTime int64
+	// deferred starts no fsync round (log.AppendDeferred).
+	deferred bool
 }
 
 // txnBatch describes a batch to the producer state, with its offsets as
@@ -150,14 +152,26 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 			batch.SetLogAppendTime(b, spec.appendTime)
 		}
 	}
-	res, err := p.log.AppendWith(batches, p.LeaderEpoch(), toLogAborted(u.Aborted()))
+	var res log.AppendResult
+	var err error
+	aborted := toLogAborted(u.Aborted())
+	deferred := spec.deferred && len(aborted) == 0 // index entries are fsynced before their markers
+	if deferred {
+		res, err = p.log.AppendDeferred(batches, p.LeaderEpoch())
+	} else {
+		res, err = p.log.AppendWith(batches, p.LeaderEpoch(), aborted)
+	}
 	if err != nil {
 		return ProduceResult{}, err
 	}
 	p.applyAppended(res, u)
 	if replicated {
 		// The ISR learns the leader's new committed end once it is durable.
-		p.log.NotifyDurable(res.LastOffset, p.committed)
+		if deferred {
+			p.log.NotifyDurableDeferred(res.LastOffset, p.committed)
+		} else {
+			p.log.NotifyDurable(res.LastOffset, p.committed)
+		}
 	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: spec.appendTime,
 		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset,

@@ -271,11 +271,17 @@ func (s *shard) expire(now time.Time) {
 // write appends the records of ms, in order, as one batch and applies
 // them.
 func (s *shard) write(now time.Time, ms ...Metadata) error {
+	return s.writeWith(s.sh.Append, now, ms...)
+}
+
+// writeWith is write through append (the shard's Append or
+// AppendDeferred).
+func (s *shard) writeWith(append func(time.Time, []batch.Record) (int64, error), now time.Time, ms ...Metadata) error {
 	recs := make([]batch.Record, len(ms))
 	for i, m := range ms {
 		recs[i] = batch.Record{Key: encodeKey(m.ID), Value: encodeValue(m, s.c.cfg.TransactionVersion)}
 	}
-	if _, err := s.sh.Append(now, recs); err != nil {
+	if _, err := append(now, recs); err != nil {
 		return err
 	}
 	for _, m := range ms {
@@ -394,7 +400,11 @@ func (s *shard) markerWritten(now time.Time, r MarkerResult) {
 // complete writes CompleteCommit or CompleteAbort once every marker of id
 // is written, and then the AddPartitions held for it (their answers wait
 // for both records' durability). If it is lost, a reload finds the
-// Prepare* and writes the (idempotent) markers again.
+// Prepare* and writes the (idempotent) markers again; so nobody waits for
+// it, and it starts no fsync of its own (AppendDeferred): the next write
+// of the shard, typically the producer's next transaction's Ongoing
+// record, makes it durable in the same round, where it would otherwise
+// cost a round of its own, and one the Ongoing record may queue behind.
 func (s *shard) complete(now time.Time, id string) {
 	m, ok := s.txns[id]
 	if !ok || !m.State.preparing() {
@@ -403,7 +413,7 @@ func (s *shard) complete(now time.Time, id string) {
 		return
 	}
 	next := prepareComplete(m, now.UnixMilli())
-	if err := s.write(now, next); err != nil {
+	if err := s.writeWith(s.sh.AppendDeferred, now, next); err != nil {
 		return // the shard reloads; Unload answers what is held
 	}
 	delete(s.markers, id)
