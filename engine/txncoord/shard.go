@@ -52,9 +52,9 @@ type heldAdd struct {
 // AddPartitionsToTxn, or a partition leader's verification of its first
 // produce) while the markers of its previous one are being written, a
 // millisecond or two. Answered at once, the request is retried after a
-// backoff (Kafka's clients and partition leaders wait 20 ms or more), which
-// cost a producer of 1,000-record transactions half its throughput; held,
-// it is answered as soon as the transaction completes. maxHeldPerID bounds
+// backoff (Kafka's clients and partition leaders wait 20 ms or more, far
+// longer than the markers take here); held, it is answered as soon as the
+// transaction completes. maxHeldPerID bounds
 // the requests one id may have held (a producer has a handful in flight;
 // past it the answer is CONCURRENT_TRANSACTIONS at once); holdTimeout
 // bounds a hold, for markers that cannot be written now (a partition
