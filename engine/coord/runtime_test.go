@@ -438,3 +438,65 @@ func TestReplayTransactionalRecordsAndMarkers(t *testing.T) {
 		"marker @3 producer 7/2 commit true",
 	}, state.seen)
 }
+
+// deferredLog is a MemLog that can append without starting an fsync
+// round (coord.DeferredStorage); it counts those appends.
+type deferredLog struct {
+	*coordtest.MemLog
+	deferred atomic.Int64
+}
+
+func (d *deferredLog) AppendDeferred(p int32, b []byte) (int64, error) {
+	d.deferred.Add(1)
+	return d.MemLog.Append(p, b)
+}
+
+// Shard.AppendDeferred goes to a storage's AppendDeferred when it has one
+// (else to Append), and what it appended is replayed and waited for like
+// any append: a reply after it is released only once it is durable.
+func TestAppendDeferred(t *testing.T) {
+	mem := coordtest.NewMemLog()
+	_, _ = mem.Create(t.Context(), 1)
+	mem.SetAutoSync(false)
+	dl := &deferredLog{MemLog: mem}
+	rt := coord.New(coord.Config{Topic: "__state", TickInterval: time.Hour, RecheckInterval: time.Hour,
+		Now: func() time.Time { return now0 }}, dl, newKV)
+	t.Cleanup(rt.Close)
+	rt.Start([]int32{0})
+	<-rt.Loaded()
+
+	r := coord.NewFuture[string]()
+	require.NoError(t, rt.Do(0, func(s *kv) {
+		_, err := s.sh.AppendDeferred(now0, []batch.Record{{Key: []byte("k"), Value: []byte("v")}})
+		require.NoError(t, err)
+		s.vals["k"] = "v"
+		r.Complete(s.sh, "done")
+	}))
+	require.EqualValues(t, 1, dl.deferred.Load())
+	_, ok := r.Ready()
+	require.False(t, ok, "the reply waits for the deferred append's durability")
+	mem.Sync()
+	require.Equal(t, "done", wait(t, r))
+
+	// Replayed like any record.
+	rt.Unload(0, errors.New("moved"))
+	require.NoError(t, rt.Load(0))
+	got := coord.NewFuture[string]()
+	require.Eventually(t, func() bool {
+		return rt.Do(0, func(s *kv) { got.Complete(s.sh, s.vals["k"]) }) == nil
+	}, 10*time.Second, time.Millisecond)
+	require.Equal(t, "v", wait(t, got))
+
+	// A storage without AppendDeferred appends as usual.
+	e := newEnv(t, nil, 0)
+	plain := coord.NewFuture[string]()
+	require.NoError(t, e.rt.Do(0, func(s *kv) {
+		_, err := s.sh.AppendDeferred(now0, []batch.Record{{Key: []byte("x"), Value: []byte("1")}})
+		require.NoError(t, err)
+		plain.Complete(s.sh, "ok")
+	}))
+	require.Equal(t, "ok", wait(t, plain))
+	_, end, err := e.log.Bounds(0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, end, "the record was appended")
+}

@@ -109,6 +109,38 @@ func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err erro
 	return last, nil
 }
 
+// DeferredStorage is a Storage that can append without starting an fsync
+// round (Shard.AppendDeferred); one that cannot appends as usual.
+type DeferredStorage interface {
+	AppendDeferred(p int32, batch []byte) (last int64, err error)
+}
+
+// AppendDeferred is Append for records whose loss in a crash the State's
+// replay repairs (the transaction coordinator's Complete*, after durable
+// markers: a replay that misses it finds the Prepare* and completes again):
+// the storage starts no fsync round for them (DeferredStorage), so the
+// next append's round covers them. Replies still wait for their
+// durability like any other (a wait starts a round).
+func (s *Shard) AppendDeferred(now time.Time, recs []batch.Record) (last int64, err error) {
+	ds, ok := s.store.(DeferredStorage)
+	if !ok {
+		return s.Append(now, recs)
+	}
+	if err := s.writable("AppendDeferred"); err != nil {
+		return 0, err
+	}
+	b, err := s.buildBatch(now, -1, -1, -1, recs)
+	if err != nil {
+		return 0, err
+	}
+	last, err = ds.AppendDeferred(s.p, b)
+	if err != nil {
+		return 0, s.appendFailed(err)
+	}
+	s.last, s.reloads = last, 0
+	return last, nil
+}
+
 // TxnStorage is the part of Storage a coordinator that writes inside
 // transactions needs (the group coordinator's transactional offset
 // commits): a transactional batch of a producer, appended with the

@@ -81,6 +81,16 @@ func (s *BrokerStorage) LeaderEpoch(p int32) int32 {
 
 // Append implements Storage.
 func (s *BrokerStorage) Append(p int32, records []byte) (int64, error) {
+	return s.append(p, records, false)
+}
+
+// AppendDeferred implements coord.DeferredStorage: Append starting no fsync
+// round (replica.Partition.AppendDeferred).
+func (s *BrokerStorage) AppendDeferred(p int32, records []byte) (int64, error) {
+	return s.append(p, records, true)
+}
+
+func (s *BrokerStorage) append(p int32, records []byte, deferred bool) (int64, error) {
 	h, err := batch.ParseHeader(records)
 	if err != nil {
 		return 0, err
@@ -89,7 +99,11 @@ func (s *BrokerStorage) Append(p int32, records []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	res, err := part.Append(records) // stamped with the epoch the replica leads in
+	appendFn := part.Append // stamped with the epoch the replica leads in
+	if deferred {
+		appendFn = part.AppendDeferred
+	}
+	res, err := appendFn(records)
 	if err != nil {
 		return 0, err
 	}

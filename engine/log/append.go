@@ -17,7 +17,17 @@ import (
 // leaderEpoch newer than any recorded is added to the leader-epoch
 // checkpoint; a negative epoch is stored in the batches but not recorded.
 func (l *Log) Append(batches [][]byte, leaderEpoch int32) (AppendResult, error) {
-	return l.append(batches, leaderEpoch, true, nil)
+	return l.append(batches, leaderEpoch, true, nil, true)
+}
+
+// AppendDeferred is Append that starts no fsync round: under FlushAlways
+// the batches become durable with the next round something else starts
+// (another append, a wait for durability, Close). It is for records a crash
+// may take back without harm, whose own fsync would be wasted: a
+// coordinator's bookkeeping that replaying the records before them rebuilds
+// (a transaction's Complete* record after its durable markers).
+func (l *Log) AppendDeferred(batches [][]byte, leaderEpoch int32) (AppendResult, error) {
+	return l.append(batches, leaderEpoch, true, nil, false)
 }
 
 // AppendWith is Append for batches holding abort markers: aborted are
@@ -26,13 +36,13 @@ func (l *Log) Append(batches [][]byte, leaderEpoch int32) (AppendResult, error) 
 // offsets are assigned from the log end it serialises appends against).
 // The entries are durable before the markers are written.
 func (l *Log) AppendWith(batches [][]byte, leaderEpoch int32, aborted []AbortedTxn) (AppendResult, error) {
-	return l.append(batches, leaderEpoch, true, aborted)
+	return l.append(batches, leaderEpoch, true, aborted, true)
 }
 
 // AppendReplicatedWith is AppendReplicated with the aborted-transaction
 // index entries of the abort markers among the batches.
 func (l *Log) AppendReplicatedWith(batches [][]byte, aborted []AbortedTxn) (AppendResult, error) {
-	return l.append(batches, -1, false, aborted)
+	return l.append(batches, -1, false, aborted, true)
 }
 
 // AppendReplicated appends batches fetched from a partition leader, keeping
@@ -41,10 +51,10 @@ func (l *Log) AppendReplicatedWith(batches [][]byte, aborted []AbortedTxn) (Appe
 // otherwise ErrOutOfOrder. Batches need not satisfy the produce-side count
 // rule, only ValidateStored's.
 func (l *Log) AppendReplicated(batches [][]byte) (AppendResult, error) {
-	return l.append(batches, -1, false, nil)
+	return l.append(batches, -1, false, nil, true)
 }
 
-func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool, aborted []AbortedTxn) (AppendResult, error) {
+func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool, aborted []AbortedTxn, kick bool) (AppendResult, error) {
 	if len(batches) == 0 {
 		return AppendResult{}, fmt.Errorf("log: append: %w: no batches", batch.ErrInvalidRecord)
 	}
@@ -165,7 +175,9 @@ func (l *Log) append(batches [][]byte, leaderEpoch int32, assign bool, aborted [
 	l.appendedBatches.Add(uint64(len(batches)))
 	l.appendedBytes.Add(uint64(total))
 	if opts.FlushAlways {
-		l.kickFlusher()
+		if kick {
+			l.kickFlusher()
+		}
 	} else {
 		l.raiseHW(next)
 		if flushDue(next, l.durable.Load(), opts) {

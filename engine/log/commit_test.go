@@ -333,3 +333,81 @@ func TestNotifyDurableRestartedLog(t *testing.T) {
 	require.True(t, ok)
 	require.ErrorIs(t, err, ErrOffsetOutOfRange)
 }
+
+// TestHurryCutsGroupCommitWindow: an append followed by Hurry is fsynced
+// without waiting out the window (a transaction's marker), together with
+// the appends already waiting in it; and a Hurry with no round to cut
+// short lets the next one start at once, while later rounds wait again.
+func TestHurryCutsGroupCommitWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 200 * time.Millisecond
+		opts := testOptions(nil)
+		opts.GroupCommitWindow = window
+		l := openLog(t, t.TempDir(), opts)
+		defer l.Close()
+		ctx := context.Background()
+
+		s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+		require.NoError(t, l.WaitDurable(ctx, s.last))
+		rounds := l.Stats().Fsyncs
+
+		// An append waits in the window...
+		var got notified
+		waiting := appendBatch(t, l, makeBatch(1, 10, 0, 1), 0).last
+		l.NotifyDurable(waiting, got.fn(waiting))
+		synctest.Wait()
+		require.Equal(t, rounds, l.Stats().Fsyncs, "no fsync inside the window")
+
+		// ...until a hurried one arrives: one round, at once, for both.
+		start := time.Now()
+		hurried := appendBatch(t, l, makeBatch(1, 10, 0, 2), 0).last
+		l.Hurry()
+		require.NoError(t, l.WaitDurable(ctx, hurried))
+		require.Equal(t, start, time.Now(), "the hurried round did not wait for the window")
+		require.Equal(t, rounds+1, l.Stats().Fsyncs)
+		err, ok := got.get(waiting)
+		require.True(t, ok, "the round covered the append waiting in the window")
+		require.NoError(t, err)
+
+		// The window applies again to the next append.
+		next := appendBatch(t, l, makeBatch(1, 10, 0, 3), 0).last
+		l.NotifyDurable(next, got.fn(next))
+		synctest.Wait()
+		require.Equal(t, rounds+1, l.Stats().Fsyncs, "an append without Hurry waits for the window")
+		time.Sleep(window)
+		synctest.Wait()
+		require.Equal(t, rounds+2, l.Stats().Fsyncs)
+		_, ok = got.get(next)
+		require.True(t, ok)
+	})
+}
+
+// TestAppendDeferred: a deferred append starts no fsync round, nor does a
+// deferred durability wait on it; the next round something else starts
+// covers it, and its waiter learns so then.
+func TestAppendDeferred(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := openLog(t, t.TempDir(), testOptions(nil))
+		defer l.Close()
+		ctx := context.Background()
+		s := appendBatch(t, l, makeBatch(1, 10, 0, 0), 0)
+		require.NoError(t, l.WaitDurable(ctx, s.last))
+		rounds := l.Stats().Fsyncs
+
+		res, err := l.AppendDeferred([][]byte{makeBatch(1, 10, 0, 1)}, 0)
+		require.NoError(t, err)
+		var got notified
+		l.NotifyDurableDeferred(res.LastOffset, got.fn(res.LastOffset))
+		synctest.Wait()
+		require.Equal(t, rounds, l.Stats().Fsyncs, "a deferred append starts no round")
+		require.Less(t, l.DurableOffset(), res.LastOffset+1)
+		require.Zero(t, got.count())
+
+		next := appendBatch(t, l, makeBatch(1, 10, 0, 2), 0).last
+		require.NoError(t, l.WaitDurable(ctx, next))
+		require.Equal(t, rounds+1, l.Stats().Fsyncs, "one round covers the deferred append and the next")
+		err, ok := got.get(res.LastOffset)
+		require.True(t, ok)
+		require.NoError(t, err)
+	})
+}

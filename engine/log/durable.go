@@ -31,6 +31,16 @@ type durableWaiter struct {
 // the log's flusher goroutine, so it must be quick and must not block or
 // call back into the log.
 func (l *Log) NotifyDurable(offset int64, fn func(error)) {
+	l.notifyDurable(offset, fn, true)
+}
+
+// NotifyDurableDeferred is NotifyDurable that starts no fsync round: fn
+// runs after the next round something else starts (see AppendDeferred).
+func (l *Log) NotifyDurableDeferred(offset int64, fn func(error)) {
+	l.notifyDurable(offset, fn, false)
+}
+
+func (l *Log) notifyDurable(offset int64, fn func(error), kick bool) {
 	l.waiters.mu.Lock()
 	err, settled := l.durableOutcome(offset)
 	if !settled {
@@ -41,7 +51,9 @@ func (l *Log) NotifyDurable(offset int64, fn func(error)) {
 		fn(err)
 		return
 	}
-	l.kickFlusher()
+	if kick {
+		l.kickFlusher()
+	}
 }
 
 // WaitDurable blocks until every offset up to and including offset is

@@ -369,8 +369,10 @@ type Log struct {
 	waiters durableWaiters // NotifyDurable callbacks; settled by the flusher
 
 	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
+	// hurry cuts the flusher's group-commit wait short (Hurry).
+	hurry chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
 
 	appends, appendedBatches, appendedBytes atomic.Uint64
 	appendsFlushed                          uint64 // appends covered by the last fsync round; guarded by syncMu
@@ -839,6 +841,21 @@ func (l *Log) Delete() error {
 	return nil
 }
 
+// Hurry starts the next fsync round without waiting out the group-commit
+// window: for an append whose durability something waits on serially (a
+// transaction's end markers, which hold back the producer's next
+// transaction), where sharing the round with appends arriving a little
+// later gains nothing. A Hurry that finds no round to cut short leaves its
+// token: the next window then goes unwaited once, which only costs that
+// round its sharing.
+func (l *Log) Hurry() {
+	select {
+	case l.hurry <- struct{}{}:
+	default:
+	}
+	l.kickFlusher()
+}
+
 func (l *Log) kickFlusher() {
 	select {
 	case l.kick <- struct{}{}:
@@ -907,6 +924,8 @@ func (l *Log) runFlusher() {
 				case <-l.stop:
 					return // Close does the final round itself
 				case <-window.C():
+				case <-l.hurry:
+					window.Stop()
 				}
 			}
 		}

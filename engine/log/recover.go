@@ -57,6 +57,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		dir:    dir,
 		logger: opts.Logger.With("dir", dir),
 		kick:   make(chan struct{}, 1),
+		hurry:  make(chan struct{}, 1),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}

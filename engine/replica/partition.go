@@ -211,6 +211,20 @@ func (r ProduceResult) Replicated() bool { return r.replicated }
 // caller waits for durability with WaitDurable, or WaitReplicated for
 // acks=all.
 func (p *Partition) Append(records []byte) (ProduceResult, error) {
+	return p.append(records, false)
+}
+
+// AppendDeferred is Append for a coordinator's own records whose loss in a
+// crash replay repairs (a transaction's Complete* record): it starts no
+// fsync round (log.AppendDeferred), so the next append's round, or the
+// next wait for durability, covers it. The caller must not acknowledge
+// anything on its durability without waiting for it (WaitDurable starts a
+// round).
+func (p *Partition) AppendDeferred(records []byte) (ProduceResult, error) {
+	return p.append(records, true)
+}
+
+func (p *Partition) append(records []byte, deferred bool) (ProduceResult, error) {
 	batches, headers, err := p.validate(records)
 	if err != nil {
 		return ProduceResult{}, err
@@ -242,7 +256,7 @@ func (p *Partition) Append(records []byte) (ProduceResult, error) {
 	if p.cfg.LogAppendTime {
 		appendTime = p.opts.Clock.Now().UnixMilli()
 	}
-	return p.appendLocked(batches, hs, writeSpec{origin: txn.OriginClient, appendTime: appendTime}, replicated)
+	return p.appendLocked(batches, hs, writeSpec{origin: txn.OriginClient, appendTime: appendTime, deferred: deferred}, replicated)
 }
 
 // validate splits a produce's records into batches and applies the topic's

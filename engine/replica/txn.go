@@ -79,6 +79,8 @@ type writeSpec struct {
 	tv2    bool // markers are written by a transaction-version-2 coordinator
 	// appendTime is the LogAppendTime stamped on the batches, -1 for CreateTime.
 	appendTime int64
+	// deferred starts no fsync round (log.AppendDeferred).
+	deferred bool
 }
 
 // txnBatch describes a batch to the producer state, with its offsets as
@@ -150,14 +152,26 @@ func (p *Partition) appendLocked(batches [][]byte, headers []batch.Header, spec 
 			batch.SetLogAppendTime(b, spec.appendTime)
 		}
 	}
-	res, err := p.log.AppendWith(batches, p.LeaderEpoch(), toLogAborted(u.Aborted()))
+	var res log.AppendResult
+	var err error
+	aborted := toLogAborted(u.Aborted())
+	deferred := spec.deferred && len(aborted) == 0 // index entries are fsynced before their markers
+	if deferred {
+		res, err = p.log.AppendDeferred(batches, p.LeaderEpoch())
+	} else {
+		res, err = p.log.AppendWith(batches, p.LeaderEpoch(), aborted)
+	}
 	if err != nil {
 		return ProduceResult{}, err
 	}
 	p.applyAppended(res, u)
 	if replicated {
 		// The ISR learns the leader's new committed end once it is durable.
-		p.log.NotifyDurable(res.LastOffset, p.committed)
+		if deferred {
+			p.log.NotifyDurableDeferred(res.LastOffset, p.committed)
+		} else {
+			p.log.NotifyDurable(res.LastOffset, p.committed)
+		}
 	}
 	out := ProduceResult{BaseOffset: res.BaseOffset, LogAppendTime: spec.appendTime,
 		LogStartOffset: res.LogStartOffset, lastOffset: res.LastOffset,
@@ -424,7 +438,8 @@ type MarkerParams struct {
 // producer or coordinator epoch (txn.ErrInvalidEpoch,
 // txn.ErrCoordinatorFenced). A marker for a producer without an open
 // transaction here is written anyway, as Kafka does. Markers are acks=all:
-// the caller waits with WaitReplicated.
+// the caller waits with WaitReplicated; their fsync does not wait out the
+// group-commit window (log.Hurry).
 func (p *Partition) WriteMarker(m MarkerParams) (ProduceResult, error) {
 	b := batch.BuildEndTxnMarker(m.ProducerID, m.Epoch,
 		batch.EndTxnMarker{Commit: m.Commit, CoordinatorEpoch: m.CoordinatorEpoch}, p.opts.Clock.Now().UnixMilli())
@@ -438,8 +453,15 @@ func (p *Partition) WriteMarker(m MarkerParams) (ProduceResult, error) {
 	if err != nil {
 		return ProduceResult{}, err
 	}
-	return p.appendLocked([][]byte{b}, []batch.Header{h},
+	res, err := p.appendLocked([][]byte{b}, []batch.Header{h},
 		writeSpec{origin: txn.OriginCoordinator, tv2: m.TV2, appendTime: -1}, replicated)
+	if err == nil {
+		// The coordinator completes the transaction once every marker is
+		// durable, and the producer's next transaction waits for that:
+		// the fsync skips the group-commit window.
+		p.log.Hurry()
+	}
+	return res, err
 }
 
 // StartTxnWrite is for a coordinator writing inside a producer's

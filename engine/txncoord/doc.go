@@ -21,7 +21,12 @@
 //     loads a Prepare* (after a failover) sends its markers again, with its
 //     own coordinator epoch (the leader epoch of its partition).
 //   - CompleteCommit / CompleteAbort is written only once every partition
-//     of the transaction acknowledged its marker.
+//     of the transaction acknowledged its marker (durably). It starts no
+//     fsync of its own: losing it only replays the Prepare*.
+//   - An AddPartitions of the producer (same id and epoch) that arrives
+//     while its previous transaction writes markers is held, a bounded
+//     number per id for a bounded time, and applied only after Complete*,
+//     in the same operation; never before.
 //   - The epoch only grows for a producer id; a producer id whose epoch is
 //     exhausted is replaced by a new one.
 //   - Time is an input (now), as in every state machine of MoonMQ: the

@@ -95,7 +95,9 @@ func (s *shard) initProducerID(now time.Time, id string, timeoutMs int32, expect
 // transactional id id, beginning it if none is under way
 // (AddPartitionsToTxn from clients, AddOffsetsToTxn, and a partition
 // leader's implicit add of transaction version 2). tv is the transaction
-// version of the request.
+// version of the request. One that finds the producer's previous
+// transaction writing its markers here is answered once that completes
+// (see holdAdd), not with CONCURRENT_TRANSACTIONS.
 func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []TP, tv int16) *Reply[error] {
 	fail := func(err error) error { return err }
 	if id == "" {
@@ -103,17 +105,24 @@ func (c *Coordinator) AddPartitions(id string, pid int64, epoch int16, tps []TP,
 	}
 	return do(c, id, fail, func(s *shard, reply *Reply[error]) {
 		now := c.cfg.Now()
-		m, ok := s.txns[id]
-		if !ok {
-			reply.Complete(s.sh, fmt.Errorf("%w: %q has no producer id", ErrInvalidProducerIDMapping, id))
-			return
+		if m, ok := s.txns[id]; ok && s.holdAdd(now, id, m, pid, epoch, tps, tv, reply) {
+			return // answered when the previous transaction completes
 		}
-		next, changed, err := prepareAdd(m, pid, epoch, tps, tv, c.cfg.MaxTxnPartitions, now.UnixMilli())
-		if err == nil && changed {
-			err = s.write(now, next)
-		}
-		reply.Complete(s.sh, err)
+		reply.Complete(s.sh, s.addPartitions(now, id, pid, epoch, tps, tv))
 	})
+}
+
+// addPartitions is AddPartitions on the shard, at once.
+func (s *shard) addPartitions(now time.Time, id string, pid int64, epoch int16, tps []TP, tv int16) error {
+	m, ok := s.txns[id]
+	if !ok {
+		return fmt.Errorf("%w: %q has no producer id", ErrInvalidProducerIDMapping, id)
+	}
+	next, changed, err := prepareAdd(m, pid, epoch, tps, tv, s.c.cfg.MaxTxnPartitions, now.UnixMilli())
+	if err == nil && changed {
+		err = s.write(now, next)
+	}
+	return err
 }
 
 // VerifyResult answers a verification: an error per partition (nil: in
@@ -280,27 +289,4 @@ func (c *Coordinator) Stats() Stats {
 		}
 	})
 	return st
-}
-
-// Settled returns a channel closed once the transaction of id is no
-// longer being completed: at once unless it is in Prepare*, else when its
-// last marker is written (or this node stops coordinating it). EndTxn
-// waits on it for a moment before answering, so a producer's next
-// transaction rarely finds its previous one still completing.
-func (c *Coordinator) Settled(id string) <-chan struct{} {
-	ch := make(chan struct{})
-	p, err := c.PartitionFor(id)
-	if err == nil {
-		err = c.rt.Do(p, func(s *shard) {
-			if m, ok := s.txns[id]; ok && m.State.preparing() {
-				s.settled[id] = append(s.settled[id], ch)
-				return
-			}
-			close(ch)
-		})
-	}
-	if err != nil {
-		close(ch)
-	}
-	return ch
 }

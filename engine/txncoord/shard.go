@@ -2,6 +2,7 @@ package txncoord
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -27,10 +28,41 @@ type shard struct {
 	// written.
 	markers    map[string]*markerTxn
 	nextExpire time.Time
-	// settled are closed once the transaction of an id in Prepare* has
-	// all its markers written (or the shard unloads): Settled's waiters.
-	settled map[string][]chan struct{}
+	// held are the AddPartitions of ids whose previous transaction is
+	// still writing its markers (see holdAdd), oldest first.
+	held map[string][]heldAdd
 }
+
+// heldAdd is an AddPartitions waiting for the previous transaction of its
+// id to complete: answered when it does (the partitions added in the same
+// operation as the Complete* record, so both share one fsync), or with
+// CONCURRENT_TRANSACTIONS at its deadline, if the transaction is fenced
+// instead, or with the unload's error.
+type heldAdd struct {
+	pid      int64
+	epoch    int16
+	tps      []TP
+	tv       int16
+	deadline time.Time
+	reply    *Reply[error]
+}
+
+// Holding an AddPartitions instead of answering CONCURRENT_TRANSACTIONS:
+// a producer's next transaction typically starts (its client's
+// AddPartitionsToTxn, or a partition leader's verification of its first
+// produce) while the markers of its previous one are being written, a
+// millisecond or two. Answered at once, the request is retried after a
+// backoff (Kafka's clients and partition leaders wait 20 ms or more, far
+// longer than the markers take here); held, it is answered as soon as the
+// transaction completes. maxHeldPerID bounds
+// the requests one id may have held (a producer has a handful in flight;
+// past it the answer is CONCURRENT_TRANSACTIONS at once); holdTimeout
+// bounds a hold, for markers that cannot be written now (a partition
+// without a leader): the caller then retries as it would have.
+const (
+	maxHeldPerID = 8
+	holdTimeout  = time.Second
+)
 
 // markerTxn is the marker work of one transaction in Prepare*.
 type markerTxn struct {
@@ -52,7 +84,7 @@ type markerPart struct {
 
 func (c *Coordinator) newShard(sh *coord.Shard) *shard {
 	return &shard{c: c, sh: sh, p: sh.Partition(), txns: map[string]Metadata{}, markers: map[string]*markerTxn{},
-		settled: map[string][]chan struct{}{}}
+		held: map[string][]heldAdd{}}
 }
 
 // Replay implements coord.State.
@@ -95,24 +127,82 @@ func (s *shard) Activate(now time.Time) {
 }
 
 // Unload implements coord.State: the marker work goes with the shard.
-func (s *shard) Unload(error) {
+func (s *shard) Unload(err error) {
 	clear(s.markers)
-	for id := range s.settled {
-		s.settle(id)
+	for id := range s.held {
+		s.releaseHeld(id, err)
 	}
 }
 
-// settle releases the Settled waiters of id.
+// settle answers the held AddPartitions of id, whose transaction stopped
+// completing here without completing (fenced), with
+// CONCURRENT_TRANSACTIONS: they are asked again and meet whatever state
+// it is in then.
 func (s *shard) settle(id string) {
-	for _, ch := range s.settled[id] {
-		close(ch)
+	if len(s.held[id]) > 0 {
+		s.releaseHeld(id, fmt.Errorf("%w: %q's previous transaction did not complete here", ErrConcurrentTransactions, id))
 	}
-	delete(s.settled, id)
+}
+
+// holdAdd holds an AddPartitions of (pid, epoch) that found id's previous
+// transaction writing its markers on this shard, and reports whether it
+// did (false: answer CONCURRENT_TRANSACTIONS now). A request of another
+// producer or epoch is not held: it is answered at once (fenced, or
+// refused) by prepareAdd.
+func (s *shard) holdAdd(now time.Time, id string, m Metadata, pid int64, epoch int16, tps []TP, tv int16, reply *Reply[error]) bool {
+	if !m.State.preparing() || s.markers[id] == nil || checkProducer(m, pid, epoch) != nil ||
+		len(s.held[id]) >= maxHeldPerID {
+		return false
+	}
+	s.held[id] = append(s.held[id], heldAdd{pid: pid, epoch: epoch, tps: slices.Clone(tps), tv: tv,
+		deadline: now.Add(holdTimeout), reply: reply})
+	return true
+}
+
+// releaseHeld answers every held AddPartitions of id with err.
+func (s *shard) releaseHeld(id string, err error) {
+	for _, h := range s.held[id] {
+		h.reply.Complete(s.sh, err)
+	}
+	delete(s.held, id)
+}
+
+// expireHeld answers the held AddPartitions past their deadline with
+// CONCURRENT_TRANSACTIONS, so their callers retry as without holding.
+func (s *shard) expireHeld(now time.Time) {
+	for id, hs := range s.held {
+		keep := hs[:0]
+		for _, h := range hs {
+			if now.Before(h.deadline) {
+				keep = append(keep, h)
+				continue
+			}
+			h.reply.Complete(s.sh, fmt.Errorf("%w: %q's previous transaction is still completing", ErrConcurrentTransactions, id))
+		}
+		if len(keep) == 0 {
+			delete(s.held, id)
+		} else {
+			s.held[id] = keep
+		}
+	}
+}
+
+// addHeld applies the held AddPartitions of id once its previous
+// transaction completed, in this operation, so their records share the
+// Complete* record's fsync.
+func (s *shard) addHeld(now time.Time, id string) {
+	hs := s.held[id]
+	delete(s.held, id)
+	for _, h := range hs {
+		err := s.addPartitions(now, id, h.pid, h.epoch, h.tps, h.tv)
+		h.reply.Complete(s.sh, err)
+	}
 }
 
 // Tick implements coord.State: transactions past their timeout are aborted
 // (the producer fenced), and idle transactional ids expire.
 func (s *shard) Tick(now time.Time) {
+	s.expireHeld(now)
 	nowMs := now.UnixMilli()
 	for _, id := range slices.Sorted(maps.Keys(s.txns)) {
 		m := s.txns[id]
@@ -181,11 +271,17 @@ func (s *shard) expire(now time.Time) {
 // write appends the records of ms, in order, as one batch and applies
 // them.
 func (s *shard) write(now time.Time, ms ...Metadata) error {
+	return s.writeWith(s.sh.Append, now, ms...)
+}
+
+// writeWith is write through append (the shard's Append or
+// AppendDeferred).
+func (s *shard) writeWith(append func(time.Time, []batch.Record) (int64, error), now time.Time, ms ...Metadata) error {
 	recs := make([]batch.Record, len(ms))
 	for i, m := range ms {
 		recs[i] = batch.Record{Key: encodeKey(m.ID), Value: encodeValue(m, s.c.cfg.TransactionVersion)}
 	}
-	if _, err := s.sh.Append(now, recs); err != nil {
+	if _, err := append(now, recs); err != nil {
 		return err
 	}
 	for _, m := range ms {
@@ -302,8 +398,13 @@ func (s *shard) markerWritten(now time.Time, r MarkerResult) {
 }
 
 // complete writes CompleteCommit or CompleteAbort once every marker of id
-// is written. Nobody waits for it: if it is lost, a reload finds the
-// Prepare* and writes the (idempotent) markers again.
+// is written, and then the AddPartitions held for it (their answers wait
+// for both records' durability). If it is lost, a reload finds the
+// Prepare* and writes the (idempotent) markers again; so nobody waits for
+// it, and it starts no fsync of its own (AppendDeferred): the next write
+// of the shard, typically the producer's next transaction's Ongoing
+// record, makes it durable in the same round, where it would otherwise
+// cost a round of its own, and one the Ongoing record may queue behind.
 func (s *shard) complete(now time.Time, id string) {
 	m, ok := s.txns[id]
 	if !ok || !m.State.preparing() {
@@ -312,11 +413,11 @@ func (s *shard) complete(now time.Time, id string) {
 		return
 	}
 	next := prepareComplete(m, now.UnixMilli())
-	if err := s.write(now, next); err != nil {
-		return
+	if err := s.writeWith(s.sh.AppendDeferred, now, next); err != nil {
+		return // the shard reloads; Unload answers what is held
 	}
 	delete(s.markers, id)
-	s.settle(id)
+	s.addHeld(now, id)
 	if next.State == StateCompleteCommit {
 		s.c.metrics.committed.Add(1)
 	} else {

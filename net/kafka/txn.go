@@ -336,27 +336,14 @@ func (c *conn) handleEndTxn(r *request) (kmsg.Response, func() kmsg.Response) {
 			return resp
 		}
 		// The outcome is decided (PrepareCommit or PrepareAbort is on the
-		// ISR); its markers follow. Waiting a moment for them, as long as
-		// they are quick, spares the producer's next transaction from
-		// finding this one still completing (CONCURRENT_TRANSACTIONS,
-		// retries) and lets read_committed consumers see a committed
-		// transaction as soon as its producer does.
-		t := c.s.opts.Clock.NewTimer(endTxnSettleWait)
-		select {
-		case <-txns.Settled(req.TransactionalID):
-		case <-t.C():
-		case <-ctx.Done():
-		}
-		t.Stop()
+		// ISR); its markers follow, as in Kafka. The producer's next
+		// transaction, if it starts before they are written, is held at
+		// the coordinator until they are (txncoord's holdAdd), not
+		// refused with CONCURRENT_TRANSACTIONS.
 		resp.ProducerID, resp.ProducerEpoch = v.ProducerID, v.Epoch
 		return resp
 	}
 }
-
-// endTxnSettleWait bounds how long EndTxn waits for the markers of the
-// transaction it ended before answering (a partition that cannot take its
-// marker now must not hold the producer up: the coordinator keeps trying).
-const endTxnSettleWait = 100 * time.Millisecond
 
 func (c *conn) handleDescribeTransactions(r *request) (kmsg.Response, func() kmsg.Response) {
 	req := r.kreq.(*kmsg.DescribeTransactionsRequest)
