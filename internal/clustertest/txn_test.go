@@ -47,8 +47,16 @@ func TestTransactionSurvivesCoordinatorKill(t *testing.T) {
 	const topic, partitions = "txn", 3
 	createTopic(t, cl, topic, partitions, 3, nil)
 
+	// ConnIdleTimeout: the producer's connection to the killed coordinator
+	// got the kernel's FIN when it died, which franz-go notices only when
+	// it next reads; an EndTxn written on it would end in a reset after
+	// the write, an outcome franz-go reports as unknown (the retry it
+	// documents is an abort). Idle connections are reaped well before the
+	// broker is fenced, so the commit dials afresh and finds the new
+	// coordinator, as a client whose broker died a while ago does.
 	prod, _ := c.Client(kgo.TransactionalID("tx-kill"), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(60*time.Second))
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionTimeout(60*time.Second),
+		kgo.ConnIdleTimeout(time.Second))
 	ctx := ctxT(t, 2*time.Minute)
 	produce := func(prefix string) {
 		require.NoError(t, prod.BeginTransaction())
