@@ -7,7 +7,7 @@ BIN     ?= bin/moonmq
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs per target inside `make test`; `make fuzz FUZZTIME=5m` for more.
-FUZZTIME ?= 5s
+FUZZTIME ?= 3s
 
 .PHONY: build run cluster test unit e2e fuzz soak kgo-suite deps bench vet clean
 
