@@ -51,6 +51,9 @@ func applyConfig(fs *flag.FlagSet, path string, env []string) error {
 				continue
 			}
 			if err := cli.Set(fs, name, v); err != nil {
+				if cli.IsSecret(fs, name) {
+					return fmt.Errorf("config file %s: %s (value not shown: it holds a secret): %v", path, fileKey(name), err)
+				}
 				return fmt.Errorf("config file %s: %s = %q: %v", path, fileKey(name), v, err)
 			}
 			set[name] = true
@@ -70,7 +73,11 @@ func applyConfig(fs *flag.FlagSet, path string, env []string) error {
 		}
 		if v, ok := envs[envKey(f.Name)]; ok {
 			if err := cli.Set(fs, f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("environment %s=%q: %v", envKey(f.Name), v, err))
+				if cli.IsSecret(fs, f.Name) {
+					errs = append(errs, fmt.Errorf("environment %s (value not shown: it holds a secret): %v", envKey(f.Name), err))
+				} else {
+					errs = append(errs, fmt.Errorf("environment %s=%q: %v", envKey(f.Name), v, err))
+				}
 			}
 		}
 	})

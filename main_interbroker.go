@@ -21,11 +21,11 @@ type interBrokerFlags struct {
 func addInterBrokerFlags(fs *flag.FlagSet) *interBrokerFlags {
 	f := &interBrokerFlags{}
 	fs.Var(&f.user, "inter-broker-user",
-		"NAME:PASSWORD the nodes of a SASL cluster log in to each other's listeners as (the same on every node; created at start like a --bootstrap-user, and a super user)")
+		"NAME:PASSWORD the nodes of a SASL_SSL cluster log in to each other's listeners as (the same on every node; created at start like a --bootstrap-user, and a super user)")
 	fs.StringVar(&f.mechanism, "inter-broker-mechanism", "",
 		"SASL mechanism of --inter-broker-user: SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN (default: SCRAM-SHA-512 when --sasl-mechanisms offers it, else SCRAM-SHA-256)")
 	fs.Var(&f.gossipKey, "gossip-key",
-		"base64 of 16, 24 or 32 random bytes (e.g. `openssl rand -base64 32`) that encrypt the cluster's gossip; the same on every node. Required on a TLS cluster; a SASL cluster derives one from --inter-broker-user's password without it")
+		"base64 of 16, 24 or 32 random bytes (e.g. `openssl rand -base64 32`) that encrypt the cluster's gossip; the same on every node; required on an SSL or SASL_SSL cluster")
 	return f
 }
 

@@ -2,8 +2,8 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -51,17 +51,24 @@ func (c Config) interBrokerMechanism() string {
 }
 
 // validateInterBroker checks that a clustered node can reach its peers'
-// listeners and keep its gossip private: on a SASL listener it needs the
-// inter-broker user, with a mechanism the listeners offer; with TLS or
-// SASL it needs a gossip key (given, or derived from the inter-broker
-// password).
+// listeners and keep the cluster's own traffic private: on a SASL listener
+// it needs the inter-broker user, with a mechanism the listeners offer, and
+// TLS (SASL_SSL: on SASL_PLAINTEXT Raft and the controller RPC, which
+// change ACLs and credentials, would run unauthenticated and in clear); a
+// secured cluster needs a gossip key.
 func (c Config) validateInterBroker() error {
-	p := c.SecurityProtocol
+	p, err := kafka.ParseSecurityProtocol(string(c.SecurityProtocol))
+	if err != nil {
+		return nil // validateSecurity reports it
+	}
 	if !c.Cluster.Clustered() {
 		if c.InterBroker.User != "" || len(c.GossipKey) > 0 {
 			return errors.New("inter-broker-user and gossip-key apply to a cluster (--peers)")
 		}
 		return nil
+	}
+	if p == kafka.ProtocolSASLPlaintext {
+		return errors.New("a cluster on SASL_PLAINTEXT would run Raft and the controller RPC (which change ACLs and credentials) unauthenticated and in clear: use security-protocol SASL_SSL, whose cluster port runs mutual TLS")
 	}
 	if p.SASL() {
 		if c.InterBroker.User == "" || c.InterBroker.Password == "" {
@@ -79,42 +86,39 @@ func (c Config) validateInterBroker() error {
 			return fmt.Errorf("inter-broker-mechanism %s is not among sasl-mechanisms %v: the peers' listeners would refuse it", mech, offered)
 		}
 	} else if c.InterBroker.User != "" {
-		return fmt.Errorf("inter-broker-user applies to SASL_PLAINTEXT and SASL_SSL listeners, not %s (on SSL the nodes present their certificates)", p)
+		return fmt.Errorf("inter-broker-user applies to SASL_SSL listeners, not %s (on SSL the nodes present their certificates)", p)
 	}
 	if n := len(c.GossipKey); n != 0 && n != 16 && n != 24 && n != 32 {
 		return fmt.Errorf("gossip-key of %d bytes: want 16, 24 or 32 (base64)", n)
 	}
-	if (p.TLS() || p.SASL()) && c.gossipKey() == nil {
-		return errors.New("a secured cluster needs gossip-key (16, 24 or 32 random bytes, base64; the same on every node): gossip between the nodes is encrypted with it")
+	if (p.TLS() || p.SASL()) && len(c.GossipKey) == 0 {
+		return errors.New("a secured cluster needs gossip-key (16, 24 or 32 random bytes, base64: openssl rand -base64 32; the same on every node): gossip between the nodes is encrypted with it")
 	}
 	return nil
 }
 
-// gossipKey is the key gossip is encrypted with: the configured one, or on
-// a SASL cluster one derived from the inter-broker password (a secret
-// every node already shares); nil: gossip in clear.
+// gossipKey is the key gossip is encrypted with; nil: gossip in clear (a
+// PLAINTEXT cluster).
 func (c Config) gossipKey() []byte {
 	if len(c.GossipKey) > 0 {
 		return c.GossipKey
-	}
-	if c.SecurityProtocol.SASL() && c.InterBroker.Password != "" {
-		sum := sha256.Sum256([]byte("moonmq gossip key\x00" + c.InterBroker.User + "\x00" + c.InterBroker.Password))
-		return sum[:]
 	}
 	return nil
 }
 
 // brokerPrincipals are the principals this node's peers act as on its
-// listener: the inter-broker user, and the principal of this node's own
-// certificate (the one it presents to them on an mTLS listener; nodes with
-// certificates of other subjects need theirs in --superusers). They are
-// super users: a broker replicates every partition and writes markers.
+// listener: the inter-broker user, and on a cluster the principal of this
+// node's own certificate (the one it presents to them on an mTLS listener;
+// nodes with certificates of other subjects need theirs in --superusers).
+// They are super users: a broker replicates every partition and writes
+// markers. With the default mapping (User:<CN>) a client certificate with
+// the brokers' CN would be one too: the CA must not issue such.
 func (n *Node) brokerPrincipals() []string {
 	var ps []string
 	if p := n.cfg.InterBroker.Principal(); p != "" {
 		ps = append(ps, p)
 	}
-	if n.tls != nil && n.tls.ClientAuth() != auth.ClientAuthNone {
+	if n.cfg.Cluster.Clustered() && n.tls != nil && n.tls.ClientAuth() != auth.ClientAuthNone {
 		if p, ok, err := n.tls.LeafPrincipal(); err == nil && ok {
 			ps = append(ps, p)
 		}
@@ -141,4 +145,19 @@ func (n *Node) peerDial() func(ctx context.Context, addr string) (net.Conn, erro
 		d.Mechanism, d.User, d.Password = n.cfg.interBrokerMechanism(), n.cfg.InterBroker.User, n.cfg.InterBroker.Password
 	}
 	return d.Dial
+}
+
+// clusterPeerAllowed admits a verified certificate to the cluster port
+// (Raft, and the controller RPC that changes topics, ACLs and credentials)
+// only when it is a broker's: the same subject (whole DN) as this node's own
+// certificate, or a certificate whose principal is a super user. A Kafka
+// client with a certificate of the same CA is refused there.
+func (n *Node) clusterPeerAllowed(cert *x509.Certificate) error {
+	if n.tls.SameSubject(cert) {
+		return nil
+	}
+	if p, err := n.tls.PrincipalOf(cert); err == nil && slices.Contains(n.cfg.Authz.SuperUsers, p) {
+		return nil
+	}
+	return fmt.Errorf("cluster port: the certificate of %q is not a broker's (not this node's subject, nor a --superusers principal)", cert.Subject.String())
 }

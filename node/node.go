@@ -222,6 +222,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Validate accepted it: from here the protocol is in its canonical
+	// spelling, which the security decisions compare against.
+	cfg.SecurityProtocol, _ = kafka.ParseSecurityProtocol(string(cfg.SecurityProtocol))
 	n := &Node{cfg: cfg, log: cfg.Logger, start: time.Now(), serveErr: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -355,8 +358,8 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 			// A secured cluster stays secured inside: Raft and the
 			// controller RPC run over TLS, and a peer must present a
 			// certificate the client CA verifies (validateSecurity
-			// requires one).
-			copts.ClusterListener = tls.NewListener(cln, n.tls.PeerServerConfig())
+			// requires one) for a broker (clusterPeerAllowed).
+			copts.ClusterListener = tls.NewListener(cln, n.tls.PeerServerConfigFor(n.clusterPeerAllowed))
 			copts.ClusterDial = n.tls.Dial
 		}
 	}

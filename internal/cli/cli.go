@@ -144,11 +144,26 @@ func explain(fs *flag.FlagSet, err error) string {
 				if want := Expected(f, value); want != "" {
 					cause = want
 				}
+				if IsSecret(fs, name) {
+					return fmt.Sprintf("%s%s (value not shown: it holds a secret): %s", dashes(name), name, cause)
+				}
 				return fmt.Sprintf("%s%s %q: %s", dashes(name), name, value, cause)
 			}
 		}
 	}
 	return msg
+}
+
+// IsSecret reports whether flag name holds a secret (its Value has an
+// IsSecret method saying so): errors and printed configurations must not
+// show its value.
+func IsSecret(fs *flag.FlagSet, name string) bool {
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	s, ok := f.Value.(interface{ IsSecret() bool })
+	return ok && s.IsSecret()
 }
 
 // dashes is how a flag is written: -e, --addr.

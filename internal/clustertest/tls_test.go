@@ -97,6 +97,7 @@ func TestSASLSSLCluster(t *testing.T) {
 	c := cluster.New(t, cluster.Options{Nodes: 3, Flags: []string{"--security-protocol", "SASL_SSL",
 		"--tls-cert", nodeCert, "--tls-key", nodeKey, "--tls-client-ca", caFile, "--tls-client-auth", "requested",
 		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512", "--inter-broker-user", "broker:br0ker-pw",
+		"--gossip-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"--bootstrap-user", "admin:adm1n-pw", "--bootstrap-user", "alice:al1ce-pw", "--superusers", "User:admin"}})
 	c.LaunchAll()
 	for id := int32(1); id <= 3; id++ {

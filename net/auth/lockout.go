@@ -130,7 +130,7 @@ func (l *Lockout) Failure(ip string, now time.Time) (until time.Time, locked boo
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := l.touch(ip)
+	r := l.touch(ip, now)
 	if now.Before(r.until) {
 		return r.until, false // a lock in force is not extended
 	}
@@ -153,25 +153,16 @@ func (l *Lockout) Failure(ip string, now time.Time) (until time.Time, locked boo
 	return r.until, true
 }
 
-// Success records a successful authentication from ip: its failure count
-// starts over; a lock in force stays.
-func (l *Lockout) Success(ip string, now time.Time) {
-	if l == nil {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	el, ok := l.ips[ip]
-	if !ok {
-		return
-	}
-	r := el.Value.(*ipRecord)
-	r.failures = r.failures[:0]
-	if !now.Before(r.until) {
-		l.lru.Remove(el)
-		delete(l.ips, ip) // nothing left to remember
-	}
-}
+// Success records a successful authentication from ip. It changes
+// nothing: a lock in force stays, and the failures counted in the window
+// stay too, so an attacker with one valid account cannot interleave its
+// logins with guesses at other users' passwords to keep under the limit.
+// Failures leave the count as they age out of the window.
+func (l *Lockout) Success(ip string, now time.Time) {}
+
+// evictScan is how many of the least recently seen IPs eviction looks at
+// for one that is not locked out.
+const evictScan = 64
 
 // Tracked is how many IPs the lockout remembers.
 func (l *Lockout) Tracked() int {
@@ -185,13 +176,21 @@ func (l *Lockout) Tracked() int {
 
 // touch returns ip's record, made the most recently seen, creating it (and
 // forgetting the least recently seen IP when full). l.mu is held.
-func (l *Lockout) touch(ip string) *ipRecord {
+func (l *Lockout) touch(ip string, now time.Time) *ipRecord {
 	if el, ok := l.ips[ip]; ok {
 		l.lru.MoveToFront(el)
 		return el.Value.(*ipRecord)
 	}
 	if l.lru.Len() >= l.opts.MaxTracked {
+		// Forget the least recently seen IP that is not locked out (of the
+		// oldest few), so a flood of new addresses cannot wipe the locks.
 		old := l.lru.Back()
+		for el, n := old, 0; el != nil && n < evictScan; el, n = el.Prev(), n+1 {
+			if !now.Before(el.Value.(*ipRecord).until) {
+				old = el
+				break
+			}
+		}
 		l.lru.Remove(old)
 		delete(l.ips, old.Value.(*ipRecord).ip)
 	}

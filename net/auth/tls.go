@@ -14,6 +14,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -332,14 +333,44 @@ func (t *TLS) ServerConfig(presented func(leaf *x509.Certificate)) *tls.Config {
 // controller RPC between nodes): like the Kafka listener's, but a peer
 // must always present a certificate the client CA verifies, whatever
 // ClientAuth says for Kafka clients.
-func (t *TLS) PeerServerConfig() *tls.Config {
+func (t *TLS) PeerServerConfig() *tls.Config { return t.PeerServerConfigFor(nil) }
+
+// PeerServerConfigFor is PeerServerConfig that also admits only the peers
+// whose verified certificate allowed accepts (nil: every certificate the
+// CA verifies): the cluster port admits brokers, not every client the CA
+// has a certificate for.
+func (t *TLS) PeerServerConfigFor(allowed func(leaf *x509.Certificate) error) *tls.Config {
 	return &tls.Config{
 		MinVersion:             tls.VersionTLS12,
 		SessionTicketsDisabled: true,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			return t.cur.Load().peer, nil
+			peer := t.cur.Load().peer
+			if allowed == nil {
+				return peer, nil
+			}
+			c := peer.Clone()
+			c.VerifyConnection = func(cs tls.ConnectionState) error {
+				if len(cs.PeerCertificates) == 0 {
+					return errors.New("tls: the peer presented no certificate")
+				}
+				return allowed(cs.PeerCertificates[0])
+			}
+			return c, nil
 		},
 	}
+}
+
+// SameSubject reports whether cert names the same subject (the whole
+// distinguished name, not only its CN) as this node's own certificate.
+func (t *TLS) SameSubject(cert *x509.Certificate) bool {
+	leaf := t.Leaf()
+	return leaf != nil && bytes.Equal(leaf.RawSubject, cert.RawSubject)
+}
+
+// PrincipalOf is the principal a verified certificate maps to, by this
+// listener's rules.
+func (t *TLS) PrincipalOf(cert *x509.Certificate) (string, error) {
+	return CertificatePrincipal(cert, t.mapper)
 }
 
 // Dial connects to a peer's TLS port at addr (host:port) and runs the

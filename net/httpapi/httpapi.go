@@ -84,7 +84,9 @@ func Listen(opts Options) (*Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	if opts.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		// No /debug/pprof/cmdline: the command line may hold secrets
+		// (--inter-broker-user, --gossip-key, --bootstrap-user).
+		mux.Handle("/debug/pprof/cmdline", http.NotFoundHandler())
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

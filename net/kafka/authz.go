@@ -66,7 +66,11 @@ func (s *Server) authorizer() *acl.Authorizer {
 		return cur.a
 	}
 	a := acl.New(bindings, acl.Options{SuperUsers: s.opts.Authz.SuperUsers, AllowEveryoneIfNoACL: s.opts.Authz.AllowEveryoneIfNoACL})
-	s.authz.Store(&builtAuthorizer{version: version, a: a})
+	// A request that read an older version than the one built meanwhile
+	// uses its own, but does not replace the newer one.
+	if cur := s.authz.Load(); cur == nil || cur.version < version {
+		s.authz.Store(&builtAuthorizer{version: version, a: a})
+	}
 	return a
 }
 
