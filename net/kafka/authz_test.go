@@ -641,3 +641,63 @@ func TestAuthzSecurityAdminAPIs(t *testing.T) {
 	require.Equal(t, kerr.ClusterAuthorizationFailed.Code, send[*kmsg.AlterClientQuotasResponse](t, bobCl, aq).Entries[0].ErrorCode)
 	require.Zero(t, send[*kmsg.AlterClientQuotasResponse](t, adminCl, aq).Entries[0].ErrorCode)
 }
+
+// TestAuthzConsumerGroupTopics: a KIP-848 member must be able to describe
+// every topic it subscribes to by name, and a group whose members use a
+// topic the requester may not describe is not described to it — neither
+// API tells a principal which hidden topics exist.
+func TestAuthzConsumerGroupTopics(t *testing.T) {
+	s, store := startAuthzServer(t, node.Config{})
+	createTopic(t, s, "orders", 1)
+	createTopic(t, s, "secret", 1)
+	store.set(
+		binding(acl.ResourceTopic, "orders", acl.PatternLiteral, alice, acl.OpAll, acl.PermissionAllow),
+		binding(acl.ResourceGroup, "app-", acl.PatternPrefixed, alice, acl.OpAll, acl.PermissionAllow),
+	)
+	aliceCl, _ := clientAs(t, s, alice)
+	adminCl, _ := clientAs(t, s, admin)
+	hb := func(cl *kgo.Client, group string, topics ...string) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Group, req.MemberEpoch, req.RebalanceTimeoutMillis = group, 0, 30000
+		req.MemberID = "member-of-" + group // v1: the client names its member
+		req.SubscribedTopicNames = topics
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return send[*kmsg.ConsumerGroupHeartbeatResponse](t, cl, req)
+	}
+	denied := hb(aliceCl, "app-1", "orders", "secret")
+	require.Equal(t, kerr.TopicAuthorizationFailed.Code, denied.ErrorCode)
+	require.Contains(t, *denied.ErrorMessage, "secret")
+	// The coordinator loads __consumer_offsets on first use (created by
+	// FindCoordinator, as a client asks first): poll until it answers.
+	joined := func(cl *kgo.Client, group string, topics ...string) {
+		t.Helper()
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.Version, fc.CoordinatorKeys = 4, []string{group}
+		send[*kmsg.FindCoordinatorResponse](t, cl, fc)
+		require.Eventually(t, func() bool {
+			r := hb(cl, group, topics...)
+			require.NotEqual(t, kerr.TopicAuthorizationFailed.Code, r.ErrorCode)
+			return r.ErrorCode == 0
+		}, 20*time.Second, 20*time.Millisecond)
+	}
+	joined(aliceCl, "app-1", "orders")
+
+	// The admin's member of app-2 subscribes to the secret topic: alice may
+	// read the group, but not learn what it consumes.
+	joined(adminCl, "app-2", "secret")
+	desc := kmsg.NewPtrConsumerGroupDescribeRequest()
+	desc.Groups = []string{"app-1", "app-2"}
+	dr := send[*kmsg.ConsumerGroupDescribeResponse](t, aliceCl, desc)
+	codes := map[string]int16{}
+	for _, g := range dr.Groups {
+		codes[g.Group] = g.ErrorCode
+		if g.Group == "app-2" {
+			require.Empty(t, g.Members, "nothing of the group is described")
+		}
+	}
+	require.Equal(t, map[string]int16{"app-1": 0, "app-2": kerr.TopicAuthorizationFailed.Code}, codes)
+	dr = send[*kmsg.ConsumerGroupDescribeResponse](t, adminCl, desc)
+	for _, g := range dr.Groups {
+		require.Zero(t, g.ErrorCode, "the super user sees %s", g.Group)
+	}
+}

@@ -1,6 +1,8 @@
 package kafka
 
 import (
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -18,6 +20,20 @@ func (c *conn) handleConsumerGroupHeartbeat(r *request) (kmsg.Response, func() k
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	if !c.authz(r).allowed(acl.OpRead, acl.ResourceGroup, req.Group) {
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	// DESCRIBE on every subscribed topic name (Kafka 4): a member must not
+	// learn through its subscription which topics it may not see exist.
+	z := c.authz(r)
+	var denied []string
+	for _, name := range req.SubscribedTopicNames {
+		if !z.quietly(acl.OpDescribe, acl.ResourceTopic, name) {
+			denied = append(denied, name)
+		}
+	}
+	if len(denied) > 0 {
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("not authorized to describe the subscribed topics %v", denied))
 		return resp, nil
 	}
 	groups, code := c.groupsOrUnavailable()
@@ -110,6 +126,14 @@ func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() km
 			resp.Groups = append(resp.Groups, g)
 			continue
 		}
+		if hidden := undescribable(z, groups, d); len(hidden) > 0 {
+			// Kafka 4: a group whose members subscribe to or are assigned
+			// topics the requester may not describe is not described.
+			g.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			g.ErrorMessage = kmsg.StringPtr("the group's members use topics you are not authorized to describe")
+			resp.Groups = append(resp.Groups, g)
+			continue
+		}
 		g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName = string(d.State), d.Epoch, d.AssignmentEpoch, d.Assignor
 		if req.IncludeAuthorizedOperations {
 			g.AuthorizedOperations = z.operations(acl.ResourceGroup, d.Group)
@@ -137,4 +161,26 @@ func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() km
 		resp.Groups = append(resp.Groups, g)
 	}
 	return resp, nil
+}
+
+// undescribable lists the topics of a described group (its members'
+// subscriptions and assignments) that z may not describe.
+func undescribable(z authz, groups *group.Coordinator, d group.ConsumerGroupDescription) []string {
+	var out []string
+	check := func(name string) {
+		if name != "" && !z.quietly(acl.OpDescribe, acl.ResourceTopic, name) && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	for _, m := range d.Members {
+		for _, t := range m.SubscribedTopics {
+			check(t)
+		}
+		for _, tps := range [][]group.TopicPartitions{m.Assignment, m.TargetAssignment} {
+			for _, t := range tps {
+				check(groups.TopicName(t.ID))
+			}
+		}
+	}
+	return out
 }
