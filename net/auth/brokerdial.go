@@ -3,10 +3,8 @@ package auth
 import (
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -15,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/moonmq/moonmq/net/protoext"
 )
 
 // BrokerDialer connects this broker to another broker's Kafka listener
@@ -107,12 +107,16 @@ func (d *BrokerDialer) authenticate(ctx context.Context, nc net.Conn, addr strin
 	if err != nil {
 		return err
 	}
-	rw := &kafkaConn{nc: nc, clientID: d.ClientID}
+	var corr int32
+	roundTrip := func(req kmsg.Request, resp kmsg.Response) error {
+		corr++
+		return protoext.RoundTrip(nc, d.ClientID, corr, req, resp, maxSaslFrame)
+	}
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Version = 1
 	hs.Mechanism = d.Mechanism
 	hsResp := kmsg.NewPtrSASLHandshakeResponse()
-	if err := rw.roundTrip(hs, hsResp); err != nil {
+	if err := roundTrip(hs, hsResp); err != nil {
 		return err
 	}
 	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
@@ -130,7 +134,7 @@ func (d *BrokerDialer) authenticate(ctx context.Context, nc net.Conn, addr strin
 		req.Version = 1
 		req.SASLAuthBytes = msg
 		resp := kmsg.NewPtrSASLAuthenticateResponse()
-		if err := rw.roundTrip(req, resp); err != nil {
+		if err := roundTrip(req, resp); err != nil {
 			return err
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
@@ -148,47 +152,4 @@ func (d *BrokerDialer) authenticate(ctx context.Context, nc net.Conn, addr strin
 		}
 		msg = next
 	}
-}
-
-// kafkaConn writes Kafka requests with a v1 header (non-flexible
-// versions only) and reads their v0-header responses.
-type kafkaConn struct {
-	nc       net.Conn // read unbuffered: nothing after the exchange may be consumed here
-	clientID string
-	corr     int32
-}
-
-func (k *kafkaConn) roundTrip(req kmsg.Request, resp kmsg.Response) error {
-	if req.IsFlexible() {
-		return fmt.Errorf("%s v%d is flexible; only non-flexible versions are spoken here", kmsg.NameForKey(req.Key()), req.GetVersion())
-	}
-	k.corr++
-	buf := make([]byte, 4, 64)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))
-	buf = binary.BigEndian.AppendUint16(buf, uint16(req.GetVersion()))
-	buf = binary.BigEndian.AppendUint32(buf, uint32(k.corr))
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(k.clientID)))
-	buf = append(buf, k.clientID...)
-	buf = req.AppendTo(buf)
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	if _, err := k.nc.Write(buf); err != nil {
-		return err
-	}
-	var hdr [8]byte
-	if _, err := io.ReadFull(k.nc, hdr[:]); err != nil {
-		return fmt.Errorf("reading the %s response: %w", kmsg.NameForKey(req.Key()), err)
-	}
-	size := int32(binary.BigEndian.Uint32(hdr[:4]))
-	if size < 4 || size > maxSaslFrame {
-		return fmt.Errorf("%s response of %d bytes", kmsg.NameForKey(req.Key()), size)
-	}
-	if corr := int32(binary.BigEndian.Uint32(hdr[4:])); corr != k.corr {
-		return fmt.Errorf("response correlation id %d, want %d", corr, k.corr)
-	}
-	body := make([]byte, size-4)
-	if _, err := io.ReadFull(k.nc, body); err != nil {
-		return err
-	}
-	resp.SetVersion(req.GetVersion())
-	return resp.ReadFrom(body)
 }

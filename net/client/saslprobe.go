@@ -2,14 +2,13 @@ package client
 
 import (
 	"context"
-	"encoding/binary"
-	"fmt"
-	"io"
 	"net"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/moonmq/moonmq/net/protoext"
 )
 
 // probeOffers reports whether the broker at one of seeds offers the SASL
@@ -43,33 +42,8 @@ func saslMechanisms(ctx context.Context, addr string, dial func(context.Context,
 	req := kmsg.NewPtrSASLHandshakeRequest()
 	req.Version = 1
 	req.Mechanism = mech
-	const corr = 1
-	buf := make([]byte, 4, 64)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(req.Key()))
-	buf = binary.BigEndian.AppendUint16(buf, uint16(req.Version))
-	buf = binary.BigEndian.AppendUint32(buf, corr)
-	buf = binary.BigEndian.AppendUint16(buf, uint16(len(DefaultClientID)))
-	buf = append(buf, DefaultClientID...)
-	buf = req.AppendTo(buf)
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
-	if _, err := nc.Write(buf); err != nil {
-		return nil, err
-	}
-	var hdr [8]byte
-	if _, err := io.ReadFull(nc, hdr[:]); err != nil {
-		return nil, err
-	}
-	size := int32(binary.BigEndian.Uint32(hdr[:4]))
-	if size < 4 || size > 1<<16 || binary.BigEndian.Uint32(hdr[4:]) != corr {
-		return nil, fmt.Errorf("unexpected SaslHandshake response from %s", addr)
-	}
-	body := make([]byte, size-4)
-	if _, err := io.ReadFull(nc, body); err != nil {
-		return nil, err
-	}
 	resp := kmsg.NewPtrSASLHandshakeResponse()
-	resp.Version = 1
-	if err := resp.ReadFrom(body); err != nil {
+	if err := protoext.RoundTrip(nc, DefaultClientID, 1, req, resp, 1<<16); err != nil {
 		return nil, err
 	}
 	return resp.SupportedMechanisms, nil
