@@ -97,15 +97,6 @@ func (c Config) validateInterBroker() error {
 	return nil
 }
 
-// gossipKey is the key gossip is encrypted with; nil: gossip in clear (a
-// PLAINTEXT cluster).
-func (c Config) gossipKey() []byte {
-	if len(c.GossipKey) > 0 {
-		return c.GossipKey
-	}
-	return nil
-}
-
 // brokerPrincipals are the principals this node's peers act as on its
 // listener: the inter-broker user, and on a cluster the principal of this
 // node's own certificate (the one it presents to them on an mTLS listener;

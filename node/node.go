@@ -344,7 +344,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	}
 	if cluster.Clustered() {
 		ms, err := membership.Open(ctx, membership.Options{NodeID: cfg.NodeID, Incarnation: copts.Incarnation,
-			BindAddr: cluster.GossipListen, Join: cluster.Join, Logger: n.log, SecretKey: cfg.gossipKey()})
+			BindAddr: cluster.GossipListen, Join: cluster.Join, Logger: n.log, SecretKey: cfg.GossipKey})
 		if err != nil {
 			return nil, fmt.Errorf("gossip-listen: %w", err)
 		}

@@ -59,8 +59,9 @@ func (o *LockoutOptions) Validate() error {
 // after Failures of them within Window, for Duration. It is pure: every
 // call takes the time, so tests drive it. Safe for concurrent use.
 //
-// A success clears the IP's failure count but never a lock in force (an
-// attacker who also knows one password must not unlock its guessing). A
+// Successes are not recorded: they neither lift a lock nor reset the
+// failures counted in the window (an attacker who also knows one password
+// must not keep its guessing under the limit by logging in between). A
 // lock is not extended by failures while it lasts: connections opened
 // before it may still fail, but the lock's end stays where it was set.
 type Lockout struct {
@@ -152,13 +153,6 @@ func (l *Lockout) Failure(ip string, now time.Time) (until time.Time, locked boo
 	r.failures = r.failures[:0]
 	return r.until, true
 }
-
-// Success records a successful authentication from ip. It changes
-// nothing: a lock in force stays, and the failures counted in the window
-// stay too, so an attacker with one valid account cannot interleave its
-// logins with guesses at other users' passwords to keep under the limit.
-// Failures leave the count as they age out of the window.
-func (l *Lockout) Success(ip string, now time.Time) {}
 
 // evictScan is how many of the least recently seen IPs eviction looks at
 // for one that is not locked out.

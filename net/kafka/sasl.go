@@ -183,7 +183,6 @@ func (c *conn) saslStep(msg []byte) ([]byte, error) {
 		return nil, err
 	}
 	if done {
-		c.s.lockout.Success(c.host, now)
 		c.s.metrics.authSuccesses.WithLabelValues(sess.Mechanism()).Inc()
 		c.principal = sess.Principal()
 		c.sasl = nil
