@@ -203,8 +203,27 @@ func clientConfigFromProps(name string, props []property) (ClientConfig, error) 
 	where := func(p property) string { return fmt.Sprintf("%s (%s:%d)", p.key, name, p.line) }
 	var protocol, jaas *property
 	var saslSet, sslSet []string
+	// The plain string settings: the Security field each sets (named for
+	// errors) and whether it is a SASL or an SSL one.
+	strs := map[string]struct {
+		field string
+		dst   *string
+		set   *[]string
+	}{
+		"sasl.username":            {"User", &sec.User, &saslSet},
+		"sasl.password":            {"Password", &sec.Password, &saslSet},
+		"ssl.ca.location":          {"TLSCAFile", &sec.TLSCAFile, &sslSet},
+		"ssl.certificate.location": {"TLSCertFile", &sec.TLSCertFile, &sslSet},
+		"ssl.key.location":         {"TLSKeyFile", &sec.TLSKeyFile, &sslSet},
+	}
 	for i := range props {
 		p := props[i]
+		if st, ok := strs[p.key]; ok {
+			*st.dst = p.value
+			sec.setLabel(st.field, where(p))
+			*st.set = append(*st.set, p.key)
+			continue
+		}
 		switch p.key {
 		case "security.protocol":
 			protocol = &props[i]
@@ -212,29 +231,9 @@ func clientConfigFromProps(name string, props []property) (ClientConfig, error) 
 			sec.Mechanism = strings.ToUpper(p.value)
 			sec.setLabel("Mechanism", where(p))
 			saslSet = append(saslSet, p.key)
-		case "sasl.username":
-			sec.User = p.value
-			sec.setLabel("User", where(p))
-			saslSet = append(saslSet, p.key)
-		case "sasl.password":
-			sec.Password = p.value
-			sec.setLabel("Password", where(p))
-			saslSet = append(saslSet, p.key)
 		case "sasl.jaas.config":
 			jaas = &props[i]
 			saslSet = append(saslSet, p.key)
-		case "ssl.ca.location":
-			sec.TLSCAFile = p.value
-			sec.setLabel("TLSCAFile", where(p))
-			sslSet = append(sslSet, p.key)
-		case "ssl.certificate.location":
-			sec.TLSCertFile = p.value
-			sec.setLabel("TLSCertFile", where(p))
-			sslSet = append(sslSet, p.key)
-		case "ssl.key.location":
-			sec.TLSKeyFile = p.value
-			sec.setLabel("TLSKeyFile", where(p))
-			sslSet = append(sslSet, p.key)
 		case "ssl.endpoint.identification.algorithm":
 			switch strings.ToLower(p.value) {
 			case "https":
