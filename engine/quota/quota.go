@@ -385,6 +385,17 @@ func (m *Manager) resolve(kind Kind, user, clientID string) (limit float64, tags
 // measuring what no quota needs).
 func (m *Manager) Enabled(kind Kind) bool { return kind < numKinds && m.on[kind].Load() }
 
+// AnyEnabled reports whether a quota of any kind (produce, fetch, request)
+// is set: when none is, a reply has nothing to be recorded against.
+func (m *Manager) AnyEnabled() bool {
+	for k := range m.on {
+		if m.on[k].Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // Limit is the quota of kind that applies to user and clientID.
 func (m *Manager) Limit(kind Kind, user, clientID string) (float64, bool) {
 	if !m.Enabled(kind) {

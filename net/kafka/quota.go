@@ -158,7 +158,10 @@ func (c *conn) measureHandler() bool {
 // others) and records a reply once.
 func (c *conn) throttleReply(rp reply) reply {
 	r := rp.req
-	if r == nil || r.quotaDone || !c.s.syncQuotas() || rp.fatal != nil || r.kreq == nil || quotaExempt[r.key] {
+	if r == nil || r.quotaDone || rp.fatal != nil || r.kreq == nil || quotaExempt[r.key] ||
+		!c.s.syncQuotas() || !c.s.quotas.AnyEnabled() {
+		// Nothing to record: the common case of a broker without client
+		// quotas costs a version check per reply.
 		return rp
 	}
 	r.quotaDone = true
