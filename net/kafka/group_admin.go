@@ -65,10 +65,12 @@ func (c *conn) handleDescribeGroups(r *request) (kmsg.Response, func() kmsg.Resp
 		}
 		return resp, nil
 	}
-	for id := range denied {
-		g := kmsg.NewDescribeGroupsResponseGroup()
-		g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
-		resp.Groups = append(resp.Groups, g)
+	for _, id := range req.Groups { // request order, not the map's
+		if denied[id] {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, g)
+		}
 	}
 	for _, d := range groups.DescribeGroups(allowed) {
 		g := kmsg.NewDescribeGroupsResponseGroup()
