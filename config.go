@@ -237,7 +237,7 @@ func printConfig(w io.Writer, fs *flag.FlagSet) {
 			return
 		}
 		v := f.Value.String()
-		if s, ok := f.Value.(interface{ IsSecret() bool }); ok && s.IsSecret() {
+		if cli.IsSecret(fs, f.Name) {
 			// Secrets (passwords) are never printed: the line says the
 			// setting is there without its value.
 			if v != "" {

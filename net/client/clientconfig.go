@@ -99,9 +99,17 @@ func parseProperties(name string, r io.Reader) ([]property, error) {
 		}
 		// A logical line continues while it ends in an odd number of
 		// backslashes; the next line's leading space is dropped.
-		for endsInContinuation(line) && sc.Scan() {
-			lineNo++
-			line = line[:len(line)-1] + strings.TrimLeft(sc.Text(), " \t\f")
+		if endsInContinuation(line) {
+			// Built in one buffer: concatenating per continuation line
+			// would copy the logical line again at each (quadratic).
+			var b strings.Builder
+			for endsInContinuation(line) && sc.Scan() {
+				lineNo++
+				b.WriteString(line[:len(line)-1])
+				line = strings.TrimLeft(sc.Text(), " \t\f")
+			}
+			b.WriteString(line)
+			line = b.String()
 		}
 		line = strings.TrimSuffix(line, "\r")
 		key, value := splitProperty(line)
