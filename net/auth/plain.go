@@ -2,7 +2,6 @@ package auth
 
 import (
 	"bytes"
-	"crypto/pbkdf2"
 	"crypto/subtle"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
@@ -83,18 +82,13 @@ func (p *plainSession) Step(msg []byte) ([]byte, bool, error) {
 }
 
 // checkPassword derives the StoredKey password gives under cred's salt
-// and iterations and compares it with cred's in constant time.
+// and iterations and compares it with cred's in constant time. The
+// derivation runs whatever cred is (a fake one for an unknown user too),
+// so the time taken does not tell them apart.
 func checkPassword(cred metadata.ScramCredential, password string) bool {
-	h := metadata.ScramHash(cred.Mechanism)
-	if h == nil || cred.Iterations < 1 || cred.Iterations > metadata.MaxScramIterations {
+	if cred.Iterations < 1 || cred.Iterations > metadata.MaxScramIterations {
 		return false
 	}
-	salted, err := pbkdf2.Key(h, password, cred.Salt, int(cred.Iterations), h().Size())
-	if err != nil {
-		return false
-	}
-	clientKey := hmacSum(h, salted, "Client Key")
-	sh := h()
-	sh.Write(clientKey)
-	return subtle.ConstantTimeCompare(sh.Sum(nil), cred.StoredKey) == 1
+	got, err := metadata.ScramCredentialFromPassword(cred.User, cred.Mechanism, password, cred.Salt, cred.Iterations)
+	return err == nil && subtle.ConstantTimeCompare(got.StoredKey, cred.StoredKey) == 1
 }
