@@ -80,12 +80,12 @@ func (s *Server) authorizer() *acl.Authorizer {
 type authz struct {
 	c   *conn
 	a   *acl.Authorizer // nil: authorization is off
-	api string
+	api int16 // the request's key, named only in a denial's log line
 }
 
 // authz starts a request's checks.
 func (c *conn) authz(r *request) authz {
-	z := authz{c: c, api: apiName(r.key)}
+	z := authz{c: c, api: r.key}
 	if c.s.opts.Authz.Enabled {
 		z.a = c.s.authorizer()
 	}
@@ -100,7 +100,7 @@ func (z authz) allowed(op acl.Operation, rt acl.ResourceType, name string) bool 
 	}
 	d := z.a.Authorize(z.c.principal, z.c.host, op, rt, name)
 	if !d.Allowed() {
-		z.c.s.log.Debug("authorization denied", "principal", z.c.principal, "host", z.c.host, "api", z.api,
+		z.c.s.log.Debug("authorization denied", "principal", z.c.principal, "host", z.c.host, "api", apiName(z.api),
 			"operation", op.String(), "resource_type", rt.String(), "resource", name, slog.String("reason", d.String()))
 	}
 	return d.Allowed()
@@ -163,7 +163,7 @@ func (z authz) byResourceType(op acl.Operation, rt acl.ResourceType) bool {
 	}
 	ok := z.a.AuthorizeByResourceType(z.c.principal, z.c.host, op, rt)
 	if !ok {
-		z.c.s.log.Debug("authorization denied", "principal", z.c.principal, "host", z.c.host, "api", z.api,
+		z.c.s.log.Debug("authorization denied", "principal", z.c.principal, "host", z.c.host, "api", apiName(z.api),
 			"operation", op.String(), "resource_type", rt.String(), "resource", "any")
 	}
 	return ok
