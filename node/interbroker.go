@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -129,8 +128,8 @@ func (n *Node) peerDial() func(ctx context.Context, addr string) (net.Conn, erro
 		return nil
 	}
 	d := &auth.BrokerDialer{Timeout: 10 * time.Second, ClientID: fmt.Sprintf("moonmq-broker-%d", n.cfg.NodeID)}
-	if tm := n.tls; tm != nil {
-		d.TLS = func() *tls.Config { return tm.ClientConfig("") }
+	if n.tls != nil {
+		d.DialTLS = n.tls.Dial
 	}
 	if p.SASL() {
 		d.Mechanism, d.User, d.Password = n.cfg.interBrokerMechanism(), n.cfg.InterBroker.User, n.cfg.InterBroker.Password

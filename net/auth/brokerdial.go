@@ -2,7 +2,6 @@ package auth
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,9 +24,10 @@ import (
 // broker-to-broker clients (follower fetch, markers, verifications) need
 // not know about security at all.
 type BrokerDialer struct {
-	// TLS returns the client TLS config to use (nil: plaintext). A func so
-	// a reload of the node's certificate reaches new connections.
-	TLS func() *tls.Config
+	// DialTLS connects over TLS (the node's TLS.Dial: its certificate as
+	// the client certificate, the peer verified against the CA, following
+	// reloads); nil: plain TCP.
+	DialTLS func(ctx context.Context, addr string) (net.Conn, error)
 	// Mechanism is the SASL mechanism (SCRAM-SHA-256, SCRAM-SHA-512 or
 	// PLAIN); empty: no SASL.
 	Mechanism      string
@@ -49,31 +49,19 @@ func (d *BrokerDialer) Dial(ctx context.Context, addr string) (net.Conn, error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var nd net.Dialer
-	nc, err := nd.DialContext(ctx, "tcp", addr)
+	dial := d.DialTLS
+	if dial == nil {
+		var nd net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return nd.DialContext(ctx, "tcp", addr) }
+	}
+	nc, err := dial(ctx, addr)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("auth: dial broker %s: %w", addr, err)
 	}
 	deadline, _ := ctx.Deadline()
 	if err := nc.SetDeadline(deadline); err != nil {
 		nc.Close()
 		return nil, err
-	}
-	if d.TLS != nil {
-		if cfg := d.TLS(); cfg != nil {
-			cfg = cfg.Clone()
-			if cfg.ServerName == "" {
-				if host, _, err := net.SplitHostPort(addr); err == nil {
-					cfg.ServerName = host
-				}
-			}
-			tc := tls.Client(nc, cfg)
-			if err := tc.HandshakeContext(ctx); err != nil {
-				nc.Close()
-				return nil, fmt.Errorf("auth: TLS handshake with broker %s: %w", addr, err)
-			}
-			nc = tc
-		}
 	}
 	if d.Mechanism != "" {
 		if err := d.authenticate(ctx, nc, addr); err != nil {
