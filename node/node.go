@@ -471,7 +471,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		if ib := cfg.InterBroker; ib.User != "" && !slices.ContainsFunc(users, func(u BootstrapUser) bool { return u.Name == ib.User }) {
 			users = append(slices.Clone(users), BootstrapUser{Name: ib.User, Password: ib.Password})
 		}
-		if err := bootstrapUsers(readyCtx, any(ctrl), users, n.log); err != nil {
+		if err := bootstrapUsers(readyCtx, ctrl, users, n.log); err != nil {
 			n.log.Error("could not create the bootstrap users; they cannot log in", "err", err)
 		}
 		n.serveErr <- ks.Serve()

@@ -58,16 +58,12 @@ type scramStore interface {
 // configuration brings its own, as tests do) and the key of unknown
 // users' salts, kept in the data directory so they stay the same across
 // restarts.
-func saslCredentials(o *kafka.AuthOptions, ctrl any, dataDir string) error {
+func saslCredentials(o *kafka.AuthOptions, ctrl auth.Credentials, dataDir string) error {
 	if p, err := kafka.ParseSecurityProtocol(string(o.SecurityProtocol)); err != nil || !p.SASL() {
 		return nil // Validate refuses a bad protocol
 	}
 	if o.SASL.Credentials == nil {
-		cs, ok := ctrl.(auth.Credentials)
-		if !ok {
-			return errors.New("SASL: this build's controller stores no SCRAM credentials")
-		}
-		o.SASL.Credentials = cs
+		o.SASL.Credentials = ctrl
 	}
 	if o.SASL.FakeSaltKey == nil {
 		key, err := loadOrCreateKey(filepath.Join(dataDir, saltKeyFile))
@@ -108,13 +104,9 @@ func loadOrCreateKey(path string) ([]byte, error) {
 // metadata cannot take a change (an election), for bootstrapTimeout at
 // most: the listener waits for it, so a client started with the node can
 // log in at once. Passwords are not logged.
-func bootstrapUsers(ctx context.Context, ctrl any, users []BootstrapUser, log *slog.Logger) error {
+func bootstrapUsers(ctx context.Context, store scramStore, users []BootstrapUser, log *slog.Logger) error {
 	if len(users) == 0 {
 		return nil
-	}
-	store, ok := ctrl.(scramStore)
-	if !ok {
-		return errors.New("bootstrap-user: this build's controller stores no SCRAM credentials")
 	}
 	var upserts []metadata.ScramCredential
 	var names []string
