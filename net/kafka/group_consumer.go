@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -164,11 +163,21 @@ func (c *conn) handleConsumerGroupDescribe(r *request) (kmsg.Response, func() km
 }
 
 // undescribable lists the topics of a described group (its members'
-// subscriptions and assignments) that z may not describe.
+// subscriptions and assignments) that z may not describe; each topic is
+// judged once however many members use it.
 func undescribable(z authz, groups *group.Coordinator, d group.ConsumerGroupDescription) []string {
+	if z.a == nil {
+		return nil
+	}
+	judged := map[string]bool{}
 	var out []string
 	check := func(name string) {
-		if name != "" && !z.quietly(acl.OpDescribe, acl.ResourceTopic, name) && !slices.Contains(out, name) {
+		if _, done := judged[name]; done || name == "" {
+			return
+		}
+		ok := z.quietly(acl.OpDescribe, acl.ResourceTopic, name)
+		judged[name] = ok
+		if !ok {
 			out = append(out, name)
 		}
 	}
