@@ -310,6 +310,8 @@ type Log struct {
 
 	syncMu   sync.Mutex
 	appendMu sync.Mutex
+	// cleanMu serialises Clean (cleaner.go); it is taken before appendMu.
+	cleanMu sync.Mutex
 	// txnMu guards aborted, the aborted-transaction index in memory
 	// (txnindex.go), sorted by marker offset.
 	txnMu    sync.Mutex
