@@ -64,6 +64,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,6 +194,9 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 	}
 	l.cleanMu.Lock()
 	defer l.cleanMu.Unlock()
+	if err := l.failure(); err != nil {
+		return st, err // Heal first
+	}
 	m := newOffsetMap(o.MapMemory)
 	st.MapCapacity = m.capacity()
 	defer func() { st.Duration = time.Since(start) }()
@@ -209,21 +213,28 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		if len(segs) == 0 {
 			return st, nil
 		}
-		if dirty >= bound {
-			releaseAll(segs)
-			return st, nil
-		}
 		m.clear()
-		mapEnd, err := l.buildOffsetMap(ctx, o, &st, segs, m, dirty, bound)
-		if err != nil {
+		mapEnd := dirty
+		if dirty >= bound {
+			// Nothing dirty: a pass only to remove tombstones whose delete
+			// horizon has passed (KIP-534), when one has.
+			if h := l.nextHorizon.Load(); h != 0 && o.Now.UnixMilli() < h {
+				releaseAll(segs)
+				return st, nil
+			}
+		} else if mapEnd, err = l.buildOffsetMap(ctx, o, &st, segs, m, dirty, bound); err != nil {
 			releaseAll(segs)
 			return st, err
 		}
 		st.Passes++
-		err = l.cleanPass(ctx, o, &st, segs, m, mapEnd)
+		horizon, err := l.cleanPass(ctx, o, &st, segs, m, mapEnd)
 		releaseAll(segs)
 		if err != nil {
 			return st, err
+		}
+		l.nextHorizon.Store(horizon)
+		if dirty >= bound {
+			return st, nil
 		}
 		if err := writeOffsetCheckpoint(l.st.fs, l.dir, cleanerCheckpointFile, mapEnd); err != nil {
 			return st, fmt.Errorf("persist cleaner checkpoint %d: %w", mapEnd, err)
@@ -409,11 +420,18 @@ func (l *Log) buildOffsetMap(ctx context.Context, o CleanOptions, st *CleanStats
 
 // cleanPass rewrites the segments from the log start that hold offsets below
 // mapEnd, in groups that each become one segment.
-func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, segs []*segment, m *offsetMap, mapEnd int64) error {
-	// The segments to rewrite: every one starting below mapEnd.
+//
+// It returns the earliest delete horizon left in the log (math.MaxInt64
+// when no tombstone waits for one).
+func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, segs []*segment, m *offsetMap, mapEnd int64) (int64, error) {
+	// The segments to rewrite: every one starting below mapEnd (all of
+	// them for a tombstone-only pass).
 	n := 0
-	for n < len(segs) && segs[n].base < mapEnd {
+	for n < len(segs) && (segs[n].base < mapEnd || mapEnd >= segs[len(segs)-1].base) {
 		n++
+	}
+	if n == 0 {
+		return math.MaxInt64, nil
 	}
 	segs = segs[:n]
 	ends := make([]int64, n) // the next segment's base (exclusive end)
@@ -422,12 +440,10 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 			ends[i] = segs[i+1].base
 		}
 	}
-	if n > 0 {
-		ends[n-1] = l.segmentEnd(segs[n-1])
-	}
-	aborted, err := l.abortedIn(l.logStart.Load(), ends[max(n-1, 0)])
+	ends[n-1] = l.segmentEnd(segs[n-1])
+	aborted, err := l.abortedIn(l.logStart.Load(), ends[n-1])
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// The last batch of each producer in the cleaned range is kept even if
 	// emptied (Kafka keeps it for the producer's state).
@@ -439,10 +455,11 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 			}
 			return nil
 		}); err != nil {
-			return fmt.Errorf("clean: %w", err)
+			return 0, fmt.Errorf("clean: %w", err)
 		}
 	}
 	opts := l.opts.Load()
+	horizon := int64(math.MaxInt64)
 	for i := 0; i < len(segs); {
 		j, size := i+1, segs[i].size.Load()
 		for j < len(segs) && size+segs[j].size.Load() <= opts.SegmentBytes &&
@@ -450,13 +467,14 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 			size += segs[j].size.Load()
 			j++
 		}
-		f := &filter{o: &o, m: m, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st}
+		f := &filter{o: &o, m: m, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64}
 		if err := l.cleanGroup(ctx, &o, st, segs[i:j], ends[j-1], f); err != nil {
-			return err
+			return 0, err
 		}
+		horizon = min(horizon, f.horizon)
 		i = j
 	}
-	return nil
+	return horizon, nil
 }
 
 // segmentEnd is the base of the segment after s (the log end if none).
@@ -480,6 +498,7 @@ type filter struct {
 	last    map[int64]int64
 	st      *CleanStats
 	recs    []batch.Record // scratch
+	horizon int64          // earliest delete horizon of a kept tombstone
 }
 
 // apply returns the batch to write for h (raw itself when unchanged, nil
@@ -525,6 +544,13 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	}
 	f.st.RecordsRemoved += int64(removed)
 	newHorizon := !hasHorizon && tombstones > 0
+	if tombstones > 0 {
+		if hasHorizon {
+			f.horizon = min(f.horizon, h.FirstTimestamp)
+		} else {
+			f.horizon = min(f.horizon, nowMs+f.o.DeleteRetention.Milliseconds())
+		}
+	}
 	if removed == 0 && !newHorizon {
 		return raw, nil
 	}
@@ -548,11 +574,26 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	}
 	out := batch.Build(nh, f.recs)
 	if codec := h.Compression(); codec != batch.CompressionNone {
-		if out, err = batch.Recompress(out, codec, 0, cleanerMaxDecoded); err != nil {
+		if out, err = batch.Recompress(out, codec, defaultLevel(codec), cleanerMaxDecoded); err != nil {
 			return nil, fmt.Errorf("clean batch at offset %d: %w", h.BaseOffset, err)
 		}
 	}
 	return out, nil
+}
+
+// defaultLevel is Kafka's default level of codec: the cleaner does not know
+// the level the producer used (Kafka's cleaner also recompresses at the
+// default).
+func defaultLevel(codec int8) int {
+	switch codec {
+	case batch.CompressionGzip:
+		return batch.GzipDefaultLevel
+	case batch.CompressionLZ4:
+		return batch.LZ4DefaultLevel
+	case batch.CompressionZstd:
+		return batch.ZstdDefaultLevel
+	}
+	return 0
 }
 
 // empty is what stays of a batch whose records all went: nothing, or its

@@ -310,8 +310,11 @@ type Log struct {
 
 	syncMu   sync.Mutex
 	appendMu sync.Mutex
-	// cleanMu serialises Clean (cleaner.go); it is taken before appendMu.
+	// cleanMu serialises Clean (cleaner.go) and Heal; taken before syncMu.
 	cleanMu sync.Mutex
+	// nextHorizon is the earliest delete horizon of a tombstone the last
+	// cleaning kept (unix ms; math.MaxInt64 none; 0 unknown, as after Open).
+	nextHorizon atomic.Int64
 	// txnMu guards aborted, the aborted-transaction index in memory
 	// (txnindex.go), sorted by marker offset.
 	txnMu    sync.Mutex
