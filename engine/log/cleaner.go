@@ -197,7 +197,8 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 	if err := l.failure(); err != nil {
 		return st, err // Heal first
 	}
-	m := newOffsetMap(o.MapMemory)
+	m := getOffsetMap(o.MapMemory)
+	defer putOffsetMap(m)
 	st.MapCapacity = m.capacity()
 	defer func() { st.Duration = time.Since(start) }()
 	for {

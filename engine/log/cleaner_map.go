@@ -2,7 +2,37 @@ package log
 
 import (
 	"hash/maphash"
+	"sync"
 )
+
+// offsetMaps keeps the last map released, so a cleaner calling Clean log
+// after log does not allocate and zero its whole budget every time (Kafka
+// allocates one map per cleaner thread).
+var offsetMaps sync.Pool
+
+// getOffsetMap returns an empty map of the size memory gives.
+func getOffsetMap(memory int) *offsetMap {
+	if m, ok := offsetMaps.Get().(*offsetMap); ok && len(m.slots) == mapSlots(memory) {
+		return m
+	}
+	return newOffsetMap(memory)
+}
+
+// putOffsetMap clears m and keeps it for the next cleaning.
+func putOffsetMap(m *offsetMap) {
+	m.clear()
+	offsetMaps.Put(m)
+}
+
+// mapSlots is the largest power of two of slots that fits memory (at
+// least 16).
+func mapSlots(memory int) int {
+	n := 16
+	for n*2*mapSlotSize <= memory {
+		n *= 2
+	}
+	return n
+}
 
 // offsetMap is the cleaner's key -> latest offset map (Kafka's
 // SkimpyOffsetMap): a fixed open-addressing table sized once from the memory
@@ -32,13 +62,9 @@ const mapSlotSize = 24
 // mapLoadFactor is Kafka's log.cleaner.io.buffer.load.factor default.
 const mapLoadFactor = 0.9
 
-// newOffsetMap sizes the table from memory bytes: the largest power of two
-// of slots that fits (at least 16).
+// newOffsetMap sizes the table from memory bytes (mapSlots).
 func newOffsetMap(memory int) *offsetMap {
-	n := 16
-	for n*2*mapSlotSize <= memory {
-		n *= 2
-	}
+	n := mapSlots(memory)
 	return &offsetMap{
 		slots:   make([]mapSlot, n),
 		mask:    uint64(n - 1),

@@ -235,7 +235,7 @@ func TestCleanTombstoneHorizon(t *testing.T) {
 	}
 	require.NoError(t, l.Sync())
 	clean := func(at time.Time) {
-		_, err := l.Clean(context.Background(), CleanOptions{Now: at, DeleteRetention: time.Hour, FirstUncleanable: l.HighWatermark()})
+		_, err := l.Clean(context.Background(), CleanOptions{Now: at, DeleteRetention: time.Hour, FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
 		require.NoError(t, err)
 	}
 	keys := func() []string {
@@ -299,7 +299,7 @@ func TestCleanKeepsProducerLastBatchAndDropsAborted(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, l.Sync())
-	st, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), FirstUncleanable: l.HighWatermark()})
+	st, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
 	require.NoError(t, err)
 	require.Positive(t, st.RecordsRemoved)
 	var bases []string
@@ -337,15 +337,15 @@ func TestCleanKeepsProducerLastBatchAndDropsAborted(t *testing.T) {
 func TestCleanCrashAtEverySwapStep(t *testing.T) {
 	mem, faults := crashFS(t)
 	opts := memOptions(faults)
-	opts.SegmentBytes = 700
+	opts.SegmentBytes = 400
 	l, err := Open(crashDir, opts)
 	require.NoError(t, err)
 	rng := rand.New(rand.NewPCG(3, 3))
 	produced := map[int64]kv{}
 	latest := map[string]kv{}
 	ts := int64(1_700_000_000_000)
-	for i := 0; i < 120; i++ {
-		recs := []kv{{key: fmt.Sprint("k", rng.IntN(40)), value: fmt.Appendf(nil, "v%d", i), ts: ts + int64(i)}}
+	for i := 0; i < 60; i++ {
+		recs := []kv{{key: fmt.Sprint("k", rng.IntN(25)), value: fmt.Appendf(nil, "v%d", i), ts: ts + int64(i)}}
 		if rng.IntN(6) == 0 {
 			recs[0].value = nil
 		}
@@ -365,8 +365,13 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 	faults.SetInjector(func(op vfs.Op, path string) error {
 		switch op {
 		case vfs.OpSync, vfs.OpSyncDir, vfs.OpRename, vfs.OpRemove:
+			// A power cut losing everything unsynced, a kill -9 keeping
+			// everything written, and a power cut keeping a random part.
 			mu.Lock()
-			images = append(images, image{fs: mem.Crash(vfs.CrashOptions{}), before: op.String() + " " + path})
+			images = append(images,
+				image{fs: mem.Crash(vfs.CrashOptions{}), before: "power cut before " + op.String() + " " + path},
+				image{fs: mem.Crash(vfs.CrashOptions{ProcessOnly: true}), before: "kill -9 before " + op.String() + " " + path},
+				image{fs: mem.Crash(vfs.CrashOptions{Rand: rand.New(rand.NewPCG(uint64(len(images)), 5))}), before: "partial power cut before " + op.String() + " " + path})
 			mu.Unlock()
 		}
 		return nil
@@ -384,11 +389,13 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Greater(t, len(images), 10)
+	t.Logf("%d crash images, %d passes", len(images), st.Passes)
 	for n, img := range images {
 		rl, err := Open(crashDir, memOptions(img.fs))
 		require.NoError(t, err, "image %d (before %s)", n, img.before)
 		got := readRecords(t, rl)
 		checkAgainst(t, got, produced, latest)
+		require.Equal(t, int64(60), rl.LogEndOffset(), "image %d (before %s)", n, img.before)
 		entries, err := img.fs.ReadDir(crashDir)
 		require.NoError(t, err)
 		for _, e := range entries {
@@ -397,7 +404,7 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 		}
 		// Recovery left a log the cleaner can go on with.
 		_, err = rl.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), DeleteRetention: time.Hour,
-			FirstUncleanable: rl.HighWatermark()})
+			FirstUncleanable: rl.HighWatermark(), MapMemory: 64 << 10})
 		require.NoError(t, err, "image %d (before %s)", n, img.before)
 		checkAgainst(t, readRecords(t, rl), produced, latest)
 		require.NoError(t, rl.Close())
@@ -480,7 +487,7 @@ func TestDirtyRatio(t *testing.T) {
 	r, dirty := l.DirtyRatio(l.HighWatermark())
 	require.Equal(t, 1.0, r)
 	require.Positive(t, dirty)
-	_, err = l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), FirstUncleanable: l.HighWatermark()})
+	_, err = l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
 	require.NoError(t, err)
 	r, dirty = l.DirtyRatio(l.HighWatermark())
 	require.Zero(t, dirty)
@@ -518,7 +525,7 @@ func TestCleanMinCompactionLagAndBound(t *testing.T) {
 	}
 	require.NoError(t, l.Sync())
 	before := readRecords(t, l)
-	st, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), MinCompactionLag: time.Hour, FirstUncleanable: l.HighWatermark()})
+	st, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), MinCompactionLag: time.Hour, FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
 	require.NoError(t, err)
 	require.Zero(t, st.RecordsRemoved, "everything is within the lag")
 	st, err = l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts + 3_600_000), FirstUncleanable: 10})
@@ -529,7 +536,7 @@ func TestCleanMinCompactionLagAndBound(t *testing.T) {
 			require.Contains(t, after, r, "offset %d at or past the bound", r.offset)
 		}
 	}
-	_, err = l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts + 3_600_000), FirstUncleanable: l.HighWatermark()})
+	_, err = l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts + 3_600_000), FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
 	require.NoError(t, err)
 	after = readRecords(t, l)
 	offs := make([]int64, len(after))
