@@ -143,6 +143,20 @@ func (l *Log) cleanerCheckpoint() (int64, error) {
 	return off, nil
 }
 
+// lowerCleanerCheckpoint brings the cleaner checkpoint down to a truncation
+// point (Kafka's maybeTruncateCheckpoint): records appended again there are
+// dirty. Caller holds appendMu.
+func (l *Log) lowerCleanerCheckpoint(offset int64) error {
+	off, ok, err := readOffsetCheckpoint(l.st.fs, l.dir, cleanerCheckpointFile)
+	if err != nil || !ok || off <= offset {
+		return nil // an unreadable checkpoint is ignored by cleanerCheckpoint too
+	}
+	if err := writeOffsetCheckpoint(l.st.fs, l.dir, cleanerCheckpointFile, offset); err != nil {
+		return fmt.Errorf("lower cleaner checkpoint to %d: %w", offset, err)
+	}
+	return nil
+}
+
 // CleanedTo is the cleaner checkpoint: every offset below it has been
 // cleaned at least once (the log start when never cleaned).
 func (l *Log) CleanedTo() (int64, error) { return l.cleanerCheckpoint() }
@@ -225,13 +239,13 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 			}
 		} else if mapEnd, err = l.buildOffsetMap(ctx, o, &st, segs, m, dirty, bound); err != nil {
 			releaseAll(segs)
-			return st, err
+			return st, l.cleanErr(err)
 		}
 		st.Passes++
 		horizon, err := l.cleanPass(ctx, o, &st, segs, m, mapEnd)
 		releaseAll(segs)
 		if err != nil {
-			return st, err
+			return st, l.cleanErr(err)
 		}
 		l.nextHorizon.Store(horizon)
 		if dirty >= bound {
@@ -245,6 +259,16 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 			return st, nil
 		}
 	}
+}
+
+// cleanErr: a segment removed under the cleaning (retention, truncation)
+// ends it without error; the next Clean starts from the log as it is.
+func (l *Log) cleanErr(err error) error {
+	if errors.Is(err, errFileGone) {
+		l.logger.Debug("cleaning stopped: a segment was removed meanwhile", "err", err)
+		return nil
+	}
+	return err
 }
 
 // cleanable returns, each with a reference, the sealed segments that may be cleaned and
@@ -618,6 +642,12 @@ func (l *Log) cleanGroup(ctx context.Context, o *CleanOptions, st *CleanStats, s
 	scratch := newSegment(l.st, base)
 	scratch.offIdx.mem, scratch.timeIdx.mem = []byte{}, []byte{}
 	interval := l.opts.Load().IndexIntervalBytes
+	// The sizes read: a truncation that cuts one of these segments in place
+	// meanwhile must abort the swap (swapIn compares).
+	sizes := make([]int64, len(segs))
+	for i, s := range segs {
+		sizes[i] = s.size.Load()
+	}
 
 	out, err := fsys.OpenFile(path(logExt, cleanedSuffix), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -703,7 +733,7 @@ func (l *Log) cleanGroup(ctx context.Context, o *CleanOptions, st *CleanStats, s
 	if err := WriteFileAtomic(fsys, l.dir, cleanerSwapFile, fmt.Appendf(nil, "%d\n%d %d %d\n", checkpointVersion, base, end, b2i(hasTxn))); err != nil {
 		return abandon(fmt.Errorf("clean: write swap manifest: %w", err))
 	}
-	return l.swapIn(segs, end, hasTxn)
+	return l.swapIn(segs, sizes, end, hasTxn)
 }
 
 func b2i(b bool) int {
@@ -714,7 +744,7 @@ func b2i(b bool) int {
 }
 
 // swapIn commits a cleaned group (steps 3 to 5 of the protocol).
-func (l *Log) swapIn(segs []*segment, end int64, hasTxn bool) error {
+func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) error {
 	base := segs[0].base
 	fsys := l.st.fs
 	discard := func(why string) error {
@@ -740,7 +770,7 @@ func (l *Log) swapIn(segs []*segment, end int64, hasTxn bool) error {
 	}
 	ok := at >= 0 && at+len(segs) < len(l.segments) && l.segments[at+len(segs)].base == end
 	for k := 0; ok && k < len(segs); k++ {
-		ok = l.segments[at+k] == segs[k]
+		ok = l.segments[at+k] == segs[k] && segs[k].size.Load() == sizes[k]
 	}
 	l.segMu.RUnlock()
 	if !ok {

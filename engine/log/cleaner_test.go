@@ -1,10 +1,13 @@
 package log
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -556,4 +559,120 @@ func TestCleanMinCompactionLagAndBound(t *testing.T) {
 	// Kafka's rule: the map covers the cleanable range only, so the latest
 	// copy below the active segment stays.
 	require.Equal(t, 1, sealed, "one sealed copy of k")
+}
+
+// cleanTestLog is a log of 80 one-record batches over 8 keys in segments
+// of about 4 batches, fsynced; it returns what was produced.
+func cleanTestLog(t *testing.T, fsys vfs.FS) (*Log, map[int64]kv, map[string]kv) {
+	t.Helper()
+	opts := memOptions(fsys)
+	opts.SegmentBytes = 350
+	l, err := Open("/d", opts)
+	require.NoError(t, err)
+	produced, latest := map[int64]kv{}, map[string]kv{}
+	for i := 0; i < 80; i++ {
+		r := kv{key: fmt.Sprint("k", i%8), value: fmt.Appendf(nil, "v%d", i), ts: 1_700_000_000_000}
+		res, err := l.Append([][]byte{keyedBatch(t, []kv{r}, 0, -1)}, 0)
+		require.NoError(t, err)
+		r.offset = res.BaseOffset
+		produced[r.offset], latest[r.key] = r, r
+	}
+	require.NoError(t, l.Sync())
+	return l, produced, latest
+}
+
+func requireNoCleanerFiles(t *testing.T, fsys vfs.FS) {
+	t.Helper()
+	entries, err := fsys.ReadDir("/d")
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NotContains(t, e.Name, cleanedSuffix)
+		require.NotContains(t, e.Name, swapSuffix)
+		require.NotEqual(t, cleanerSwapFile, e.Name)
+	}
+}
+
+// TestCleanAbortedByIOLimit: the throttle hook failing (or the context
+// ending) stops the cleaning with its error, leaving the log as it was and
+// no cleaner file; the next cleaning goes through.
+func TestCleanAbortedByIOLimit(t *testing.T) {
+	mem := vfs.NewMem()
+	l, produced, latest := cleanTestLog(t, mem)
+	defer func() { _ = l.Close() }()
+	before := readRecords(t, l)
+	stop := fmt.Errorf("budget exhausted")
+	calls := 0
+	for _, failAt := range []int{1, 3, 6} {
+		calls = 0
+		_, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(1_700_000_000_000), FirstUncleanable: l.HighWatermark(),
+			MapMemory: 1 << 16, IOLimit: func(ctx context.Context, n int) error {
+				require.Positive(t, n)
+				if calls++; calls == failAt {
+					return stop
+				}
+				return nil
+			}})
+		require.ErrorIs(t, err, stop)
+		requireNoCleanerFiles(t, mem)
+		if failAt == 1 {
+			require.Equal(t, before, readRecords(t, l))
+		}
+		checkAgainst(t, readRecords(t, l), produced, latest)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Clean(ctx, CleanOptions{Now: time.UnixMilli(1_700_000_000_000), FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
+	require.ErrorIs(t, err, context.Canceled)
+	st, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(1_700_000_000_000), FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
+	require.NoError(t, err)
+	require.Positive(t, st.RecordsRemoved)
+	checkAgainst(t, readRecords(t, l), produced, latest)
+	requireNoCleanerFiles(t, mem)
+}
+
+// TestCleanRacesRetention: DeleteRecordsBefore removing segments at every
+// moment of a cleaning (each throttle call) stops or abandons the cleaning
+// of what it removed; nothing deleted comes back, nothing else is lost, no
+// cleaner file stays.
+func TestCleanRacesRetention(t *testing.T) {
+	calls := 0
+	{
+		l, _, _ := cleanTestLog(t, vfs.NewMem())
+		_, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(1_700_000_000_000), FirstUncleanable: l.HighWatermark(),
+			MapMemory: 1 << 16, IOLimit: func(context.Context, int) error { calls++; return nil }})
+		require.NoError(t, err)
+		require.NoError(t, l.Close())
+	}
+	require.Greater(t, calls, 10)
+	abandoned := 0
+	for k := 1; k <= calls; k++ {
+		mem := vfs.NewMem()
+		l, produced, latest := cleanTestLog(t, mem)
+		var logs bytes.Buffer
+		l.logger = slog.New(slog.NewTextHandler(&logs, nil))
+		bases := l.SegmentBases()
+		cut := bases[len(bases)/2]
+		n := 0
+		_, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(1_700_000_000_000), FirstUncleanable: l.HighWatermark(),
+			MapMemory: 1 << 16, IOLimit: func(ctx context.Context, _ int) error {
+				if n++; n == k {
+					_, err := l.DeleteRecordsBefore(cut)
+					require.NoError(t, err)
+				}
+				return nil
+			}})
+		require.NoError(t, err, "k=%d", k)
+		if strings.Contains(logs.String(), "abandoned") {
+			abandoned++
+		}
+		requireNoCleanerFiles(t, mem)
+		got := readRecords(t, l)
+		require.Equal(t, cut, l.LogStartOffset())
+		for _, r := range got {
+			require.GreaterOrEqual(t, r.offset, cut, "k=%d: a deleted record came back", k)
+		}
+		checkAgainst(t, got, produced, latest)
+		require.NoError(t, l.Close())
+	}
+	require.Positive(t, abandoned, "some swap found its segments gone")
 }
