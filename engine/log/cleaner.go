@@ -17,9 +17,11 @@ package log
 //     FirstTimestamp, record timestamp deltas rebased on it); a later
 //     cleaning at or past the horizon removes it.
 //   - Transactional batches of aborted transactions (the .txnindex) are
-//     removed; control batches (markers) are kept (see "Not done" in the
-//     package report: Kafka removes them once their transaction has no data
-//     left and their horizon passed).
+//     removed. An end-transaction marker is removed once a cleaning reads
+//     no batch of its transaction and its delete horizon (stamped by the
+//     first cleaning that found it removable) has passed, with its
+//     .txnindex entry (Kafka's CleanedTransactionMetadata rules). Other
+//     control batches are kept.
 //   - A batch left empty is dropped, unless it is the last batch of its
 //     producer in the cleaned range, which is kept empty (header only, same
 //     offsets and sequence) so producer state survives, as Kafka does.
@@ -485,6 +487,7 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 	}
 	opts := l.opts.Load()
 	horizon := int64(math.MaxInt64)
+	txn := &txnState{committed: map[int64]bool{}, abortedSeen: map[int64]bool{}}
 	for i := 0; i < len(segs); {
 		j, size := i+1, segs[i].size.Load()
 		for j < len(segs) && size+segs[j].size.Load() <= opts.SegmentBytes &&
@@ -492,7 +495,8 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 			size += segs[j].size.Load()
 			j++
 		}
-		f := &filter{o: &o, m: m, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64}
+		f := &filter{o: &o, m: m, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64,
+			txn: txn, removedMarkers: map[int64]bool{}}
 		if err := l.cleanGroup(ctx, &o, st, segs[i:j], ends[j-1], f); err != nil {
 			return 0, err
 		}
@@ -523,20 +527,37 @@ type filter struct {
 	last    map[int64]int64
 	st      *CleanStats
 	recs    []batch.Record // scratch
-	horizon int64          // earliest delete horizon of a kept tombstone
+	horizon int64          // earliest delete horizon of a kept tombstone or marker
+	txn     *txnState      // shared by the groups of a pass, in offset order
+	// removedMarkers are the offsets of the end-transaction markers this
+	// group removed: their .txnindex entries go with them.
+	removedMarkers map[int64]bool
+}
+
+// txnState follows transactions through the cleaned range in offset order,
+// as Kafka's CleanedTransactionMetadata: whether a batch of each producer's
+// current transaction was read since its last marker, so a marker is
+// removed only once no batch of its transaction is left.
+type txnState struct {
+	committed   map[int64]bool // pid -> a batch of its (not aborted) transaction was read
+	abortedSeen map[int64]bool // pid -> a batch of its aborted transaction was read
 }
 
 // apply returns the batch to write for h (raw itself when unchanged, nil
 // when the batch goes).
 func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	f.st.RecordsRead += int64(h.NumRecords)
-	if h.IsControl() {
-		return raw, nil
-	}
 	keepEmpty := h.ProducerID >= 0 && f.last[h.ProducerID] == h.LastOffset()
+	if h.IsControl() {
+		return f.control(h, raw, keepEmpty)
+	}
 	if f.aborted.aborted(h) {
+		f.txn.abortedSeen[h.ProducerID] = true
 		f.st.RecordsRemoved += int64(h.NumRecords)
 		return f.empty(h, keepEmpty), nil
+	}
+	if h.IsTransactional() {
+		f.txn.committed[h.ProducerID] = true
 	}
 	hasHorizon := h.Attributes&batch.DeleteHorizonBit != 0
 	nowMs := f.o.Now.UnixMilli()
@@ -604,6 +625,65 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// control decides the fate of a control batch with Kafka's rules
+// (Cleaner.shouldDiscardBatch, onControlBatchRead): an end-transaction
+// marker may go once no batch of its transaction was read in this cleaning
+// (an aborted one's data was removed by an earlier cleaning, a committed
+// one's was superseded), and only after its delete horizon: the first
+// cleaning that finds it removable stamps the horizon (KIP-534), so
+// read_committed consumers behind have DeleteRetention to pass it. An
+// empty control batch (already cleaned) may go too. Other control types
+// stay.
+func (f *filter) control(h batch.Header, raw []byte, keepEmpty bool) ([]byte, error) {
+	canDiscard := h.NumRecords == 0
+	if !canDiscard {
+		m, err := batch.ParseEndTxnMarker(raw)
+		if errors.Is(err, batch.ErrNotMarker) {
+			return raw, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("clean control batch at offset %d: %w", h.BaseOffset, err)
+		}
+		if m.Commit {
+			canDiscard = !f.txn.committed[h.ProducerID]
+			delete(f.txn.committed, h.ProducerID)
+		} else {
+			canDiscard = !f.txn.abortedSeen[h.ProducerID]
+			delete(f.txn.abortedSeen, h.ProducerID)
+		}
+	}
+	if !canDiscard {
+		return raw, nil
+	}
+	nowMs := f.o.Now.UnixMilli()
+	if h.Attributes&batch.DeleteHorizonBit != 0 {
+		if nowMs >= h.FirstTimestamp {
+			f.st.RecordsRemoved += int64(h.NumRecords)
+			f.removedMarkers[h.LastOffset()] = true
+			return f.empty(h, keepEmpty), nil
+		}
+		f.horizon = min(f.horizon, h.FirstTimestamp)
+		return raw, nil
+	}
+	if h.NumRecords == 0 {
+		return raw, nil // nothing to stamp: goes at the next cleaning
+	}
+	// Stamp the horizon, records unchanged (their timestamps rebased).
+	var recs []batch.Record
+	if err := batch.Records(raw, func(r batch.Record) bool { recs = append(recs, r); return true }); err != nil {
+		return nil, fmt.Errorf("clean control batch at offset %d: %w", h.BaseOffset, err)
+	}
+	horizon := nowMs + f.o.DeleteRetention.Milliseconds()
+	for i := range recs {
+		recs[i].TimestampDelta = h.FirstTimestamp + recs[i].TimestampDelta - horizon
+	}
+	nh := h
+	nh.FirstTimestamp = horizon
+	nh.Attributes |= batch.DeleteHorizonBit
+	f.horizon = min(f.horizon, horizon)
+	return batch.Build(nh, recs), nil
 }
 
 // defaultLevel is Kafka's default level of codec: the cleaner does not know
@@ -717,12 +797,21 @@ func (l *Log) cleanGroup(ctx context.Context, o *CleanOptions, st *CleanStats, s
 	// The aborted-transaction entries of the group: markers are kept, so
 	// every entry still points at one; they move into the new segment.
 	var txn []byte
-	for _, s := range segs {
+	for i, s := range segs {
 		b, err := vfs.ReadFile(fsys, filepath.Join(l.dir, segmentFileName(s.base, txnIndexExt)), maxTxnIndexMemory)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return abandon(fmt.Errorf("clean: read txn index: %w", err))
 		}
-		txn = append(txn, b[:len(b)/txnEntrySize*txnEntrySize]...)
+		segEnd := end
+		if i+1 < len(segs) {
+			segEnd = segs[i+1].base
+		}
+		entries, _ := decodeTxnEntries(b, s.base, segEnd)
+		for _, e := range entries {
+			if !f.removedMarkers[e.LastOffset] {
+				txn = encodeTxnEntry(txn, e)
+			}
+		}
 	}
 	hasTxn := len(txn) > 0
 	if hasTxn {
@@ -733,7 +822,31 @@ func (l *Log) cleanGroup(ctx context.Context, o *CleanOptions, st *CleanStats, s
 	if err := WriteFileAtomic(fsys, l.dir, cleanerSwapFile, fmt.Appendf(nil, "%d\n%d %d %d\n", checkpointVersion, base, end, b2i(hasTxn))); err != nil {
 		return abandon(fmt.Errorf("clean: write swap manifest: %w", err))
 	}
-	return l.swapIn(segs, sizes, end, hasTxn)
+	swapped, err := l.swapIn(segs, sizes, end, hasTxn)
+	if err != nil {
+		return err
+	}
+	if swapped {
+		st.SegmentsCleaned += len(segs)
+	}
+	if swapped && len(f.removedMarkers) > 0 {
+		l.dropTxnEntries(f.removedMarkers)
+	}
+	return nil
+}
+
+// dropTxnEntries removes from the in-memory aborted-transaction index the
+// entries whose markers a cleaning removed (their data went before them).
+func (l *Log) dropTxnEntries(markers map[int64]bool) {
+	l.txnMu.Lock()
+	defer l.txnMu.Unlock()
+	kept := make([]AbortedTxn, 0, len(l.aborted))
+	for _, e := range l.aborted {
+		if !markers[e.LastOffset] {
+			kept = append(kept, e)
+		}
+	}
+	l.aborted = kept
 }
 
 func b2i(b bool) int {
@@ -743,21 +856,22 @@ func b2i(b bool) int {
 	return 0
 }
 
-// swapIn commits a cleaned group (steps 3 to 5 of the protocol).
-func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) error {
+// swapIn commits a cleaned group (steps 3 to 5 of the protocol). swapped
+// is false when the group was abandoned (its segments changed meanwhile).
+func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) (swapped bool, err error) {
 	base := segs[0].base
 	fsys := l.st.fs
-	discard := func(why string) error {
+	discard := func(why string) (bool, error) {
 		removeCleanerFiles(fsys, l.dir)
 		_ = fsys.Remove(filepath.Join(l.dir, cleanerSwapFile))
 		l.logger.Info("cleaning of a segment group abandoned", "base", base, "why", why)
-		return nil
+		return false, nil
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
-		discard("log closed")
-		return ErrClosed
+		_, _ = discard("log closed")
+		return false, ErrClosed
 	}
 	// The group must still be in the log as it was read: retention or a
 	// truncation may have removed or cut a segment meanwhile.
@@ -787,16 +901,16 @@ func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) err
 			if ext != logExt {
 				return discard(fmt.Sprintf("rename %s: %v", p+cleanedSuffix, err))
 			}
-			return l.fail(fmt.Errorf("clean: rename %s: %w", p+cleanedSuffix, err))
+			return false, l.fail(fmt.Errorf("clean: rename %s: %w", p+cleanedSuffix, err))
 		}
 	}
 	if err := SyncDir(fsys, l.dir); err != nil {
-		return l.fail(fmt.Errorf("clean: commit swap: %w", err))
+		return false, l.fail(fmt.Errorf("clean: commit swap: %w", err))
 	}
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
 	if err := completeSwap(fsys, l.dir, base, end, hasTxn, segs); err != nil {
-		return l.fail(err)
+		return false, l.fail(err)
 	}
 	fresh, indexesOK, err := openSegment(l.st, base)
 	if err == nil && !indexesOK {
@@ -806,7 +920,7 @@ func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) err
 		err = fresh.loadIndexState()
 	}
 	if err != nil {
-		return l.fail(fmt.Errorf("clean: open cleaned segment: %w", err))
+		return false, l.fail(fmt.Errorf("clean: open cleaned segment: %w", err))
 	}
 	l.segMu.Lock()
 	next := make([]*segment, 0, len(l.segments)-len(segs)+1)
@@ -819,9 +933,9 @@ func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) err
 		s.release()
 	}
 	if err := fsys.Remove(filepath.Join(l.dir, cleanerSwapFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return l.fail(fmt.Errorf("clean: remove swap manifest: %w", err))
+		return true, l.fail(fmt.Errorf("clean: remove swap manifest: %w", err))
 	}
-	return nil
+	return true, nil
 }
 
 // completeSwap is step 4: the old segments of [base, end) go, the .swap

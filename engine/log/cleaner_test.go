@@ -676,3 +676,88 @@ func TestCleanRacesRetention(t *testing.T) {
 	}
 	require.Positive(t, abandoned, "some swap found its segments gone")
 }
+
+// TestCleanRemovesMarkersWhenSafe follows a commit marker and an abort
+// marker through Kafka's rules: kept while a batch of their transaction is
+// read by the cleaning, then stamped with a delete horizon, kept until it,
+// then removed, with the aborted transaction's index entry.
+func TestCleanRemovesMarkersWhenSafe(t *testing.T) {
+	opts := memOptions(vfs.NewMem())
+	opts.SegmentBytes = 300
+	l, err := Open("/d", opts)
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	ts := t0.UnixMilli()
+	txnBatch := func(pid int64, key, value string) []byte {
+		h := batch.Header{PartitionLeaderEpoch: -1, FirstTimestamp: ts, MaxTimestamp: ts, ProducerID: pid,
+			Attributes: batch.TransactionalBit}
+		return batch.Build(h, []batch.Record{{Key: []byte(key), Value: []byte(value)}})
+	}
+	// pid 11 commits c=1; pid 12 aborts d=1. Both write a later
+	// non-transactional batch, so their markers are not their last batch.
+	_, err = l.Append([][]byte{txnBatch(11, "c", "1")}, 0)
+	require.NoError(t, err)
+	commit, err := l.Append([][]byte{batch.BuildEndTxnMarker(11, 0, batch.EndTxnMarker{Commit: true}, ts)}, 0)
+	require.NoError(t, err)
+	ab, err := l.Append([][]byte{txnBatch(12, "d", "1")}, 0)
+	require.NoError(t, err)
+	abort, err := l.AppendWith([][]byte{batch.BuildEndTxnMarker(12, 0, batch.EndTxnMarker{}, ts)}, 0,
+		[]AbortedTxn{{ProducerID: 12, FirstOffset: ab.BaseOffset, LastOffset: ab.BaseOffset + 1, LastStableOffset: ab.BaseOffset}})
+	require.NoError(t, err)
+	for _, pid := range []int64{11, 12} {
+		_, err = l.Append([][]byte{keyedBatch(t, []kv{{key: fmt.Sprint("z", pid), value: []byte("z"), ts: ts}}, 0, pid)}, 0)
+		require.NoError(t, err)
+	}
+	pad := 0
+	addDirty := func() { // new sealed data, so each Clean has a pass
+		for i := 0; i < 3; i++ {
+			pad++
+			_, err := l.Append([][]byte{keyedBatch(t, []kv{{key: "c", value: make([]byte, 150), ts: ts}}, 0, -1)}, 0)
+			require.NoError(t, err)
+		}
+		require.NoError(t, l.Sync())
+	}
+	markers := func() (out []int64) {
+		require.NoError(t, l.Batches(0, func(h batch.Header) bool {
+			if h.IsControl() && h.NumRecords > 0 {
+				out = append(out, h.BaseOffset)
+			}
+			return true
+		}))
+		return out
+	}
+	clean := func(at time.Time) {
+		addDirty()
+		_, err := l.Clean(context.Background(), CleanOptions{Now: at, DeleteRetention: time.Hour, FirstUncleanable: l.HighWatermark(), MapMemory: 1 << 16})
+		require.NoError(t, err)
+	}
+	clean(t0)
+	require.Equal(t, []int64{commit.BaseOffset, abort.BaseOffset}, markers(), "first cleaning reads their transactions' batches")
+	clean(t0)
+	require.Equal(t, []int64{commit.BaseOffset, abort.BaseOffset}, markers(), "second: horizon stamped")
+	require.NoError(t, l.Batches(0, func(h batch.Header) bool {
+		if h.IsControl() {
+			require.NotZero(t, h.Attributes&batch.DeleteHorizonBit)
+			require.Equal(t, t0.Add(time.Hour).UnixMilli(), h.FirstTimestamp)
+		}
+		return true
+	}))
+	clean(t0.Add(30 * time.Minute))
+	require.Len(t, markers(), 2, "before the horizon")
+	aborted, err := l.AbortedTxns(0, l.LogEndOffset())
+	require.NoError(t, err)
+	require.Len(t, aborted, 1)
+	clean(t0.Add(time.Hour))
+	require.Empty(t, markers(), "past the horizon")
+	aborted, err = l.AbortedTxns(0, l.LogEndOffset())
+	require.NoError(t, err)
+	require.Empty(t, aborted, "the abort marker's index entry goes with it")
+	require.NoError(t, l.Close())
+	l, err = Open("/d", opts)
+	require.NoError(t, err)
+	aborted, err = l.AbortedTxns(0, l.LogEndOffset())
+	require.NoError(t, err)
+	require.Empty(t, aborted, "and stays gone after a reopen")
+	require.Empty(t, markers())
+}
