@@ -564,7 +564,18 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	f.recs = f.recs[:0]
 	removed, tombstones := 0, 0
 	maxTs := int64(batch.NoTimestamp)
+	prevDelta := int32(-1)
+	var badDelta error
 	err := batch.DecodeRecords(raw, cleanerMaxDecoded, func(r batch.Record) bool {
+		// Offsets must increase within the batch's range: the rebuilt batch
+		// takes its last offset from its last record, and the map compares
+		// offsets (produce validation ensures it; a replica's bytes are
+		// only framing-checked).
+		if r.OffsetDelta <= prevDelta || r.OffsetDelta > h.LastOffsetDelta {
+			badDelta = fmt.Errorf("%w: record offset delta %d after %d in a batch of last delta %d", ErrCorrupt, r.OffsetDelta, prevDelta, h.LastOffsetDelta)
+			return false
+		}
+		prevDelta = r.OffsetDelta
 		off := h.RecordOffset(r)
 		if r.Key != nil && off < f.mapEnd {
 			if latest, ok := f.m.get(r.Key); ok && latest > off {
@@ -585,6 +596,9 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 		f.recs = append(f.recs, r)
 		return true
 	})
+	if err == nil {
+		err = badDelta
+	}
 	if err != nil {
 		return nil, fmt.Errorf("clean batch at offset %d: %w", h.BaseOffset, err)
 	}
@@ -674,6 +688,11 @@ func (f *filter) control(h batch.Header, raw []byte, keepEmpty bool) ([]byte, er
 	var recs []batch.Record
 	if err := batch.Records(raw, func(r batch.Record) bool { recs = append(recs, r); return true }); err != nil {
 		return nil, fmt.Errorf("clean control batch at offset %d: %w", h.BaseOffset, err)
+	}
+	for i, r := range recs {
+		if r.OffsetDelta < 0 || r.OffsetDelta > h.LastOffsetDelta || (i > 0 && r.OffsetDelta <= recs[i-1].OffsetDelta) {
+			return nil, fmt.Errorf("%w: control batch at offset %d: record offset delta %d outside its batch", ErrCorrupt, h.BaseOffset, r.OffsetDelta)
+		}
 	}
 	horizon := nowMs + f.o.DeleteRetention.Milliseconds()
 	for i := range recs {
