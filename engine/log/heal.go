@@ -27,6 +27,10 @@ func (l *Log) Failure() error { return l.failure() }
 // they were as exposed as they are to a crash. Readers are excluded while
 // the state is swapped. Heal on a log that has not failed does nothing.
 func (l *Log) Heal() error {
+	// A cleaning's files must not be swept up by the recovery below
+	// (recoverCleanerSwap) while it runs.
+	l.cleanMu.Lock()
+	defer l.cleanMu.Unlock()
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.appendMu.Lock()

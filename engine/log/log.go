@@ -19,6 +19,11 @@
 //	txn-index-valid-to-checkpoint  present only while the .txnindex files must be
 //	                           rebuilt from this offset on (TxnIndexValidTo)
 //	.clean                     written by Close; Open skips recovery if it still matches
+//	cleaner-offset-checkpoint  compaction: every offset below it was cleaned (cleaner.go)
+//	cleaner-swap               compaction: the segment group [base, end) being swapped
+//	<base>.*.cleaned, .swap    compaction output before and after its commit point;
+//	                           Open completes a swap whose .log.swap exists, else
+//	                           deletes them (cleaner.go)
 //
 // All file I/O goes through Options.FS (engine/vfs), so crash tests run on a
 // filesystem that forgets what was not synced; descriptors of segment files
@@ -27,8 +32,10 @@
 // open).
 //
 // Invariants:
-//   - Offsets are dense and increasing across segments; a segment's name is the
-//     base offset of its first batch (or of the log end when it was created).
+//   - Offsets increase across segments, densely except where compaction
+//     removed records (gaps, as in Kafka); a segment's name is the base
+//     offset of its first batch (or of the log end when it was created), or
+//     below it once compaction removed its first records.
 //   - Bytes below a segment's published size are whole batches. Append writes
 //     past it and publishes the new size, then the new log end, so readers
 //     without locks never see a partial batch.
@@ -58,8 +65,9 @@
 // sizes and hold segment references, so retention can unlink files under
 // them. Only truncation, which rewrites bytes in place, excludes readers
 // (truncMu). One flusher goroutine per Log does the fsyncs outside appendMu;
-// syncMu keeps fsync rounds and truncation apart. Lock order: syncMu,
-// appendMu, truncMu, segMu.
+// syncMu keeps fsync rounds and truncation apart. cleanMu serialises Clean
+// and Heal; a cleaning swaps segments under appendMu and truncMu like a
+// truncation. Lock order: cleanMu, syncMu, appendMu, truncMu, segMu.
 package log
 
 import (
@@ -310,6 +318,11 @@ type Log struct {
 
 	syncMu   sync.Mutex
 	appendMu sync.Mutex
+	// cleanMu serialises Clean (cleaner.go) and Heal; taken before syncMu.
+	cleanMu sync.Mutex
+	// nextHorizon is the earliest delete horizon of a tombstone the last
+	// cleaning kept (unix ms; math.MaxInt64 none; 0 unknown, as after Open).
+	nextHorizon atomic.Int64
 	// txnMu guards aborted, the aborted-transaction index in memory
 	// (txnindex.go), sorted by marker offset.
 	txnMu    sync.Mutex

@@ -107,6 +107,11 @@ func (l *Log) dropSegments(keepFiles bool) {
 // Log is shared (or, when healing, with every lock held).
 func (l *Log) recover() (clean, created bool, err error) {
 	opts := l.opts.Load()
+	// A cleaning interrupted by a crash: finish its swap or discard it
+	// before the segments are listed (cleaner.go).
+	if err := recoverCleanerSwap(opts.FS, l.dir); err != nil {
+		return false, false, err
+	}
 	bases, err := l.listSegments()
 	if err != nil {
 		return false, false, err

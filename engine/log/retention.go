@@ -168,6 +168,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.truncateLocked(offset); err != nil {
 		return l.fail(err)
 	}
+	if err := l.lowerCleanerCheckpoint(offset); err != nil {
+		return l.fail(err)
+	}
 	l.changed.fire()
 	l.settleWaiters() // waits for truncated offsets fail now
 	return nil
