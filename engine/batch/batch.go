@@ -317,7 +317,7 @@ func ValidateRecords(b []byte, maxBytes int) (Validated, error) {
 	var ts tsRange
 	if h.Compression() != CompressionNone {
 		var nullKeys int32
-		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts, &nullKeys)
+		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts, func(int32) { nullKeys++ })
 		if err == nil && !checked {
 			ts = tsRange{}
 			ts.add(h.FirstTimestamp)
@@ -346,6 +346,41 @@ func ValidateRecords(b []byte, maxBytes int) (Validated, error) {
 		return Validated{Header: h}, fmt.Errorf("%w: found %d records, header declares %d", ErrInvalidRecord, n, h.NumRecords)
 	}
 	return ts.validated(h, nullKeys, true), nil
+}
+
+// KeylessRecords returns the indexes (positions in the batch, from 0) of
+// the first max records of b without a key, for a produce refused on a
+// compacted topic. b must have passed ValidateRecords with Walked set; a
+// compressed batch is decoded as a stream, as validation does, so memory
+// stays small whatever its payload expands to.
+func KeylessRecords(b []byte, max int) ([]int32, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []int32
+	add := func(i int32) {
+		if len(out) < max {
+			out = append(out, i)
+		}
+	}
+	if h.Compression() != CompressionNone {
+		var ts tsRange
+		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts, add)
+		if err == nil && !checked {
+			err = fmt.Errorf("%w: decodes to more than %d bytes", ErrTooLarge, MaxValidatedDecoded)
+		}
+		return out, err
+	}
+	i := int32(0)
+	err = Records(b, func(r Record) bool {
+		if r.Key == nil {
+			add(i)
+		}
+		i++
+		return len(out) < max
+	})
+	return out, err
 }
 
 // ValidateStored checks a batch read back from a log or received from a

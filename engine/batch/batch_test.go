@@ -388,6 +388,12 @@ func TestValidateCountsNullKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int32(2), v.NullKeys)
 	require.True(t, v.Walked)
+	idx, err := KeylessRecords(plain, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 3}, idx)
+	idx, err = KeylessRecords(plain, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1}, idx, "at most max")
 	for _, codec := range []int8{CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
 		level := 0
 		if codec == CompressionGzip {
@@ -400,6 +406,9 @@ func TestValidateCountsNullKeys(t *testing.T) {
 		require.Equal(t, codec, v.Compression())
 		require.Equal(t, int32(2), v.NullKeys, "codec %d", codec)
 		require.True(t, v.Walked)
+		idx, err := KeylessRecords(b, 10)
+		require.NoError(t, err)
+		require.Equal(t, []int32{1, 3}, idx, "codec %d", codec)
 	}
 	keyed := Build(h, []Record{{Key: []byte("a")}, {Key: []byte("b"), OffsetDelta: 1}, {Key: []byte("c"), OffsetDelta: 2}, {Key: []byte("d"), OffsetDelta: 3}})
 	v, err = ValidateRecords(keyed, 0)

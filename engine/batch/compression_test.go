@@ -170,7 +170,7 @@ func FuzzValidateCompressed(f *testing.F) {
 		if n < 1 || n > 1000 {
 			return
 		}
-		if _, err := validateCompressed(codec, payload, n, 0, &tsRange{}, new(int32)); err == nil && codec != CompressionNone {
+		if _, err := validateCompressed(codec, payload, n, 0, &tsRange{}, func(int32) {}); err == nil && codec != CompressionNone {
 			out, err := Decompress(codec, payload, MaxValidatedDecoded)
 			if err != nil || len(out) > MaxValidatedDecoded {
 				return // accepted past the validation limit, or a codec quirk Decompress rejects

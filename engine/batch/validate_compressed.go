@@ -43,9 +43,9 @@ const maxPooledSnappy = 8 << 20
 // expands to. A payload that does not decode is ErrCorrupt; bad record
 // framing is ErrInvalidRecord. The records' timestamps (firstTs plus their
 // deltas) go into ts. checked is false when the walk stopped at
-// MaxValidatedDecoded (the batch is accepted; ts is then partial). The
-// records without a key are counted in nullKeys.
-func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *tsRange, nullKeys *int32) (checked bool, err error) {
+// MaxValidatedDecoded (the batch is accepted; ts is then partial). Each
+// record without a key is passed to nullKey (by its index in the batch).
+func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *tsRange, nullKey func(int32)) (checked bool, err error) {
 	src, release, err := openDecoder(codec, payload)
 	if err != nil {
 		return false, fmt.Errorf("%w: codec %d: %v", ErrCorrupt, codec, err)
@@ -57,7 +57,7 @@ func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *
 		br.Reset(nil)
 		bufReaders.Put(br)
 	}()
-	err = walkRecordStream(br, n, firstTs, ts, nullKeys)
+	err = walkRecordStream(br, n, firstTs, ts, nullKey)
 	switch {
 	case errors.Is(err, errUnchecked):
 		return false, nil
@@ -217,8 +217,9 @@ func (r *recordReader) skip(n, min int64, what string) {
 }
 
 // walkRecordStream checks n records read from br, adding their timestamps
-// (firstTs plus each delta) to ts and counting keyless records in nullKeys.
-func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange, nullKeys *int32) error {
+// (firstTs plus each delta) to ts and passing the index of each keyless
+// record to nullKey.
+func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange, nullKey func(int32)) error {
 	r := &recordReader{br: br} // one per walk: it escapes into binary.ReadVarint
 	for i := int32(0); i < n; i++ {
 		length, err := binary.ReadVarint(br)
@@ -238,7 +239,7 @@ func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange, nul
 		}
 		keyLen := r.varint()
 		if r.err == nil && keyLen == -1 {
-			*nullKeys++
+			nullKey(i)
 		}
 		r.skip(keyLen, -1, "key")
 		r.skip(r.varint(), -1, "value")

@@ -281,6 +281,11 @@ func (p *Partition) validate(records []byte) ([][]byte, []batch.Validated, error
 			return nil, nil, err
 		}
 	}
+	if cfg.CleanupCompact {
+		if err := checkKeys(batches, headers, p.tp); err != nil {
+			return nil, nil, err
+		}
+	}
 	if err := recompress(batches, headers, cfg, maxBatch); err != nil {
 		return nil, nil, err
 	}
