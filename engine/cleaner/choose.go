@@ -9,8 +9,8 @@ import (
 // about one partition.
 type Candidate struct {
 	TopicPartition
-	// Ratio and CleanableBytes are Log.DirtyRatio at the first uncleanable
-	// offset.
+	// Ratio and CleanableBytes (the dirty bytes) are Log.DirtyRatio at the
+	// first uncleanable offset.
 	Ratio          float64
 	CleanableBytes int64
 	// MinRatio is min.cleanable.dirty.ratio; MaxLag is

@@ -47,28 +47,33 @@ import (
 // is merged this becomes `type CleanOptions = log.CleanOptions` (and
 // CleanStats likewise), and *log.Log satisfies Log as it is.
 type CleanOptions struct {
-	// Now is the time of the cleaning, in Unix milliseconds: tombstones
-	// older than DeleteRetention past the cleaning that reached them go.
-	Now int64
-	// DeleteRetention is delete.retention.ms.
-	DeleteRetention int64
-	// MinCompactionLag is min.compaction.lag.ms: records younger than this
-	// are not cleaned.
-	MinCompactionLag int64
-	// FirstUncleanable is the first offset the cleaning must not reach.
+	Now              time.Time     // the cleaning's time: delete horizons and the compaction lag
+	DeleteRetention  time.Duration // delete.retention.ms: tombstones kept this long after the cleaning that reached them
+	MinCompactionLag time.Duration // records newer than this are not cleaned (the head)
+	// FirstUncleanable is the first offset the cleaning must not reach:
+	// min(HW, LSO, active segment base).
 	FirstUncleanable int64
-	// MapMemory is the key map's budget, in bytes.
+	// MapMemory is the key map's budget, in bytes (a thread's share of
+	// the dedupe buffer).
 	MapMemory int
 	// IOLimit is called before n bytes are read or written; it waits for
 	// the I/O budget and fails only when ctx is done.
 	IOLimit func(ctx context.Context, n int) error
 }
 
-// CleanStats is what one cleaning did.
+// CleanStats is what one cleaning did (engine/log's CleanStats).
 type CleanStats struct {
-	BytesRead, BytesWritten, RecordsRemoved int64
-	Passes                                  int
-	Duration                                time.Duration
+	BytesRead, BytesWritten int64
+	RecordsRead             int64
+	RecordsRemoved          int64
+	BatchesRemoved          int64
+	SegmentsCleaned         int // old segments replaced
+	Passes                  int
+	// MapCapacity is how many distinct keys the map holds per pass.
+	MapCapacity int
+	// CleanedTo is the cleaner checkpoint afterwards (first dirty offset).
+	CleanedTo int64
+	Duration  time.Duration
 }
 
 // Log is the compaction core of one partition (engine/log's *Log).
@@ -77,16 +82,19 @@ type Log interface {
 	// error, promptly, when ctx is cancelled, leaving the log as it was or
 	// fully cleaned.
 	Clean(ctx context.Context, o CleanOptions) (CleanStats, error)
-	// DirtyRatio is the share of the bytes below firstUncleanable that
-	// were not cleaned yet, and how many bytes are cleanable there.
+	// DirtyRatio is Kafka's cleanable ratio: the bytes of the sealed
+	// segments from the first dirty offset up to firstUncleanable
+	// (cleanableBytes, the dirty bytes) over the bytes of all the sealed
+	// segments below it.
 	DirtyRatio(firstUncleanable int64) (ratio float64, cleanableBytes int64)
 }
 
-// dirtyOffsetter is implemented by a Log that knows where its dirty part
-// starts (its cleaner checkpoint). Without it, the manager uses the end of
-// the last cleaning it ran itself (the log start after a restart).
-type dirtyOffsetter interface {
-	FirstDirtyOffset() int64
+// checkpointer is implemented by a Log that persists where its dirty part
+// starts (engine/log's CleanedTo, the cleaner checkpoint). Without it, the
+// manager uses the end of the last cleaning it ran itself (the log start
+// after a restart).
+type checkpointer interface {
+	CleanedTo() (int64, error)
 }
 
 // TopicPartition names a partition.

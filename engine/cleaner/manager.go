@@ -89,11 +89,10 @@ const minMapMemory = 64 << 10
 // its last evaluation and its last cleaning.
 type PartitionStats struct {
 	TopicPartition
-	// DirtyRatio and CleanableBytes are Log.DirtyRatio at
-	// FirstUncleanable, as of the last pass; DirtyBytes is their product,
-	// the cleaning not done yet (the cleaner's lag on this partition).
+	// DirtyRatio and DirtyBytes are Log.DirtyRatio at FirstUncleanable,
+	// as of the last pass: DirtyBytes (Kafka's cleanableBytes) is the
+	// cleaning not done yet, the cleaner's lag on this partition in bytes.
 	DirtyRatio       float64
-	CleanableBytes   int64
 	DirtyBytes       int64
 	FirstUncleanable int64
 	// CompactionDelay is how far past max.compaction.lag.ms its oldest
@@ -323,8 +322,7 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		st := m.state(e.t.TopicPartition)
 		st.present = true
 		v := Evaluate(now, e.c)
-		st.stats.DirtyRatio, st.stats.CleanableBytes = e.c.Ratio, e.c.CleanableBytes
-		st.stats.DirtyBytes = int64(e.c.Ratio * float64(e.c.CleanableBytes))
+		st.stats.DirtyRatio, st.stats.DirtyBytes = e.c.Ratio, e.c.CleanableBytes
 		st.stats.FirstUncleanable, st.stats.CompactionDelay = e.fu, v.CompactionDelay
 		if st.inProgress || st.paused > 0 || st.uncleanable != nil || st.gen != gens[i] {
 			continue
@@ -359,9 +357,9 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 	m.mu.Unlock()
 
 	stats, err := e.t.Log.Clean(cctx, CleanOptions{
-		Now:              now.UnixMilli(),
-		DeleteRetention:  e.t.Config.DeleteRetention.Milliseconds(),
-		MinCompactionLag: e.t.Config.MinCompactionLag.Milliseconds(),
+		Now:              now,
+		DeleteRetention:  e.t.Config.DeleteRetention,
+		MinCompactionLag: e.t.Config.MinCompactionLag,
 		FirstUncleanable: e.fu,
 		MapMemory:        m.mapMemory,
 		IOLimit:          m.throttler.Wait,
@@ -390,6 +388,9 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		st.stats.Cleanings++
 		st.stats.LastCleaned, st.stats.LastDuration = end, stats.Duration
 		st.cleanedTo = e.fu
+		if stats.CleanedTo > 0 {
+			st.cleanedTo = stats.CleanedTo
+		}
 	case aborted || errors.Is(err, log.ErrClosed):
 		// Truncation, deletion or Close stopped it: the log is whole
 		// (old or new segments) and the partition is cleaned again
@@ -408,7 +409,8 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 	case err == nil:
 		m.opts.Logger.Debug("cleaned log", "topic", tp.Topic, "partition", tp.Partition, "dirty_ratio", e.c.Ratio,
 			"first_uncleanable", e.fu, "read", stats.BytesRead, "written", stats.BytesWritten,
-			"removed_records", stats.RecordsRemoved, "passes", stats.Passes, "took", stats.Duration)
+			"removed_records", stats.RecordsRemoved, "segments", stats.SegmentsCleaned, "passes", stats.Passes,
+			"cleaned_to", stats.CleanedTo, "took", stats.Duration)
 	case aborted || errors.Is(err, log.ErrClosed):
 		m.opts.Logger.Debug("cleaning aborted", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 	default:
@@ -427,8 +429,12 @@ func (m *Manager) firstDirtyTimestamp(t Target, cleanedTo, fu int64) int64 {
 		return NoTimestamp
 	}
 	from := t.LogStart
-	if d, ok := t.Log.(dirtyOffsetter); ok {
-		from = d.FirstDirtyOffset()
+	if c, ok := t.Log.(checkpointer); ok {
+		if off, err := c.CleanedTo(); err == nil {
+			from = off
+		} else if cleanedTo >= 0 {
+			from = max(cleanedTo, t.LogStart)
+		}
 	} else if cleanedTo >= 0 {
 		from = max(cleanedTo, t.LogStart)
 	}

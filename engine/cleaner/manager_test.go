@@ -154,7 +154,7 @@ func TestCleanOncePicksAndPassesOptions(t *testing.T) {
 	require.True(t, m.CleanOnce(ctx, src.list))
 	require.Len(t, dirtier.cleaned(), 1)
 	require.Equal(t, CleanOptions{
-		Now: now.UnixMilli(), DeleteRetention: 5000, MinCompactionLag: 7000,
+		Now: now, DeleteRetention: 5 * time.Second, MinCompactionLag: 7 * time.Second,
 		FirstUncleanable: 800, // min(HW 900, LSO 800, active 850)
 		MapMemory:        DefaultDedupeBufferSize / 2,
 	}, withoutLimit(dirtier.cleaned()[0]))
@@ -183,7 +183,7 @@ func TestCleanOncePicksAndPassesOptions(t *testing.T) {
 	require.Len(t, ps, 4)
 	require.Equal(t, "below", ps[0].Topic)
 	require.InDelta(t, 0.3, ps[0].DirtyRatio, 1e-9)
-	require.Equal(t, int64(300), ps[0].DirtyBytes)
+	require.Equal(t, int64(1000), ps[0].DirtyBytes)
 	require.Zero(t, ps[0].Cleanings)
 	require.Equal(t, "dirtier", ps[2].Topic)
 	require.Equal(t, int64(1), ps[2].Cleanings)
@@ -401,4 +401,32 @@ func TestOptions(t *testing.T) {
 		_, err := New(bad)
 		require.Error(t, err, "%+v", bad)
 	}
+}
+
+// checkpointLog is a fakeLog that persists its cleaner checkpoint, as
+// engine/log's CleanedTo does: the dirty part starts there, even after a
+// restart of the manager.
+type checkpointLog struct {
+	*fakeLog
+	at int64
+}
+
+func (c checkpointLog) CleanedTo() (int64, error) { return c.at, nil }
+
+func TestDirtyPartStartsAtTheLogsCheckpoint(t *testing.T) {
+	start := time.UnixMilli(1_700_000_000_000)
+	clk := clock.NewFake(start)
+	m := newManager(t, clk, 1)
+	var froms []int64
+	tg := target("t", compacted(t, map[string]string{"max.compaction.lag.ms": "1000"}), checkpointLog{newFakeLog(0.1, 10), 42})
+	tg.LogStart = 7
+	tg.FirstBatchTimestamp = func(from, below int64) (int64, bool) {
+		froms = append(froms, from)
+		return start.UnixMilli(), true
+	}
+	src := &source{targets: []Target{tg}}
+	require.False(t, m.CleanOnce(context.Background(), src.list))
+	clk.Advance(2 * time.Second)
+	require.True(t, m.CleanOnce(context.Background(), src.list))
+	require.Equal(t, []int64{42, 42}, froms)
 }
