@@ -76,7 +76,7 @@ func (o Options) Validate() error {
 	case o.IOMaxBytesPerSecond < 0 || math.IsNaN(o.IOMaxBytesPerSecond):
 		return fmt.Errorf("cleaner: --log-cleaner-io-max-bytes-per-second must be 0 (unlimited) or positive, got %g", o.IOMaxBytesPerSecond)
 	case o.Backoff < 0:
-		return fmt.Errorf("cleaner: backoff must not be negative, got %s", o.Backoff)
+		return fmt.Errorf("cleaner: --log-cleaner-backoff must not be negative, got %s", o.Backoff)
 	}
 	return nil
 }
