@@ -396,6 +396,12 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		// (old or new segments) and the partition is cleaned again
 		// when it is resumed, if it still exists.
 		m.totals.Aborted++
+	case errors.Is(err, log.ErrFailed):
+		// The log is offline after an I/O error (this cleaning's or
+		// another writer's): it refuses cleanings until the broker heals
+		// it, and is cleaned again after that, so it is not marked
+		// uncleanable.
+		m.totals.Failed++
 	default:
 		m.totals.Failed++
 		st.uncleanable = err
@@ -413,6 +419,9 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 			"cleaned_to", stats.CleanedTo, "took", stats.Duration)
 	case aborted || errors.Is(err, log.ErrClosed):
 		m.opts.Logger.Debug("cleaning aborted", "topic", tp.Topic, "partition", tp.Partition, "err", err)
+	case errors.Is(err, log.ErrFailed):
+		m.opts.Logger.Warn("cleaning failed on an offline log; it is cleaned again once the log is healed",
+			"topic", tp.Topic, "partition", tp.Partition, "err", err)
 	default:
 		m.opts.Logger.Error("cleaning failed; the partition is not cleaned again until it is truncated, re-created or the broker restarts",
 			"topic", tp.Topic, "partition", tp.Partition, "err", err)

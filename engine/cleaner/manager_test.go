@@ -3,6 +3,7 @@ package cleaner
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -370,12 +371,25 @@ func TestFailedCleaningMarksUncleanable(t *testing.T) {
 	require.Len(t, l.cleaned(), 1, "not retried")
 	require.Len(t, closed.cleaned(), 2)
 
+	// An offline log (log.ErrFailed) is a failure, but not a reason to
+	// give up on the partition: it is cleaned again once healed.
+	offline := newFakeLog(0.95, 1000)
+	offline.err = fmt.Errorf("write: %w", log.ErrFailed)
+	src.targets = append(src.targets, target("offline", compacted(t, nil), offline))
+	require.False(t, m.CleanOnce(ctx, src.list))
+	require.Equal(t, int64(2), m.Stats().Failed)
+	require.Equal(t, 1, m.Stats().Uncleanable, "only the first")
+	offline.set(func(f *fakeLog) { f.err = nil })
+	require.True(t, m.CleanOnce(ctx, src.list), "healed")
+	require.Len(t, offline.cleaned(), 2)
+
 	// Truncation (abort, pause, resume) gives it another chance.
 	m.AbortAndPause("t", 0)()
 	l.set(func(f *fakeLog) { f.err = nil })
 	closed.set(func(f *fakeLog) { f.ratio = 0 })
 	require.True(t, m.CleanOnce(ctx, src.list))
-	require.Empty(t, m.PartitionStats()[1].Uncleanable)
+	require.Len(t, l.cleaned(), 2)
+	require.Empty(t, m.PartitionStats()[2].Uncleanable)
 }
 
 func TestOptions(t *testing.T) {
