@@ -416,6 +416,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// it takes requests: the group coordinator needs the offsets
 	// partitions, and clients connecting meanwhile wait in the backlog.
 	rec := newReconciler(ctrl, b, kmetrics, n.log)
+	rec.configsChanged = cm.Wake
 	n.rec = rec
 	healed.Store(rec)
 	if cluster.Clustered() {
