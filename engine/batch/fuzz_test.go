@@ -205,4 +205,14 @@ func checkTimestamps(t *testing.T, b []byte, v Validated) {
 		t.Fatalf("timestamps %d..%d and %d keyless records, records say %d..%d and %d",
 			v.MinTimestamp, v.MaxTimestamp, v.NullKeys, want.MinTimestamp, want.MaxTimestamp, want.NullKeys)
 	}
+	// KeylessRecords names them, in order, at most max of them.
+	idx, err := KeylessRecords(b, 5)
+	if err != nil || len(idx) != min(int(nullKeys), 5) {
+		t.Fatalf("KeylessRecords: %v, %v for %d keyless records", idx, err, nullKeys)
+	}
+	for i := 1; i < len(idx); i++ {
+		if idx[i] <= idx[i-1] {
+			t.Fatalf("KeylessRecords out of order: %v", idx)
+		}
+	}
 }
