@@ -142,7 +142,12 @@ type partState struct {
 	// gen counts pauses: a pass that read a target before a pause began
 	// must not clean it after the pause ended (the log may have been
 	// truncated or re-created since the target was read).
-	gen         uint64
+	gen uint64
+	// retryAt: a cleaning of it that ended well made no progress (what is
+	// dirty is younger than min.compaction.lag.ms, or not yet flushed), so
+	// it is not a candidate again before this time, rather than being
+	// cleaned in a loop.
+	retryAt     time.Time
 	uncleanable error
 	present     bool // in the Source at the last pass
 	stats       PartitionStats
@@ -274,11 +279,15 @@ type evaluated struct {
 	t  Target
 	c  Candidate
 	fu int64
+	// checkpoint is where the dirty part started at evaluation (-1:
+	// unknown), to tell whether a cleaning moved it.
+	checkpoint int64
 }
 
 // CleanOnce is one pass of a cleaner thread: it evaluates every compacted
 // partition src lists, picks the dirtiest eligible one and cleans it,
-// reporting whether it did. The threads call it in a loop; tests call it
+// reporting whether the cleaning made progress (cleaned segments, removed
+// records or moved the checkpoint). The threads call it in a loop; tests call it
 // directly to run the policy step by step.
 func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 	targets := src()
@@ -308,6 +317,7 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 	}
 	m.mu.Unlock()
 	for i := range evs {
+		evs[i].checkpoint = checkpointOf(evs[i].t, cleanedTo[i])
 		evs[i].c.FirstDirtyTimestamp = m.firstDirtyTimestamp(evs[i].t, cleanedTo[i], evs[i].fu)
 	}
 
@@ -324,7 +334,7 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		v := Evaluate(now, e.c)
 		st.stats.DirtyRatio, st.stats.DirtyBytes = e.c.Ratio, e.c.CleanableBytes
 		st.stats.FirstUncleanable, st.stats.CompactionDelay = e.fu, v.CompactionDelay
-		if st.inProgress || st.paused > 0 || st.uncleanable != nil || st.gen != gens[i] {
+		if st.inProgress || st.paused > 0 || st.uncleanable != nil || st.gen != gens[i] || now.Before(st.retryAt) {
 			continue
 		}
 		cands = append(cands, e.c)
@@ -381,8 +391,13 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 	st.stats.BytesRead += stats.BytesRead
 	st.stats.BytesWritten += stats.BytesWritten
 	st.stats.RecordsRemoved += stats.RecordsRemoved
+	progress := err == nil && (stats.SegmentsCleaned > 0 || stats.RecordsRemoved > 0 || stats.BatchesRemoved > 0 ||
+		stats.CleanedTo > 0 && stats.CleanedTo != e.checkpoint)
 	switch {
 	case err == nil:
+		if !progress {
+			st.retryAt = end.Add(m.opts.Backoff)
+		}
 		m.totals.Cleanings++
 		m.totals.LastRun = end
 		st.stats.Cleanings++
@@ -416,7 +431,7 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		m.opts.Logger.Debug("cleaned log", "topic", tp.Topic, "partition", tp.Partition, "dirty_ratio", e.c.Ratio,
 			"first_uncleanable", e.fu, "read", stats.BytesRead, "written", stats.BytesWritten,
 			"removed_records", stats.RecordsRemoved, "segments", stats.SegmentsCleaned, "passes", stats.Passes,
-			"cleaned_to", stats.CleanedTo, "took", stats.Duration)
+			"cleaned_to", stats.CleanedTo, "progress", progress, "took", stats.Duration)
 	case aborted || errors.Is(err, log.ErrClosed):
 		m.opts.Logger.Debug("cleaning aborted", "topic", tp.Topic, "partition", tp.Partition, "err", err)
 	case errors.Is(err, log.ErrFailed):
@@ -426,7 +441,21 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		m.opts.Logger.Error("cleaning failed; the partition is not cleaned again until it is truncated, re-created or the broker restarts",
 			"topic", tp.Topic, "partition", tp.Partition, "err", err)
 	}
-	return err == nil
+	// A thread looks again at once only after a cleaning that did
+	// something: one that found nothing it could clean waits.
+	return progress
+}
+
+// checkpointOf is where t's dirty part starts as far as the manager
+// knows: the log's cleaner checkpoint when it keeps one, else the end of
+// this manager's last cleaning of it (cleanedTo, -1: unknown).
+func checkpointOf(t Target, cleanedTo int64) int64 {
+	if c, ok := t.Log.(checkpointer); ok {
+		if off, err := c.CleanedTo(); err == nil {
+			return off
+		}
+	}
+	return cleanedTo
 }
 
 // firstDirtyTimestamp is the max timestamp of the first dirty batch below

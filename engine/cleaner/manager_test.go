@@ -36,7 +36,8 @@ type fakeLog struct {
 }
 
 func newFakeLog(ratio float64, cleanable int64) *fakeLog {
-	return &fakeLog{ratio: ratio, cleanable: cleanable, started: make(chan struct{}, 16), release: make(chan struct{})}
+	return &fakeLog{ratio: ratio, cleanable: cleanable, started: make(chan struct{}, 16), release: make(chan struct{}),
+		stats: CleanStats{SegmentsCleaned: 1}}
 }
 
 func (f *fakeLog) DirtyRatio(fu int64) (float64, int64) {
@@ -443,4 +444,32 @@ func TestDirtyPartStartsAtTheLogsCheckpoint(t *testing.T) {
 	clk.Advance(2 * time.Second)
 	require.True(t, m.CleanOnce(context.Background(), src.list))
 	require.Equal(t, []int64{42, 42}, froms)
+}
+
+// A cleaning that ends well without progress (what is dirty is younger
+// than min.compaction.lag.ms, or not flushed yet) is not repeated in a
+// loop: the partition waits a backoff, and the others are cleaned meanwhile.
+func TestNoProgressBacksOff(t *testing.T) {
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	m := newManager(t, clk, 1)
+	stuck, other := newFakeLog(0.9, 1000), newFakeLog(0.6, 1000)
+	stuck.stats = CleanStats{BytesRead: 100}
+	src := &source{targets: []Target{target("stuck", compacted(t, nil), stuck), target("other", compacted(t, nil), other)}}
+	ctx := context.Background()
+	stuck.set(func(f *fakeLog) { f.block = false })
+	require.False(t, m.CleanOnce(ctx, src.list), "cleaned, but no progress")
+	stuck.set(func(f *fakeLog) { f.ratio = 0.9 }) // still as dirty
+	require.True(t, m.CleanOnce(ctx, src.list), "the other one, meanwhile")
+	require.Len(t, other.cleaned(), 1)
+	require.False(t, m.CleanOnce(ctx, src.list), "nothing else to do before the backoff")
+	require.Len(t, stuck.cleaned(), 1)
+	clk.Advance(DefaultBackoff)
+	require.False(t, m.CleanOnce(ctx, src.list))
+	require.Len(t, stuck.cleaned(), 2, "tried again after the backoff")
+	require.Equal(t, int64(3), m.Stats().Cleanings)
+
+	// A moved checkpoint is progress.
+	stuck.set(func(f *fakeLog) { f.ratio, f.stats = 0.9, CleanStats{CleanedTo: 50} })
+	clk.Advance(DefaultBackoff)
+	require.True(t, m.CleanOnce(ctx, src.list))
 }
