@@ -49,6 +49,7 @@ type serveConfig struct {
 	tls                           *tlsFlags         // main_tls.go
 	interBroker                   *interBrokerFlags // main_interbroker.go
 	sasl                          *saslFlags        // main_sasl.go
+	cleaner                       *cleanerFlags     // main_cleaner.go
 }
 
 func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
@@ -87,6 +88,7 @@ func serveFlags(stderr io.Writer) (*flag.FlagSet, *serveConfig) {
 	cfg.tls = addTLSFlags(fs)
 	cfg.interBroker = addInterBrokerFlags(fs)
 	cfg.sasl = addSASLFlags(fs)
+	cfg.cleaner = addCleanerFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: moonmq serve [flags]\n\nRuns a MoonMQ broker node. Every flag can also be set in the --config file\n"+
 			"(key = flag name with underscores) or as MOONMQ_<KEY> in the environment;\n"+
@@ -299,7 +301,8 @@ func (c *serveConfig) nodeConfigBase(logger *slog.Logger) node.Config {
 		Groups: c.groups.config(logger), ResetOffsetsTopic: c.groups.resetOffsetsTopic,
 		Txns:    c.txns.config(logger),
 		Cluster: c.cluster.config(), Version: version, Logger: logger,
-		Authz: c.authz.config(c.authenticates()),
+		Authz:   c.authz.config(c.authenticates()),
+		Cleaner: c.cleaner.options(),
 	}
 }
 

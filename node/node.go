@@ -34,6 +34,7 @@ import (
 
 	"github.com/moonmq/moonmq/cluster/controller"
 	"github.com/moonmq/moonmq/cluster/membership"
+	"github.com/moonmq/moonmq/engine/cleaner"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
@@ -83,6 +84,10 @@ type Config struct {
 
 	RetentionCheckInterval time.Duration
 	GroupCommitWindow      time.Duration
+	// Cleaner configures the log cleaner (compaction of cleanup.policy=
+	// compact topics); nil is Kafka's defaults (one thread, 128 MiB of key
+	// map, no I/O limit). Clock and Logger are the node's.
+	Cleaner *cleaner.Options
 	// Clock runs the storage's and the Kafka listener's timers (flushers,
 	// group-commit windows, housekeeping, produce timeouts, fetch waits);
 	// nil is the machine's clock. Tests pass a clock.Fake to decide when
@@ -158,7 +163,28 @@ func (c Config) Validate() error {
 	}
 	t := c.Txns
 	t.EnsureDefaults()
-	return t.Validate()
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	co := c.cleanerOptions()
+	co.EnsureDefaults()
+	return co.Validate()
+}
+
+// cleanerOptions are the log cleaner's options: Cleaner, or Kafka's
+// defaults, with the node's clock and logger.
+func (c Config) cleanerOptions() cleaner.Options {
+	o := cleaner.Options{Threads: cleaner.DefaultThreads}
+	if c.Cleaner != nil {
+		o = *c.Cleaner
+	}
+	if o.Clock == nil {
+		o.Clock = c.Clock
+	}
+	if o.Logger == nil && c.Logger != nil {
+		o.Logger = c.Logger.With("component", "cleaner")
+	}
+	return o
 }
 
 // kafkaOptions are the Kafka listener's options; Validate checks them
@@ -183,7 +209,10 @@ type Node struct {
 	start  time.Time
 	http   *httpapi.Server
 	broker *replica.Manager
-	ctrl   *controller.Controller
+	// cleaner compacts the partitions of compacted topics in the
+	// background (engine/cleaner).
+	cleaner *cleaner.Manager
+	ctrl    *controller.Controller
 	// members is the gossip membership of a clustered node (nil alone).
 	members *membership.Membership
 	groups  *group.Coordinator
@@ -306,7 +335,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// offline at start, and the first image hosts it).
 	var healed atomic.Pointer[reconciler]
 	fds := planDescriptors(cfg.MaxConnections)
-	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log,
+	// The log cleaner exists before the partitions: their truncation and
+	// deletion pause it (replica.Options.Cleaner). Its threads start once
+	// the partitions are open.
+	cm, err := cleaner.New(cfg.cleanerOptions())
+	if err != nil {
+		return nil, err
+	}
+	b, err := replica.Open(replica.Options{DataDir: cfg.DataDir, Logger: n.log, Cleaner: cm,
 		RetentionCheckInterval: cfg.RetentionCheckInterval, GroupCommitWindow: cfg.GroupCommitWindow, Clock: cfg.Clock, OnFsync: storage.ObserveFsync,
 		// Each transaction waits for three rounds on its __transaction_state
 		// partition one after another: no window there.
@@ -329,6 +365,14 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	})
 	reg.MustRegister(httpapi.NewPartitionCollector(b))
+	if err := cm.Start(cleanerSource(b, n.log)); err != nil {
+		return nil, err
+	}
+	n.cleaner = cm
+	// Closed before the partitions (closers run backwards): a cleaning in
+	// progress is cancelled, leaving its log whole, before the logs close.
+	n.closers = append(n.closers, func() { cm.Close() })
+	reg.MustRegister(httpapi.NewCleanerCollector(cm))
 
 	// The broker registers the address clients reach it at; the Kafka
 	// listener (below) logs the warning a wildcard address deserves.
@@ -375,6 +419,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	// it takes requests: the group coordinator needs the offsets
 	// partitions, and clients connecting meanwhile wait in the backlog.
 	rec := newReconciler(ctrl, b, kmetrics, n.log)
+	rec.configsChanged = cm.Wake
 	n.rec = rec
 	healed.Store(rec)
 	if cluster.Clustered() {
@@ -484,11 +529,13 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	statsFn := func() *httpapi.Stats {
 		topics := httpapi.TopicStatsOf(b)
 		addReplication(topics, rec.reconciledTopics(), cfg.NodeID)
+		httpapi.AddCompaction(topics, cm)
 		return &httpapi.Stats{
 			Version: cfg.Version, NodeID: cfg.NodeID, StartedAt: n.start,
 			UptimeSeconds: time.Since(n.start).Seconds(), Listeners: listeners,
 			Connections: ks.Connections(), Topics: topics, Groups: groupStatsOf(groups, b),
 			Cluster: n.clusterStats(), Transactions: transactionStatsOf(txns),
+			Cleaner: httpapi.CleanerStatsOf(cm),
 		}
 	}
 	stats.Store(&statsFn)

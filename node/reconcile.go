@@ -40,6 +40,10 @@ type reconciler struct {
 	// repl gives replicas their leader or follower role on a clustered
 	// node; nil alone, where every partition leads by itself.
 	repl *replicator
+	// configsChanged, if set, is called after a topic's configs were
+	// applied: the log cleaner looks at once at a topic that became
+	// compacted (or dirtier to its new min.cleanable.dirty.ratio).
+	configsChanged func()
 
 	// mu is held while a delta is applied and while the coordinator is
 	// attached, so the coordinator sees every topic change exactly once.
@@ -176,6 +180,9 @@ func (r *reconciler) apply(d metadata.Delta) {
 			t.Configs = ch.Configs
 			r.topics[ch.Topic] = t
 			r.report(ch.Topic, "update configs", r.b.UpdateConfigs(ch.Topic, ch.Configs))
+			if r.configsChanged != nil {
+				r.configsChanged()
+			}
 		case *metadata.TopicDeleted:
 			r.removeTopic(ch.Topic.Name)
 			deleted = append(deleted, ch.Topic.Name)

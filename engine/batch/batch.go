@@ -152,6 +152,15 @@ type Validated struct {
 	// has one. For a compressed batch decoded past MaxValidatedDecoded they
 	// are FirstTimestamp and MaxTimestamp, the bounds the producer declared.
 	MinTimestamp, MaxTimestamp int64
+	// NullKeys counts the records without a key (key length -1; an empty
+	// key is a key, as Kafka's Record.hasKey says). A compacted topic
+	// refuses them. It is counted during the walk validation does anyway,
+	// so a topic that allows keyless records pays nothing for it.
+	NullKeys int32
+	// Walked reports that every record was walked, so NullKeys and the
+	// timestamps are exact; it is false only for a compressed batch that
+	// decodes past MaxValidatedDecoded (accepted on its CRC alone).
+	Walked bool
 }
 
 // NoTimestamp is the timestamp of a record that has none (Kafka's
@@ -174,11 +183,11 @@ func (r *tsRange) add(ts int64) {
 	}
 }
 
-func (r *tsRange) validated(h Header) Validated {
+func (r *tsRange) validated(h Header, nullKeys int32, walked bool) Validated {
 	if !r.any {
-		return Validated{Header: h, MinTimestamp: NoTimestamp, MaxTimestamp: NoTimestamp}
+		return Validated{Header: h, MinTimestamp: NoTimestamp, MaxTimestamp: NoTimestamp, NullKeys: nullKeys, Walked: walked}
 	}
-	return Validated{Header: h, MinTimestamp: r.min, MaxTimestamp: r.max}
+	return Validated{Header: h, MinTimestamp: r.min, MaxTimestamp: r.max, NullKeys: nullKeys, Walked: walked}
 }
 
 // Compression returns the compression codec (attributes & 7).
@@ -307,19 +316,24 @@ func ValidateRecords(b []byte, maxBytes int) (Validated, error) {
 	}
 	var ts tsRange
 	if h.Compression() != CompressionNone {
-		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts)
+		var nullKeys int32
+		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts, func(int32) { nullKeys++ })
 		if err == nil && !checked {
 			ts = tsRange{}
 			ts.add(h.FirstTimestamp)
 			ts.add(h.MaxTimestamp)
+			nullKeys = 0
 		}
-		return ts.validated(h), err
+		return ts.validated(h, nullKeys, checked), err
 	}
-	n := int32(0)
+	n, nullKeys := int32(0), int32(0)
 	err = walkRecords(b[HeaderSize:], h.NumRecords, false, func(r Record) bool {
 		if r.OffsetDelta != n {
 			err = fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, n, r.OffsetDelta)
 			return false
+		}
+		if r.Key == nil {
+			nullKeys++
 		}
 		ts.add(h.FirstTimestamp + r.TimestampDelta)
 		n++
@@ -331,7 +345,42 @@ func ValidateRecords(b []byte, maxBytes int) (Validated, error) {
 	if n != h.NumRecords {
 		return Validated{Header: h}, fmt.Errorf("%w: found %d records, header declares %d", ErrInvalidRecord, n, h.NumRecords)
 	}
-	return ts.validated(h), nil
+	return ts.validated(h, nullKeys, true), nil
+}
+
+// KeylessRecords returns the indexes (positions in the batch, from 0) of
+// the first max records of b without a key, for a produce refused on a
+// compacted topic. b must have passed ValidateRecords with Walked set; a
+// compressed batch is decoded as a stream, as validation does, so memory
+// stays small whatever its payload expands to.
+func KeylessRecords(b []byte, max int) ([]int32, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []int32
+	add := func(i int32) {
+		if len(out) < max {
+			out = append(out, i)
+		}
+	}
+	if h.Compression() != CompressionNone {
+		var ts tsRange
+		checked, err := validateCompressed(h.Compression(), b[HeaderSize:], h.NumRecords, h.FirstTimestamp, &ts, add)
+		if err == nil && !checked {
+			err = fmt.Errorf("%w: decodes to more than %d bytes", ErrTooLarge, MaxValidatedDecoded)
+		}
+		return out, err
+	}
+	i := int32(0)
+	err = Records(b, func(r Record) bool {
+		if r.Key == nil {
+			add(i)
+		}
+		i++
+		return len(out) < max
+	})
+	return out, err
 }
 
 // ValidateStored checks a batch read back from a log or received from a

@@ -369,3 +369,49 @@ func BenchmarkValidate(b *testing.B) {
 		}
 	}
 }
+
+// Validation counts the records without a key (null, not empty) in plain
+// and compressed batches alike: a compacted topic refuses them.
+func TestValidateCountsNullKeys(t *testing.T) {
+	recs := []Record{
+		{Key: []byte("k"), Value: []byte("v")},
+		{Key: nil, Value: []byte("keyless")},
+		{Key: []byte{}, Value: []byte("empty key is a key")},
+		{Key: nil, Value: nil},
+	}
+	for i := range recs {
+		recs[i].OffsetDelta = int32(i)
+	}
+	h := Header{Magic: Magic, ProducerID: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1000, LastOffsetDelta: 3, NumRecords: 4}
+	plain := Build(h, recs)
+	v, err := ValidateRecords(plain, 0)
+	require.NoError(t, err)
+	require.Equal(t, int32(2), v.NullKeys)
+	require.True(t, v.Walked)
+	idx, err := KeylessRecords(plain, 10)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1, 3}, idx)
+	idx, err = KeylessRecords(plain, 1)
+	require.NoError(t, err)
+	require.Equal(t, []int32{1}, idx, "at most max")
+	for _, codec := range []int8{CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd} {
+		level := 0
+		if codec == CompressionGzip {
+			level = GzipDefaultLevel
+		}
+		b, err := Recompress(plain, codec, level, 1<<20)
+		require.NoError(t, err, codec)
+		v, err := ValidateRecords(b, 0)
+		require.NoError(t, err, codec)
+		require.Equal(t, codec, v.Compression())
+		require.Equal(t, int32(2), v.NullKeys, "codec %d", codec)
+		require.True(t, v.Walked)
+		idx, err := KeylessRecords(b, 10)
+		require.NoError(t, err)
+		require.Equal(t, []int32{1, 3}, idx, "codec %d", codec)
+	}
+	keyed := Build(h, []Record{{Key: []byte("a")}, {Key: []byte("b"), OffsetDelta: 1}, {Key: []byte("c"), OffsetDelta: 2}, {Key: []byte("d"), OffsetDelta: 3}})
+	v, err = ValidateRecords(keyed, 0)
+	require.NoError(t, err)
+	require.Zero(t, v.NullKeys)
+}

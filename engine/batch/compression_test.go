@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/klauspost/compress/s2"
@@ -170,14 +171,25 @@ func FuzzValidateCompressed(f *testing.F) {
 		if n < 1 || n > 1000 {
 			return
 		}
-		if _, err := validateCompressed(codec, payload, n, 0, &tsRange{}); err == nil && codec != CompressionNone {
+		var keyless []int32
+		if _, err := validateCompressed(codec, payload, n, 0, &tsRange{}, func(i int32) { keyless = append(keyless, i) }); err == nil && codec != CompressionNone {
 			out, err := Decompress(codec, payload, MaxValidatedDecoded)
 			if err != nil || len(out) > MaxValidatedDecoded {
 				return // accepted past the validation limit, or a codec quirk Decompress rejects
 			}
 			count := int32(0)
-			if err := walkRecords(out, n, false, func(Record) bool { count++; return true }); err != nil || count != n {
+			var want []int32
+			if err := walkRecords(out, n, false, func(r Record) bool {
+				if r.Key == nil {
+					want = append(want, count)
+				}
+				count++
+				return true
+			}); err != nil || count != n {
 				t.Fatalf("accepted %d records that walkRecords rejects: %v", n, err)
+			}
+			if !slices.Equal(keyless, want) {
+				t.Fatalf("keyless records %v, walkRecords says %v", keyless, want)
 			}
 		}
 	})

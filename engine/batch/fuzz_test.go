@@ -179,16 +179,40 @@ func FuzzSplit(f *testing.F) {
 	})
 }
 
-// checkTimestamps recomputes an uncompressed batch's record timestamp range.
+// checkTimestamps recomputes a batch's record timestamp range and count of
+// keyless records by decoding it whole (compressed ones too, when
+// validation walked them all).
 func checkTimestamps(t *testing.T, b []byte, v Validated) {
-	if v.Compression() != CompressionNone {
+	if !v.Walked {
+		if v.Compression() == CompressionNone {
+			t.Fatal("an uncompressed batch is always walked")
+		}
 		return
 	}
 	var ts tsRange
-	if err := Records(b, func(r Record) bool { ts.add(v.FirstTimestamp + r.TimestampDelta); return true }); err != nil {
-		t.Fatalf("Records over a valid batch: %v", err)
+	var nullKeys int32
+	err := DecodeRecords(b, MaxValidatedDecoded, func(r Record) bool {
+		ts.add(v.FirstTimestamp + r.TimestampDelta)
+		if r.Key == nil {
+			nullKeys++
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatalf("DecodeRecords over a valid batch: %v", err)
 	}
-	if want := ts.validated(v.Header); want != v {
-		t.Fatalf("timestamps %d..%d, records say %d..%d", v.MinTimestamp, v.MaxTimestamp, want.MinTimestamp, want.MaxTimestamp)
+	if want := ts.validated(v.Header, nullKeys, true); want != v {
+		t.Fatalf("timestamps %d..%d and %d keyless records, records say %d..%d and %d",
+			v.MinTimestamp, v.MaxTimestamp, v.NullKeys, want.MinTimestamp, want.MaxTimestamp, want.NullKeys)
+	}
+	// KeylessRecords names them, in order, at most max of them.
+	idx, err := KeylessRecords(b, 5)
+	if err != nil || len(idx) != min(int(nullKeys), 5) {
+		t.Fatalf("KeylessRecords: %v, %v for %d keyless records", idx, err, nullKeys)
+	}
+	for i := 1; i < len(idx); i++ {
+		if idx[i] <= idx[i-1] {
+			t.Fatalf("KeylessRecords out of order: %v", idx)
+		}
 	}
 }

@@ -43,8 +43,9 @@ const maxPooledSnappy = 8 << 20
 // expands to. A payload that does not decode is ErrCorrupt; bad record
 // framing is ErrInvalidRecord. The records' timestamps (firstTs plus their
 // deltas) go into ts. checked is false when the walk stopped at
-// MaxValidatedDecoded (the batch is accepted; ts is then partial).
-func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *tsRange) (checked bool, err error) {
+// MaxValidatedDecoded (the batch is accepted; ts is then partial). Each
+// record without a key is passed to nullKey (by its index in the batch).
+func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *tsRange, nullKey func(int32)) (checked bool, err error) {
 	src, release, err := openDecoder(codec, payload)
 	if err != nil {
 		return false, fmt.Errorf("%w: codec %d: %v", ErrCorrupt, codec, err)
@@ -56,7 +57,7 @@ func validateCompressed(codec int8, payload []byte, n int32, firstTs int64, ts *
 		br.Reset(nil)
 		bufReaders.Put(br)
 	}()
-	err = walkRecordStream(br, n, firstTs, ts)
+	err = walkRecordStream(br, n, firstTs, ts, nullKey)
 	switch {
 	case errors.Is(err, errUnchecked):
 		return false, nil
@@ -216,8 +217,9 @@ func (r *recordReader) skip(n, min int64, what string) {
 }
 
 // walkRecordStream checks n records read from br, adding their timestamps
-// (firstTs plus each delta) to ts.
-func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange) error {
+// (firstTs plus each delta) to ts and passing the index of each keyless
+// record to nullKey.
+func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange, nullKey func(int32)) error {
 	r := &recordReader{br: br} // one per walk: it escapes into binary.ReadVarint
 	for i := int32(0); i < n; i++ {
 		length, err := binary.ReadVarint(br)
@@ -235,7 +237,11 @@ func walkRecordStream(br *bufio.Reader, n int32, firstTs int64, ts *tsRange) err
 		if delta := r.varint(); r.err == nil && delta != int64(i) {
 			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, i, delta)
 		}
-		r.skip(r.varint(), -1, "key")
+		keyLen := r.varint()
+		if r.err == nil && keyLen == -1 {
+			nullKey(i)
+		}
+		r.skip(keyLen, -1, "key")
 		r.skip(r.varint(), -1, "value")
 		headers := r.varint()
 		if r.err == nil && headers < 0 {

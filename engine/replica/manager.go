@@ -98,6 +98,11 @@ type Options struct {
 	NoGroupCommitWindow func(topic string) bool
 	// OnFsync observes every partition's fsync rounds (see log.Options).
 	OnFsync func(d time.Duration, appends uint64)
+	// Cleaner, if set, is the log cleaner (engine/cleaner's Manager):
+	// truncation and deletion of a partition abort its cleaning and keep
+	// it paused until they are done, and retention of a compact,delete
+	// topic skips a partition being cleaned (Kafka's LogManager does both).
+	Cleaner CleanerControl
 	// ProducerIDExpiration forgets an idempotent producer's sequences when
 	// it has not written for this long (Kafka's producer.id.expiration.ms).
 	ProducerIDExpiration time.Duration
@@ -498,7 +503,10 @@ func (b *Manager) DeleteTopic(topic string) error {
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range victims {
+		// No cleaning may work on files the delete removes.
+		resume := b.opts.pauseCleaning(p.tp)
 		errs = append(errs, p.delete())
+		resume()
 	}
 	// Remove directories of partitions that were never opened (e.g. metadata
 	// deleted while this node was down).
@@ -782,11 +790,30 @@ func (b *Manager) heal(force bool) (stillDown int) {
 	return stillDown
 }
 
+// CleanerControl pauses the log cleaner's work on a partition.
+type CleanerControl interface {
+	// AbortAndPause stops any cleaning of the partition, returns once
+	// none runs, and keeps it from being cleaned until resume is called.
+	AbortAndPause(topic string, partition int32) (resume func())
+	// TryPause pauses the partition unless a cleaning of it runs (ok
+	// false).
+	TryPause(topic string, partition int32) (resume func(), ok bool)
+}
+
+// pauseCleaning aborts and pauses the cleaning of tp, if there is a
+// cleaner; the returned resume is never nil.
+func (o *Options) pauseCleaning(tp TopicPartition) (resume func()) {
+	if o.Cleaner == nil {
+		return func() {}
+	}
+	return o.Cleaner.AbortAndPause(tp.Topic, tp.Partition)
+}
+
 // EnforceRetention runs retention on every partition now. It is called
 // periodically; tests call it directly.
 func (b *Manager) EnforceRetention() {
 	for _, p := range b.Partitions() {
-		n, err := p.log.EnforceRetention()
+		n, err := p.enforceRetention()
 		if err != nil && !errors.Is(err, log.ErrClosed) {
 			b.opts.Logger.Warn("retention failed", "topic", p.tp.Topic, "partition", p.tp.Partition, "err", err)
 		} else if n > 0 {

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -31,6 +32,12 @@ func producerBatch(pid int64, epoch int16, seq int32, values ...string) []byte {
 	}
 	return batch.Build(batch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq,
 		FirstTimestamp: 1000, MaxTimestamp: 1000}, recs)
+}
+
+// keyedBatch is a plain batch of one record with a key.
+func keyedBatch(key, value string) []byte {
+	return batch.Build(batch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: 1000, MaxTimestamp: 1000},
+		[]batch.Record{{Key: []byte(key), Value: []byte(value)}})
 }
 
 func TestIdempotentAppendSurvivesRestart(t *testing.T) {
@@ -370,7 +377,8 @@ func TestCompactOnlyTopicsIgnoreRetention(t *testing.T) {
 		})
 		require.NoError(t, err)
 		for i := 0; i < 20; i++ {
-			res, err := p.Append(producerBatch(-1, -1, -1, string(make([]byte, 200))))
+			// Keyed: a compacted topic refuses keyless records.
+			res, err := p.Append(keyedBatch(fmt.Sprint(i), string(make([]byte, 200))))
 			require.NoError(t, err)
 			require.NoError(t, p.WaitDurable(context.Background(), res))
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/log"
+	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
 // The offsets a reader is told and the reads it makes go through the
@@ -352,3 +353,48 @@ func (p *Partition) DamagedEnd(offset int64) (int64, bool) { return p.log.Damage
 // Generation changes whenever the log was rewritten under its readers
 // (truncated, healed, restarted empty), so they know to replay.
 func (p *Partition) Generation() uint64 { return p.log.Generation() }
+
+// CleanerView is what the log cleaner reads of a partition at each pass.
+type CleanerView struct {
+	Config topicconfig.Config
+	// HighWatermark, LastStable and ActiveBase (the active segment's base
+	// offset) bound what a cleaning may reach; LogStart is the log start.
+	HighWatermark, LastStable, ActiveBase, LogStart int64
+}
+
+// CleanerView returns the partition's configuration and offsets for the
+// log cleaner (engine/cleaner), read without the append lock.
+func (p *Partition) CleanerView() CleanerView {
+	p.mu.Lock()
+	cfg := p.cfg
+	p.mu.Unlock()
+	lso, _ := p.TxnState()
+	v := CleanerView{Config: cfg, HighWatermark: p.HighWatermark(), LastStable: lso, LogStart: p.log.LogStartOffset()}
+	if bases := p.log.SegmentBases(); len(bases) > 0 {
+		v.ActiveBase = bases[len(bases)-1]
+	}
+	return v
+}
+
+// FirstBatchTimestamp is the max timestamp of the first batch that holds
+// an offset at or after from and starts below below (ok false: none), for
+// the cleaner's max.compaction.lag.ms.
+func (p *Partition) FirstBatchTimestamp(from, below int64) (ts int64, ok bool) {
+	err := p.log.Batches(from, func(h batch.Header) bool {
+		if h.LastOffset() < from {
+			return true
+		}
+		if h.BaseOffset < below {
+			ts, ok = h.MaxTimestamp, true
+		}
+		return false
+	})
+	if err != nil {
+		return 0, false
+	}
+	return ts, ok
+}
+
+// Log is the partition's log, for the log cleaner, which calls its
+// compaction (engine/log's Clean) from its own goroutines.
+func (p *Partition) Log() *log.Log { return p.log }

@@ -170,6 +170,24 @@ func (p *Partition) delete() error {
 	return p.log.Delete()
 }
 
+// enforceRetention runs retention on the log. A compact,delete log being
+// cleaned is skipped this round (Kafka's LogCleanerManager.deletableLogs):
+// retention and the cleaner's segment swap never work on one log at once,
+// and retention does not abort a cleaning at every round.
+func (p *Partition) enforceRetention() (int, error) {
+	p.mu.Lock()
+	compact := p.cfg.CleanupCompact && p.cfg.CleanupDelete
+	p.mu.Unlock()
+	if compact && p.opts.Cleaner != nil {
+		resume, ok := p.opts.Cleaner.TryPause(p.tp.Topic, p.tp.Partition)
+		if !ok {
+			return 0, nil
+		}
+		defer resume()
+	}
+	return p.log.EnforceRetention()
+}
+
 // MakeLeader sets the epoch this replica leads in: appends are stamped
 // with it from now on. It does not change the replication role (see
 // BecomeLeader and BecomeFollower).
@@ -278,6 +296,11 @@ func (p *Partition) validate(records []byte) ([][]byte, []batch.Validated, error
 	}
 	if !cfg.LogAppendTime {
 		if err := checkTimestamps(headers, p.opts.Clock.Now().UnixMilli(), cfg); err != nil {
+			return nil, nil, err
+		}
+	}
+	if cfg.CleanupCompact {
+		if err := checkKeys(batches, headers, p.tp); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -393,6 +393,8 @@ func (p *Partition) followerOnly() error {
 // what is left. Only a follower truncates: a leader's ISR counts its log
 // end as never going back.
 func (p *Partition) TruncateTo(offset int64) error {
+	// Before the lock: the cleaning it waits for does not take it.
+	defer p.opts.pauseCleaning(p.tp)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.followerOnly(); err != nil {
@@ -410,6 +412,7 @@ func (p *Partition) TruncateTo(offset int64) error {
 // TruncateFullyAndStartAt empties a follower's log and restarts it at
 // offset, the leader's log start, when the follower's end fell below it.
 func (p *Partition) TruncateFullyAndStartAt(offset int64) error {
+	defer p.opts.pauseCleaning(p.tp)()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := p.followerOnly(); err != nil {

@@ -124,6 +124,10 @@ const maxLong = "9223372036854775807"
 
 // Reasons shared by several keys.
 const (
+	// noCompaction stays until the compaction engine (engine/log's Clean,
+	// issue 16, branch i16-cleaner) is merged: the scheduler in
+	// engine/cleaner already reads these keys, but nothing is compacted
+	// yet. The merge deletes it together with README's "stored only" line.
 	noCompaction = "log compaction is not implemented, so nothing is compacted."
 	noTiering    = "MoonMQ has no tiered storage; every segment stays local and retention.ms and retention.bytes decide when it is deleted."
 	noThrottle   = "replication is not throttled: followers fetch as fast as the leader serves them."
@@ -136,8 +140,10 @@ var defs = []Def{
 			"when their retention time or size limit has been reached. The \"compact\" policy enables log compaction, " +
 			"which retains the latest value for each key. Both may be given as a comma-separated list " +
 			"(\"compact,delete\"): old segments are then discarded per the retention time and size configuration " +
-			"while retained segments are compacted. In MoonMQ \"compact\" alone turns age and size retention off, as " +
-			"in Kafka, but compaction itself is not implemented yet.",
+			"while retained segments are compacted. \"compact\" alone turns age and size retention off, as in " +
+			"Kafka; \"delete,compact\" is the same as \"compact,delete\". A record without a key is refused on a " +
+			"compacted topic (INVALID_RECORD), as in Kafka. The policy may be changed at run time: the cleaner and " +
+			"retention read it before each pass. (Until the compaction engine is merged, nothing is compacted.)",
 		check: checkCleanup,
 	},
 	{
@@ -529,9 +535,25 @@ func Validate(overrides map[string]string) error {
 // Config is the typed view of a topic's effective configuration: the keys
 // MoonMQ acts on.
 type Config struct {
-	CleanupDelete      bool
-	CleanupCompact     bool
-	DeleteRetention    time.Duration
+	// CleanupDelete runs retention (retention.ms, retention.bytes);
+	// CleanupCompact runs the log cleaner and refuses keyless records.
+	// "compact,delete" sets both: retention deletes old segments and the
+	// cleaner compacts the retained ones.
+	CleanupDelete  bool
+	CleanupCompact bool
+	// DeleteRetention is delete.retention.ms: how long a tombstone
+	// outlives the cleaning that reached it.
+	DeleteRetention time.Duration
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio: a compacted log
+	// is cleaned once this fraction of its cleanable bytes is dirty.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLag and MaxCompactionLag are min.compaction.lag.ms and
+	// max.compaction.lag.ms: a record younger than the first is never
+	// cleaned; a log with dirty records older than the second is cleaned
+	// whatever its dirty ratio. MaxCompactionLag saturates at
+	// math.MaxInt64 (Long.MAX_VALUE, the default, is "never forced").
+	MinCompactionLag   time.Duration
+	MaxCompactionLag   time.Duration
 	FlushInterval      time.Duration
 	FlushAlways        bool
 	FlushMessages      int64 // with FlushAlways off: fsync once this many offsets are not durable; math.MaxInt64 never
@@ -569,6 +591,8 @@ func Resolve(overrides map[string]string) (Config, error) {
 		CleanupDelete:      slices.Contains(policy, "delete"),
 		CleanupCompact:     slices.Contains(policy, "compact"),
 		DeleteRetention:    r.ms(DeleteRetentionMs),
+		MinCompactionLag:   r.ms(MinCompactionLagMs),
+		MaxCompactionLag:   r.ms(MaxCompactionLagMs),
 		FlushInterval:      r.ms(FlushMs),
 		FlushAlways:        r.get(FlushPolicy) == "always",
 		FlushMessages:      r.long(FlushMessages),
@@ -584,6 +608,7 @@ func Resolve(overrides map[string]string) (Config, error) {
 		SegmentIndexBytes:  int(r.long(SegmentIndexBytes)),
 		Compression:        r.get(CompressionType),
 	}
+	c.MinCleanableDirtyRatio, _ = parseDouble(r.get(MinCleanableDirtyRatio)) // validated
 	switch c.Compression {
 	case CompressionGzip:
 		c.CompressionLevel = int(r.long(CompressionGzipLevel))

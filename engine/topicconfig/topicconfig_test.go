@@ -262,3 +262,67 @@ func TestCanonicalShowsBooleansAsKafkaDoes(t *testing.T) {
 		t.Errorf("Canonical = %q", got)
 	}
 }
+
+// The compaction keys resolve with Kafka's defaults and every spelling of
+// cleanup.policy Kafka takes; "compact" alone switches retention off.
+func TestCompactionConfig(t *testing.T) {
+	c, err := Resolve(nil)
+	require.NoError(t, err)
+	require.False(t, c.CleanupCompact)
+	require.Equal(t, 0.5, c.MinCleanableDirtyRatio)
+	require.Zero(t, c.MinCompactionLag)
+	require.Equal(t, time.Duration(math.MaxInt64), c.MaxCompactionLag, "Long.MAX_VALUE: never forced")
+	require.Equal(t, 24*time.Hour, c.DeleteRetention)
+
+	for _, tc := range []struct {
+		policy          string
+		compact, delete bool
+	}{
+		{"compact", true, false},
+		{"delete", false, true},
+		{"compact,delete", true, true},
+		{"delete,compact", true, true},
+		{" compact , delete ", true, true},
+	} {
+		c, err := Resolve(map[string]string{CleanupPolicy: tc.policy})
+		require.NoError(t, err, tc.policy)
+		require.Equal(t, tc.compact, c.CleanupCompact, tc.policy)
+		require.Equal(t, tc.delete, c.CleanupDelete, tc.policy)
+	}
+
+	c, err = Resolve(map[string]string{
+		CleanupPolicy: "compact", MinCleanableDirtyRatio: "0.01", MinCompactionLagMs: "1000",
+		MaxCompactionLagMs: "60000", DeleteRetentionMs: "0",
+	})
+	require.NoError(t, err)
+	require.Equal(t, 0.01, c.MinCleanableDirtyRatio)
+	require.Equal(t, time.Second, c.MinCompactionLag)
+	require.Equal(t, time.Minute, c.MaxCompactionLag)
+	require.Zero(t, c.DeleteRetention)
+
+	// Bounds: Kafka's validators (between(0,1), atLeast(0), atLeast(1)) and
+	// LogConfig.validateValues' min <= max.
+	for _, bad := range []map[string]string{
+		{CleanupPolicy: "compacted"},
+		{CleanupPolicy: ""},
+		{CleanupPolicy: "compact,nope"},
+		{MinCleanableDirtyRatio: "1.01"},
+		{MinCleanableDirtyRatio: "-0.1"},
+		{MinCleanableDirtyRatio: "NaN"},
+		{MinCleanableDirtyRatio: "half"},
+		{MinCompactionLagMs: "-1"},
+		{MaxCompactionLagMs: "0"},
+		{DeleteRetentionMs: "-1"},
+		{MinCompactionLagMs: "5000", MaxCompactionLagMs: "4000"},
+	} {
+		err := Validate(bad)
+		require.ErrorIs(t, err, ErrInvalid, "%v", bad)
+	}
+	for _, ok := range []string{"0", "1", "0.0", "1.0", "0.5"} {
+		require.NoError(t, ValidateOne(MinCleanableDirtyRatio, ok), ok)
+	}
+	// cleanup.policy is acted on (retention, keyless records refused).
+	d, ok := Lookup(CleanupPolicy)
+	require.True(t, ok)
+	require.Empty(t, d.NotApplied)
+}

@@ -24,6 +24,8 @@ type Stats struct {
 	// transactional ids it coordinates by state, and its counts since
 	// start (nil until the node opened).
 	Transactions *TransactionStats `json:"transactions,omitempty"`
+	// Cleaner is the log cleaner's totals (nil until the node opened).
+	Cleaner *CleanerStats `json:"cleaner,omitempty"`
 }
 
 // TransactionStats is the /stats "transactions" object, and the source of
@@ -143,6 +145,9 @@ type PartitionStats struct {
 	ISR         []int32 `json:"isr"`
 	Role        string  `json:"role,omitempty"`
 	FollowerLag *int64  `json:"follower_lag,omitempty"`
+	// Compaction is the log cleaner's view of a compacted partition
+	// (absent on other partitions, and before the cleaner's first pass).
+	Compaction *CompactionStats `json:"compaction,omitempty"`
 }
 
 // CorruptRangeStat is a damaged stretch of a partition's log: its offsets

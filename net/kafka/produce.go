@@ -133,6 +133,7 @@ func (c *conn) handleProduce(r *request) (kmsg.Response, func() kmsg.Response) {
 			if err != nil {
 				refuse(rp, t.Topic, err)
 				rp.ErrorMessage = produceErrMessage(err)
+				rp.ErrorRecords = recordErrors(err)
 				c.s.log.Debug("produce rejected", "peer", c.peer, "topic", t.Topic, "partition", p.Partition, "err", err)
 				continue
 			}
@@ -247,6 +248,7 @@ func (w *produceWait) appended(i int, part *replica.Partition, topic string, res
 		w.mu.Lock()
 		if out := w.outs[i]; out != nil && !w.finished {
 			out.ErrorMessage = produceErrMessage(err)
+			out.ErrorRecords = recordErrors(err)
 		}
 		w.mu.Unlock()
 		w.settle(i, err)
@@ -370,6 +372,24 @@ func produceErrMessage(err error) *string {
 		}
 	}
 	return nil
+}
+
+// recordErrors names the records of a refusal by record (KIP-467, Produce
+// v8+; older versions do not encode the field), as Kafka's
+// RecordValidationException does: a compacted topic's keyless records.
+func recordErrors(err error) []kmsg.ProduceResponseTopicPartitionErrorRecord {
+	var refused *replica.RecordsRefusedError
+	if !errors.As(err, &refused) {
+		return nil
+	}
+	out := make([]kmsg.ProduceResponseTopicPartitionErrorRecord, 0, len(refused.Records))
+	for _, r := range refused.Records {
+		e := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+		e.RelativeOffset = r.BatchIndex
+		e.ErrorMessage = kmsg.StringPtr(r.Message)
+		out = append(out, e)
+	}
+	return out
 }
 
 // errTransactionsUnsupported is the message Produce v8+ carries with a
