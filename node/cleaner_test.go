@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/moonmq/moonmq/engine/cleaner"
-	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/net/httpapi"
 )
 
@@ -67,12 +66,7 @@ func TestNodeRunsTheCleaner(t *testing.T) {
 // End to end, through the node's wiring: a compacted topic written by a
 // Kafka client is cleaned in the background to the latest value of each
 // key, offsets kept; a tombstone past delete.retention.ms removes its key.
-// It needs engine/log's Clean (branch i16-cleaner): until that is merged
-// the partitions' logs are not cleanable and the test says so and skips.
 func TestNodeCompactsInTheBackground(t *testing.T) {
-	if _, ok := any(&log.Log{}).(cleaner.Log); !ok {
-		t.Skip("engine/log has no Clean yet (the compaction core, branch i16-cleaner, is not merged)")
-	}
 	cfg := testConfig(t, t.TempDir())
 	cfg.HTTP = "127.0.0.1:0"
 	cfg.Cleaner = &cleaner.Options{Threads: 1, Backoff: 10 * time.Millisecond}

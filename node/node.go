@@ -365,7 +365,7 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 		}
 	})
 	reg.MustRegister(httpapi.NewPartitionCollector(b))
-	if err := cm.Start(cleanerSource(b, n.log)); err != nil {
+	if err := cm.Start(cleanerSource(b)); err != nil {
 		return nil, err
 	}
 	n.cleaner = cm

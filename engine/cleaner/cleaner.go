@@ -37,44 +37,17 @@ package cleaner
 import (
 	"context"
 	"errors"
-	"time"
 
+	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
-// CleanOptions are the arguments of one cleaning, field for field those of
-// engine/log's CleanOptions (issue 16, branch i16-cleaner). Once that branch
-// is merged this becomes `type CleanOptions = log.CleanOptions` (and
-// CleanStats likewise), and *log.Log satisfies Log as it is.
-type CleanOptions struct {
-	Now              time.Time     // the cleaning's time: delete horizons and the compaction lag
-	DeleteRetention  time.Duration // delete.retention.ms: tombstones kept this long after the cleaning that reached them
-	MinCompactionLag time.Duration // records newer than this are not cleaned (the head)
-	// FirstUncleanable is the first offset the cleaning must not reach:
-	// min(HW, LSO, active segment base).
-	FirstUncleanable int64
-	// MapMemory is the key map's budget, in bytes (a thread's share of
-	// the dedupe buffer).
-	MapMemory int
-	// IOLimit is called before n bytes are read or written; it waits for
-	// the I/O budget and fails only when ctx is done.
-	IOLimit func(ctx context.Context, n int) error
-}
-
-// CleanStats is what one cleaning did (engine/log's CleanStats).
-type CleanStats struct {
-	BytesRead, BytesWritten int64
-	RecordsRead             int64
-	RecordsRemoved          int64
-	BatchesRemoved          int64
-	SegmentsCleaned         int // old segments replaced
-	Passes                  int
-	// MapCapacity is how many distinct keys the map holds per pass.
-	MapCapacity int
-	// CleanedTo is the cleaner checkpoint afterwards (first dirty offset).
-	CleanedTo int64
-	Duration  time.Duration
-}
+// CleanOptions are the arguments of one cleaning and CleanStats what it
+// did: engine/log's, so *log.Log satisfies Log as it is.
+type (
+	CleanOptions = log.CleanOptions
+	CleanStats   = log.CleanStats
+)
 
 // Log is the compaction core of one partition (engine/log's *Log).
 type Log interface {

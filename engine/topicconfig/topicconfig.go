@@ -124,13 +124,8 @@ const maxLong = "9223372036854775807"
 
 // Reasons shared by several keys.
 const (
-	// noCompaction stays until the compaction engine (engine/log's Clean,
-	// issue 16, branch i16-cleaner) is merged: the scheduler in
-	// engine/cleaner already reads these keys, but nothing is compacted
-	// yet. The merge deletes it together with README's "stored only" line.
-	noCompaction = "log compaction is not implemented, so nothing is compacted."
-	noTiering    = "MoonMQ has no tiered storage; every segment stays local and retention.ms and retention.bytes decide when it is deleted."
-	noThrottle   = "replication is not throttled: followers fetch as fast as the leader serves them."
+	noTiering  = "MoonMQ has no tiered storage; every segment stays local and retention.ms and retention.bytes decide when it is deleted."
+	noThrottle = "replication is not throttled: followers fetch as fast as the leader serves them."
 )
 
 var defs = []Def{
@@ -176,8 +171,7 @@ var defs = []Def{
 		Doc: "The amount of time to retain delete tombstone markers for log compacted topics. This setting also " +
 			"bounds the time in which a consumer must complete a read if it begins from offset 0 to be sure of a " +
 			"valid snapshot of the final state (otherwise tombstones may be collected before it completes its scan).",
-		NotApplied: noCompaction,
-		check:      atLeast(0),
+		check: atLeast(0),
 	},
 	{
 		Name: FileDeleteDelayMs, Kind: KindLong, Default: "60000",
@@ -249,8 +243,7 @@ var defs = []Def{
 		Name: MaxCompactionLagMs, Kind: KindLong, Default: maxLong,
 		Doc: "The maximum time a message will remain ineligible for compaction in the log. Only applicable for " +
 			"logs that are being compacted. Must not be below min.compaction.lag.ms.",
-		NotApplied: noCompaction,
-		check:      atLeast(1),
+		check: atLeast(1),
 	},
 	{
 		Name: MaxMessageBytes, Kind: KindInt, Default: "1048588",
@@ -302,15 +295,13 @@ var defs = []Def{
 			"more wasted space. With max.compaction.lag.ms or min.compaction.lag.ms the log is eligible as soon " +
 			"as the ratio is met and it has had dirty records for min.compaction.lag.ms, or once it has had dirty " +
 			"records for max.compaction.lag.ms.",
-		NotApplied: noCompaction,
-		check:      betweenFloat(0, 1),
+		check: betweenFloat(0, 1),
 	},
 	{
 		Name: MinCompactionLagMs, Kind: KindLong, Default: "0",
 		Doc: "The minimum time a message will remain uncompacted in the log. Only applicable for logs that are " +
 			"being compacted. Must not exceed max.compaction.lag.ms.",
-		NotApplied: noCompaction,
-		check:      atLeast(0),
+		check: atLeast(0),
 	},
 	{
 		Name: MinInsyncReplicas, Kind: KindInt, Default: "1",
