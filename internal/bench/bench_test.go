@@ -171,6 +171,18 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"produce", "--topic", "t", "--linger", "soon"}, "--linger"},
 		{[]string{"produce", "--topic", "t", "--output", "xml"}, "--output"},
 		{[]string{"produce", "--topic", "t", "extra"}, `unexpected argument "extra"`},
+		{[]string{"produce", "--topic", "t", "--keys", "-1"}, "--keys: must not be negative"},
+		{[]string{"produce", "--topic", "t", "--keys", "many"}, "--keys"},
+		{[]string{"produce", "--topic", "t", "--keys", "10", "--key-order", "sorted"}, `--key-order: must be random or sequential (got "sorted")`},
+		{[]string{"produce", "--topic", "t", "--key-order", "sequential"}, "--key-order: applies only with --keys"},
+		{[]string{"produce", "--topic", "t", "--tombstones", "0.1"}, "--tombstones: applies only with --keys"},
+		{[]string{"produce", "--topic", "t", "--keys", "10", "--tombstones", "1.5"}, "--tombstones: must be a fraction between 0 and 1 (got 1.5)"},
+		{[]string{"produce", "--topic", "t", "--keys", "10", "--tombstones", "-0.5"}, "--tombstones"},
+		{[]string{"produce", "--topic", "t", "--keys", "10", "--tombstones", "NaN"}, "--tombstones"},
+		{[]string{"produce", "--topic", "t", "--topic-config", "cleanup.policy=compact"}, "--topic-config: applies only with --create"},
+		{[]string{"produce", "--topic", "t", "--create", "--topic-config", "compact"}, `--topic-config "compact": want key=value`},
+		{[]string{"produce", "--topic", "t", "--create", "--topic-config", "=compact"}, `--topic-config "=compact": empty config name`},
+		{[]string{"produce", "--topic", "t", "--create", "--topic-config", "a=1", "--topic-config", "a=2"}, "a is given twice"},
 		{[]string{"consume", "--topic", "t", "--from", "tomorrow"}, "--from"},
 		{[]string{"consume", "--topic", "t", "--records", "-3"}, "--records"},
 		{[]string{"consume", "--topic", "t", "--fetch-max-bytes", "1"}, "--fetch-max-bytes"},
@@ -217,7 +229,8 @@ func TestHelp(t *testing.T) {
 	out, _, err := run(t, "produce", "--help")
 	require.NoError(t, err)
 	for _, f := range []string{"--addr", "--topic", "--records", "--size", "--acks", "--batch", "--linger",
-		"--producers", "--rate", "--partitions", "--create", "--compression", "--output", "--timeout"} {
+		"--producers", "--rate", "--partitions", "--create", "--compression", "--output", "--timeout",
+		"--keys", "--key-order", "--tombstones", "--topic-config"} {
 		require.Contains(t, out, "  "+f+" ", "produce help lists %s", f)
 	}
 	require.Contains(t, out, "(default 100000)")

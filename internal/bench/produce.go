@@ -42,6 +42,15 @@ type ProduceConfig struct {
 	// Security is TLS and SASL for every connection of the run.
 	Security client.Security
 
+	// Keys, when set, keys the records over a space of that many keys
+	// (records.go), in KeyOrder (random or sequential); Tombstones is
+	// the fraction of them sent with a null value.
+	Keys       int64
+	KeyOrder   string
+	Tombstones float64
+	// TopicConfigs are the configs of the topic Create makes.
+	TopicConfigs map[string]string
+
 	// Transactional produces in transactions of TransactionRecords
 	// records, each producer under its own transactional ID (see
 	// produce_txn.go); it requires Acks "all".
@@ -65,6 +74,7 @@ func DefaultProduceConfig() ProduceConfig {
 		Linger:           5 * time.Millisecond,
 		Producers:        1,
 		Compression:      "none",
+		KeyOrder:         keyOrderRandom,
 		Output:           "text",
 		ClientID:         "moonmq-bench",
 		ProgressInterval: time.Second,
@@ -90,6 +100,15 @@ func parseProduce(args []string) (ProduceConfig, bool, error) {
 	fs.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replication factor when creating the topic (`N`), 0 = broker default")
 	fs.BoolVar(&cfg.Create, "create", cfg.Create, "create the topic if it does not exist")
 	fs.StringVar(&cfg.Compression, "compression", cfg.Compression, "`codec`: none, lz4, zstd, snappy or gzip")
+	fs.Int64Var(&cfg.Keys, "keys", cfg.Keys,
+		"key the records over `N` keys (zero-padded decimal indexes, all of one width), 0 = keyless")
+	fs.StringVar(&cfg.KeyOrder, "key-order", cfg.KeyOrder,
+		"with --keys: `order` of the key indexes, random (uniform) or sequential (round-robin over the run)")
+	fs.Float64Var(&cfg.Tombstones, "tombstones", cfg.Tombstones,
+		"with --keys: `fraction` of records sent as tombstones (null value), 0 to 1")
+	var tcfg topicConfigs
+	fs.Var(&tcfg, "topic-config",
+		"`key=value` config of the topic --create makes; repeatable or a comma list")
 	fs.StringVar(&cfg.Output, "output", cfg.Output, "result `format`: text or json")
 	fs.StringVar(&cfg.ClientID, "client-id", cfg.ClientID, "client `id` sent to the broker")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "stop after this `duration`, 0 = no limit")
@@ -108,11 +127,26 @@ func parseProduce(args []string) (ProduceConfig, bool, error) {
 	if !cfg.Transactional && flagSet(fs, "transaction-records") {
 		return cfg, false, flagError("produce", "transaction-records", "applies only with --transactional")
 	}
+	if cfg.Keys == 0 {
+		for _, name := range []string{"key-order", "tombstones"} {
+			if flagSet(fs, name) {
+				return cfg, false, flagError("produce", name, "applies only with --keys")
+			}
+		}
+	}
+	if len(tcfg) > 0 && !cfg.Create {
+		// An existing topic keeps its configs: the bench never alters one.
+		return cfg, false, flagError("produce", "topic-config", "applies only with --create")
+	}
+	cfg.TopicConfigs = tcfg
 	return cfg, false, cfg.validate()
 }
 
 func (cfg *ProduceConfig) validate() error {
 	const cmd = "produce"
+	if cfg.KeyOrder == "" {
+		cfg.KeyOrder = keyOrderRandom
+	}
 	switch {
 	case strings.TrimSpace(cfg.Addr) == "":
 		return flagError(cmd, "addr", "required")
@@ -136,6 +170,14 @@ func (cfg *ProduceConfig) validate() error {
 		return flagError(cmd, "replicas", "must be between 0 and 32767 (got %d)", cfg.Replicas)
 	case cfg.Timeout < 0:
 		return flagError(cmd, "timeout", "must not be negative (got %s)", cfg.Timeout)
+	case cfg.Keys < 0:
+		return flagError(cmd, "keys", "must not be negative (got %d)", cfg.Keys)
+	case cfg.KeyOrder != keyOrderRandom && cfg.KeyOrder != keyOrderSequential:
+		return flagError(cmd, "key-order", "must be random or sequential (got %q)", cfg.KeyOrder)
+	case !(cfg.Tombstones >= 0 && cfg.Tombstones <= 1): // NaN too
+		return flagError(cmd, "tombstones", "must be a fraction between 0 and 1 (got %g)", cfg.Tombstones)
+	case cfg.Tombstones > 0 && cfg.Keys == 0:
+		return flagError(cmd, "tombstones", "needs --keys: a tombstone deletes a key")
 	case cfg.Transactional && cfg.TransactionRecords < 1:
 		return flagError(cmd, "transaction-records", "must be at least 1 (got %d)", cfg.TransactionRecords)
 	case cfg.Transactional && cfg.Acks != "all" && cfg.Acks != "-1":
@@ -216,6 +258,7 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 
 	payload := make([]byte, cfg.Size+payloadSpread)
 	_, _ = crand.Read(payload) // never fails (Go 1.24+), and never all zero
+	keys := newKeySpace(cfg.Keys, cfg.KeyOrder)
 
 	acks, _ := acksOpts(cfg.Acks)
 	comp, _ := codec(cfg.Compression)
@@ -297,10 +340,10 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 			if cfg.Rate > 0 {
 				pace = newPacer(cfg.Rate / float64(cfg.Producers))
 			}
-			rng := uint64(i)*0x9E3779B97F4A7C15 + 1
+			gen := newRecordGen(&cfg, payload, keys, i)
 			if txnIDs != nil {
 				txnProducer{
-					cfg: &cfg, cl: cl, pace: pace, rng: rng, payload: payload,
+					cfg: &cfg, cl: cl, pace: pace, gen: gen,
 					hist: hist, stalls: stalls, acked: &acked, ackedBytes: &ackedBytes,
 					failed: &failed, firstErr: &firstErr, stats: txns,
 				}.run(ctx, n)
@@ -314,13 +357,9 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 				} else if ctx.Err() != nil {
 					return
 				}
-				// xorshift: a cheap per-record offset into the payload.
-				rng ^= rng << 13
-				rng ^= rng >> 7
-				rng ^= rng << 17
-				off := int(rng % payloadSpread)
+				r := gen.next()
 				sent := time.Now()
-				r := &kgo.Record{Value: payload[off : off+cfg.Size], Timestamp: sent}
+				r.Timestamp = sent
 				pending.Add(1)
 				cl.Produce(ctx, r, func(r *kgo.Record, err error) { promise(r, sent, err) })
 			}
@@ -344,6 +383,14 @@ func Produce(ctx context.Context, cfg ProduceConfig, progressW io.Writer) (Resul
 			"linger": cfg.Linger.String(), "producers": cfg.Producers, "rate": cfg.Rate,
 			"compression": cfg.Compression,
 		},
+	}
+	if cfg.Keys > 0 {
+		res.Params["keys"] = cfg.Keys
+		res.Params["key_order"] = cfg.KeyOrder
+		res.Params["tombstones"] = cfg.Tombstones
+	}
+	if len(cfg.TopicConfigs) > 0 {
+		res.Params["topic_configs"] = cfg.TopicConfigs
 	}
 	if txnIDs != nil {
 		res.Transactions = txns.transactions(cfg.TransactionRecords)
@@ -396,7 +443,7 @@ func ensureTopic(ctx context.Context, cfg ProduceConfig) error {
 	if rf == 0 {
 		rf = -1
 	}
-	if err := cl.CreateTopic(ctx, cfg.Topic, parts, rf, nil); err != nil && !errors.Is(err, client.ErrExists) {
+	if err := cl.CreateTopic(ctx, cfg.Topic, parts, rf, cfg.TopicConfigs); err != nil && !errors.Is(err, client.ErrExists) {
 		return fmt.Errorf("bench produce: %w", err)
 	}
 	return nil

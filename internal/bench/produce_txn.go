@@ -63,11 +63,10 @@ func (s *txnStats) transactions(records int) *Transactions {
 // txnProducer is one producer of a transactional run, with the run's shared
 // counters.
 type txnProducer struct {
-	cfg     *ProduceConfig
-	cl      *kgo.Client
-	pace    *pacer
-	rng     uint64
-	payload []byte
+	cfg  *ProduceConfig
+	cl   *kgo.Client
+	pace *pacer
+	gen  *recordGen
 
 	hist              *Histogram
 	stalls            *stallTracker
@@ -96,16 +95,6 @@ func (p txnProducer) run(ctx context.Context, n int64) {
 }
 
 func (p *txnProducer) fail(err error) { p.firstErr.CompareAndSwap(nil, &err) }
-
-// next returns a record with a fresh slice of the payload (as the plain
-// mode's loop does).
-func (p *txnProducer) next() *kgo.Record {
-	p.rng ^= p.rng << 13
-	p.rng ^= p.rng >> 7
-	p.rng ^= p.rng << 17
-	off := int(p.rng % payloadSpread)
-	return &kgo.Record{Value: p.payload[off : off+p.cfg.Size]}
-}
 
 // transaction runs one transaction of k records and reports whether the
 // client can run another.
@@ -148,7 +137,7 @@ func (p *txnProducer) transaction(ctx context.Context, k int64) bool {
 			stopped = true
 			break
 		}
-		r := p.next()
+		r := p.gen.next()
 		sent := time.Now()
 		r.Timestamp = sent
 		produced++
