@@ -1002,6 +1002,22 @@ func completeSwap(fsys vfs.FS, dir string, base, end int64, hasTxn bool, old []*
 	return nil
 }
 
+// committedSwaps names the segment logs of dir renamed to .swap: a swap past
+// its commit point.
+func committedSwaps(fsys vfs.FS, dir string) []string {
+	entries, err := fsys.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name, logExt+swapSuffix) {
+			out = append(out, e.Name)
+		}
+	}
+	return out
+}
+
 // removeCleanerFiles deletes every .cleaned and .swap file of dir.
 func removeCleanerFiles(fsys vfs.FS, dir string) {
 	entries, err := fsys.ReadDir(dir)
@@ -1017,22 +1033,38 @@ func removeCleanerFiles(fsys vfs.FS, dir string) {
 
 // recoverCleanerSwap runs at Open before the segments are listed: it
 // completes a swap whose .log reached .swap (the commit point) and
-// discards any other cleaner output.
+// discards any other cleaner output. A committed swap whose manifest is
+// missing or cannot be read (it is written atomically before the commit
+// point and removed after the swap, so only damage does that) is an error: some old segments may be gone already, and deleting
+// the .swap files would lose the records only they hold.
 func recoverCleanerSwap(fsys vfs.FS, dir string) error {
 	lines, err := readCheckpoint(fsys, dir, cleanerSwapFile)
 	if err != nil && !errors.Is(err, ErrCorrupt) {
 		return fmt.Errorf("read swap manifest: %w", err)
 	}
+	var v []int64
 	if err == nil && len(lines) == 1 {
-		v, perr := parseInts(lines[0], 3)
-		if perr == nil {
-			base, end, hasTxn := v[0], v[1], v[2] == 1
-			logSwap := filepath.Join(dir, segmentFileName(base, logExt)+swapSuffix)
-			if _, err := fsys.Stat(logSwap); err == nil {
-				if err := completeSwap(fsys, dir, base, end, hasTxn, nil); err != nil {
-					return err
-				}
+		v, err = parseInts(lines[0], 3)
+	} else if err == nil && len(lines) != 0 {
+		err = fmt.Errorf("%w: %d lines", ErrCorrupt, len(lines))
+	}
+	switch {
+	case err == nil && v != nil:
+		base, end, hasTxn := v[0], v[1], v[2] == 1
+		logSwap := filepath.Join(dir, segmentFileName(base, logExt)+swapSuffix)
+		if _, serr := fsys.Stat(logSwap); serr == nil {
+			if err := completeSwap(fsys, dir, base, end, hasTxn, nil); err != nil {
+				return err
 			}
+		}
+	default:
+		if swaps := committedSwaps(fsys, dir); len(swaps) > 0 {
+			why := "missing"
+			if err != nil {
+				why = err.Error()
+			}
+			return fmt.Errorf("%w: a committed compaction swap (%s) without a readable manifest %s (%s): left in place",
+				ErrCorrupt, strings.Join(swaps, ", "), cleanerSwapFile, why)
 		}
 	}
 	removeCleanerFiles(fsys, dir)

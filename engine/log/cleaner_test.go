@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -394,7 +395,25 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 	defer mu.Unlock()
 	require.Greater(t, len(images), 10)
 	t.Logf("%d crash images, %d passes", len(images), st.Passes)
+	damaged := 0
 	for n, img := range images {
+		if swaps := committedSwaps(img.fs, crashDir); len(swaps) > 0 {
+			// The same image with its manifest damaged or gone: recovery
+			// cannot know which old segments the swap replaces, and must
+			// leave the committed swap alone rather than delete it.
+			for _, manifest := range [][]byte{[]byte("garbage"), nil} {
+				bad := img.fs.Crash(vfs.CrashOptions{ProcessOnly: true})
+				if manifest == nil {
+					require.NoError(t, bad.Remove(filepath.Join(crashDir, cleanerSwapFile)))
+				} else {
+					require.NoError(t, WriteFileAtomic(bad, crashDir, cleanerSwapFile, manifest))
+				}
+				_, err := Open(crashDir, memOptions(bad))
+				require.ErrorIs(t, err, ErrCorrupt, "image %d (before %s)", n, img.before)
+				require.Equal(t, swaps, committedSwaps(bad, crashDir), "image %d: the swap is left in place", n)
+				damaged++
+			}
+		}
 		rl, err := Open(crashDir, memOptions(img.fs))
 		require.NoError(t, err, "image %d (before %s)", n, img.before)
 		got := readRecords(t, rl)
@@ -413,6 +432,7 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 		checkAgainst(t, readRecords(t, rl), produced, latest)
 		require.NoError(t, rl.Close())
 	}
+	require.Positive(t, damaged, "some images have a committed swap")
 }
 
 // TestCleanWhileReading: readers going through the log while it is cleaned

@@ -116,6 +116,11 @@ func TestStorageLeaves(t *testing.T) {
 		// it decides transactions from records and time, and writes
 		// markers through an interface the node implements.
 		"./engine/txncoord": {"engine/batch", "engine/coord"},
+
+		// The log cleaner schedules compaction of logs it is given (a
+		// Source the node builds from its replicas); it never reaches
+		// into replicas, the cluster or the network.
+		"./engine/cleaner": {"engine/batch", "engine/clock", "engine/log", "engine/topicconfig", "engine/vfs"},
 	}
 	for pkg, allowed := range leaves {
 		checkDeps(t, pkg, func(rel string) bool {
