@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"sync"
 
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
@@ -40,6 +42,16 @@ func overLimit(limit int) error {
 // (capped at MaxDecompressed), so a small hostile batch cannot expand into
 // gigabytes.
 func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
+	return decompressInto(nil, codec, src, limit)
+}
+
+// decompressInto is Decompress writing into dst's memory when it is large
+// enough (dst's contents are overwritten; CompressionNone returns src).
+// Decoders are pooled and decode whole payloads: the log cleaner decodes
+// every batch of a compacted topic twice, and a decoder made per call (a
+// zstd one allocates its history and block buffers) cost more than the
+// decoding.
+func decompressInto(dst []byte, codec int8, src []byte, limit int) ([]byte, error) {
 	limit = min(limit, MaxDecompressed)
 	var (
 		out []byte
@@ -49,26 +61,26 @@ func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
 	case CompressionNone:
 		out = src
 	case CompressionGzip:
-		var r *gzip.Reader
-		if r, err = gzip.NewReader(bytes.NewReader(src)); err == nil {
-			out, err = readLimited(r, limit)
+		zr, _ := gzipReaders.Get().(*gzip.Reader)
+		if zr == nil {
+			zr, err = gzip.NewReader(bytes.NewReader(src))
+		} else {
+			err = zr.Reset(bytes.NewReader(src))
+		}
+		if err == nil {
+			out, err = readLimited(dst, zr, limit)
+			gzipReaders.Put(zr)
 		}
 	case CompressionSnappy:
-		out, err = decodeSnappy(nil, src, limit)
+		out, err = decodeSnappy(dst, src, limit)
 	case CompressionLZ4:
-		out, err = readLimited(lz4.NewReader(bytes.NewReader(src)), limit)
+		lr := lz4Readers.Get().(*lz4.Reader)
+		lr.Reset(bytes.NewReader(src))
+		out, err = readLimited(dst, lr, limit)
+		lr.Reset(nil)
+		lz4Readers.Put(lr)
 	case CompressionZstd:
-		// A streaming decoder per call, so the limit bounds what is
-		// allocated, not only what is returned (callers are lookups, not
-		// the produce path, so the set-up cost does not matter).
-		var d *zstd.Decoder
-		if d, err = zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)+1)); err == nil {
-			out, err = readLimited(d, limit)
-			d.Close()
-			if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
-				err = overLimit(limit)
-			}
-		}
+		out, err = decodeZstd(dst, src, limit)
 	default:
 		return nil, fmt.Errorf("%w: unknown codec %d", ErrDecompress, codec)
 	}
@@ -81,12 +93,56 @@ func Decompress(codec int8, src []byte, limit int) ([]byte, error) {
 	return out, nil
 }
 
-func readLimited(r io.Reader, limit int) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
-	if err == nil && len(out) > limit {
+// zstdDecoders pools whole-payload (DecodeAll) zstd decoders; each call
+// sets its own limit on the one it takes.
+var zstdDecoders sync.Pool // *zstd.Decoder
+
+// decodeZstd decodes src into dst's memory. The decoder's memory limit
+// bounds what it allocates, not only what it returns: it stops a frame
+// whose declared size is over the limit before decoding it, and one of
+// unknown size within a block (128 KiB) of passing the limit.
+func decodeZstd(dst, src []byte, limit int) ([]byte, error) {
+	maxMem := zstd.WithDecoderMaxMemory(uint64(limit) + 1) // limit itself is allowed; over it is caught below
+	d, _ := zstdDecoders.Get().(*zstd.Decoder)
+	var err error
+	if d == nil {
+		d, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), maxMem)
+	} else {
+		err = d.ResetWithOptions(nil, maxMem)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out, err := d.DecodeAll(src, dst[:0])
+	zstdDecoders.Put(d)
+	if errors.Is(err, zstd.ErrDecoderSizeExceeded) {
 		err = overLimit(limit)
 	}
 	return out, err
+}
+
+// readLimited reads r to its end into dst's memory (grown as needed),
+// failing past limit bytes.
+func readLimited(dst []byte, r io.Reader, limit int) ([]byte, error) {
+	out := dst[:0]
+	for {
+		if len(out) == cap(out) {
+			// Grow by what was read so far (at least 4 KiB), never
+			// more than one byte past the limit.
+			out = slices.Grow(out, min(max(len(out), 4<<10), limit+1-len(out)))
+		}
+		n, err := r.Read(out[len(out):min(cap(out), limit+1)])
+		out = out[:len(out)+n]
+		if len(out) > limit {
+			return nil, overLimit(limit)
+		}
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // decodeSnappy decodes a raw snappy block or xerial-framed chunks into buf
@@ -148,6 +204,24 @@ func decodeSnappy(buf, src []byte, limit int) ([]byte, error) {
 // DecodeRecords walks the records of batch b like Records, decompressing
 // its payload first (at most limit decoded bytes) when it is compressed.
 func DecodeRecords(b []byte, limit int, fn func(Record) bool) error {
+	var d RecordDecoder
+	return d.Records(b, limit, fn)
+}
+
+// RecordDecoder walks the records of batches one after another (the log
+// cleaner reads every batch of a compacted log), decoding compressed
+// payloads into one buffer it keeps instead of a new one per batch.
+type RecordDecoder struct {
+	buf []byte
+}
+
+// maxKeptDecoded keeps an unusually large decoded payload's memory from
+// being held by a RecordDecoder after its batch.
+const maxKeptDecoded = 8 << 20
+
+// Records is DecodeRecords. The records passed to fn may alias the
+// decoder's buffer: they are valid until the next call.
+func (d *RecordDecoder) Records(b []byte, limit int, fn func(Record) bool) error {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return err
@@ -161,9 +235,12 @@ func DecodeRecords(b []byte, limit int, fn func(Record) bool) error {
 	if h.NumRecords < 0 {
 		return fmt.Errorf("%w: batch declares %d records", ErrInvalidRecord, h.NumRecords)
 	}
-	body, err := Decompress(h.Compression(), b[HeaderSize:], limit)
+	body, err := decompressInto(d.buf, h.Compression(), b[HeaderSize:], limit)
 	if err != nil {
 		return err
+	}
+	if cap(body) <= maxKeptDecoded {
+		d.buf = body[:0]
 	}
 	return walkRecords(body, h.NumRecords, true, fn)
 }

@@ -145,6 +145,53 @@ func TestDecodeRecordsCompressed(t *testing.T) {
 	}
 }
 
+// Pooled decoders take each call's limit: one used with a large limit
+// enforces a small one next, and the other way round.
+func TestDecompressPooledLimits(t *testing.T) {
+	src := bytes.Repeat([]byte("moonmq record payload "), 500)
+	for name, codec := range codecs {
+		t.Run(name, func(t *testing.T) {
+			enc := compressWith(t, name, src)
+			for range 3 {
+				out, err := Decompress(codec, enc, 1<<20)
+				require.NoError(t, err)
+				require.Equal(t, src, out)
+				_, err = Decompress(codec, enc, 100)
+				require.ErrorIs(t, err, ErrDecodedLimit)
+				out, err = Decompress(codec, enc, len(src))
+				require.NoError(t, err, "exactly the limit is allowed")
+				require.Equal(t, src, out)
+			}
+		})
+	}
+}
+
+// A RecordDecoder walks batch after batch of any codec with one buffer;
+// each call's records are whole, whatever the previous batch was.
+func TestRecordDecoder(t *testing.T) {
+	var d RecordDecoder
+	names := []string{"zstd", "gzip", "snappy", "snappy-xerial", "lz4", "zstd"}
+	for round := range 2 {
+		for i, name := range names {
+			n := 5 + 7*i + round
+			var got []string
+			require.NoError(t, d.Records(compressedBatch(t, name, testRecords(n), nil), 1<<20, func(r Record) bool {
+				got = append(got, string(r.Value))
+				return true
+			}), name)
+			require.Len(t, got, n, name)
+			for j, v := range got {
+				require.Equal(t, fmt.Sprintf("v%d", j), v, name)
+			}
+		}
+	}
+	plain := Build(Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1}, testRecords(3))
+	count := 0
+	require.NoError(t, d.Records(plain, 1<<20, func(Record) bool { count++; return true }))
+	require.Equal(t, 3, count, "uncompressed batches too")
+	require.ErrorIs(t, d.Records(compressedBatch(t, "zstd", testRecords(50), nil), 10, func(Record) bool { return true }), ErrDecompress)
+}
+
 func FuzzDecompress(f *testing.F) {
 	src := []byte("fuzz seed payload, fuzz seed payload, fuzz seed payload")
 	for name, codec := range codecs {
