@@ -86,6 +86,9 @@ const (
 	cleanerSwapFile = "cleaner-swap"
 	// cleanerReadBuffer is the read-ahead of the cleaner's segment scans.
 	cleanerReadBuffer = 1 << 20
+	// cleanerYieldRecords is how many records of a batch are handled
+	// between calls of the Yield hook (a batch may hold thousands).
+	cleanerYieldRecords = 128
 	// DefaultCleanerMapMemory is Kafka's log.cleaner.dedupe.buffer.size
 	// (128 MiB), used when CleanOptions.MapMemory is 0.
 	DefaultCleanerMapMemory = 128 << 20
@@ -113,10 +116,20 @@ type CleanOptions struct {
 	// IOLimit, when set, is called before reading or writing n bytes; it
 	// blocks to throttle (a rate limiter) or returns an error to abort.
 	IOLimit func(ctx context.Context, n int) error
+	// Yield, when set, is called often: after every batch, every
+	// cleanerYieldRecords records of a batch and every chunk of clearing
+	// the key map. A cleaning is CPU-bound for seconds; Yield lets the
+	// goroutines serving requests run (engine/cleaner's gives the
+	// processor away every 100 µs of work).
+	Yield func()
 }
 
 // CleanStats describe one Clean.
 type CleanStats struct {
+	// BytesRead are the bytes of segments read whole: the dirty part once
+	// to build the key map, every cleaned segment once to rewrite it (the
+	// batch headers walked to find each producer's last batch are not
+	// counted). BytesWritten are the cleaned segments' bytes.
 	BytesRead, BytesWritten int64
 	RecordsRead             int64
 	RecordsRemoved          int64
@@ -214,7 +227,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		return st, err // Heal first
 	}
 	m := getOffsetMap(o.MapMemory)
-	defer putOffsetMap(m)
+	defer putOffsetMap(m, o.yield)
 	st.MapCapacity = m.capacity()
 	defer func() { st.Duration = time.Since(start) }()
 	for {
@@ -230,7 +243,7 @@ func (l *Log) Clean(ctx context.Context, o CleanOptions) (CleanStats, error) {
 		if len(segs) == 0 {
 			return st, nil
 		}
-		m.clear()
+		m.clear(o.yield)
 		mapEnd := dirty
 		if dirty >= bound {
 			// Nothing dirty: a pass only to remove tombstones whose delete
@@ -299,6 +312,13 @@ func (l *Log) cleanable(o CleanOptions) ([]*segment, int64) {
 	}
 	// out is a prefix of the list: the segment after it starts the bound.
 	return out, l.segments[len(out)].base
+}
+
+// yield calls the Yield hook.
+func (o *CleanOptions) yield() {
+	if o.Yield != nil {
+		o.Yield()
+	}
 }
 
 // ioLimit applies the throttle hook.
@@ -370,6 +390,7 @@ func (l *Log) segmentBatches(ctx context.Context, o *CleanOptions, st *CleanStat
 				return err
 			}
 			pos += int64(n)
+			o.yield()
 		}
 		return nil
 	})
@@ -413,6 +434,7 @@ func (l *Log) buildOffsetMap(ctx context.Context, o CleanOptions, st *CleanStats
 	}
 	errFull := errors.New("map full")
 	end := bound
+	var dec batch.RecordDecoder
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].base <= dirty {
 			continue // wholly below the dirty offset
@@ -428,9 +450,13 @@ func (l *Log) buildOffsetMap(ctx context.Context, o CleanOptions, st *CleanStats
 				end = h.BaseOffset
 				return errFull
 			}
-			return batch.DecodeRecords(raw, cleanerMaxDecoded, func(r batch.Record) bool {
+			n := 0
+			return dec.Records(raw, cleanerMaxDecoded, func(r batch.Record) bool {
 				if off := h.RecordOffset(r); r.Key != nil && off >= dirty {
 					m.put(r.Key, off)
+				}
+				if n++; n%cleanerYieldRecords == 0 {
+					o.yield()
 				}
 				return true
 			})
@@ -473,21 +499,30 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 		return 0, err
 	}
 	// The last batch of each producer in the cleaned range is kept even if
-	// emptied (Kafka keeps it for the producer's state).
+	// emptied (Kafka keeps it for the producer's state). Only the headers
+	// are needed: they are walked in small chunks (a batch of 1 MB costs
+	// a 16 KiB read), not read and checked whole, which was a third full
+	// read of the range (the rewrite checks every CRC).
 	lastOfProducer := map[int64]int64{}
 	for _, s := range segs {
-		if err := l.segmentBatches(ctx, &o, st, s, func(h batch.Header, _ []byte) error {
+		err := s.walk(0, s.base, s.size.Load(), func(h batch.Header, _ int64) bool {
 			if h.ProducerID >= 0 {
 				lastOfProducer[h.ProducerID] = h.LastOffset()
 			}
-			return nil
-		}); err != nil {
-			return 0, fmt.Errorf("clean: %w", err)
+			o.yield()
+			return ctx.Err() == nil
+		})
+		if err == nil {
+			err = ctx.Err()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("clean: find the last batch of each producer in segment %d: %w", s.base, err)
 		}
 	}
 	opts := l.opts.Load()
 	horizon := int64(math.MaxInt64)
 	txn := &txnState{committed: map[int64]bool{}, abortedSeen: map[int64]bool{}}
+	dec := &batch.RecordDecoder{}
 	for i := 0; i < len(segs); {
 		j, size := i+1, segs[i].size.Load()
 		for j < len(segs) && size+segs[j].size.Load() <= opts.SegmentBytes &&
@@ -495,7 +530,7 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 			size += segs[j].size.Load()
 			j++
 		}
-		f := &filter{o: &o, m: m, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64,
+		f := &filter{o: &o, m: m, dec: dec, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64,
 			txn: txn, removedMarkers: map[int64]bool{}}
 		if err := l.cleanGroup(ctx, &o, st, segs[i:j], ends[j-1], f); err != nil {
 			return 0, err
@@ -522,6 +557,7 @@ func (l *Log) segmentEnd(s *segment) int64 {
 type filter struct {
 	o       *CleanOptions
 	m       *offsetMap
+	dec     *batch.RecordDecoder // one buffer for the decoded batches (made if nil)
 	mapEnd  int64
 	aborted abortedSet
 	last    map[int64]int64
@@ -566,7 +602,14 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	maxTs := int64(batch.NoTimestamp)
 	prevDelta := int32(-1)
 	var badDelta error
-	err := batch.DecodeRecords(raw, cleanerMaxDecoded, func(r batch.Record) bool {
+	if f.dec == nil {
+		f.dec = &batch.RecordDecoder{}
+	}
+	n := 0
+	err := f.dec.Records(raw, cleanerMaxDecoded, func(r batch.Record) bool {
+		if n++; n%cleanerYieldRecords == 0 {
+			f.o.yield()
+		}
 		// Offsets must increase within the batch's range: the rebuilt batch
 		// takes its last offset from its last record, and the map compares
 		// offsets (produce validation ensures it; a replica's bytes are
