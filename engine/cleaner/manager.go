@@ -366,6 +366,7 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 	st.stats.Cleaning = true
 	m.mu.Unlock()
 
+	y := newYielder(yieldQuantum)
 	stats, err := e.t.Log.Clean(cctx, CleanOptions{
 		Now:              now,
 		DeleteRetention:  e.t.Config.DeleteRetention,
@@ -373,7 +374,9 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		FirstUncleanable: e.fu,
 		MapMemory:        m.mapMemory,
 		IOLimit:          m.throttler.Wait,
+		Yield:            y.Yield,
 	})
+	y.Close()
 	aborted := cctx.Err() != nil
 	cancel()
 	end := m.opts.Clock.Now()

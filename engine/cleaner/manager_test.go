@@ -161,6 +161,7 @@ func TestCleanOncePicksAndPassesOptions(t *testing.T) {
 		MapMemory:        DefaultDedupeBufferSize / 2,
 	}, withoutLimit(dirtier.cleaned()[0]))
 	require.NotNil(t, dirtier.cleaned()[0].IOLimit)
+	require.NotNil(t, dirtier.cleaned()[0].Yield, "a cleaning gives the processor away now and then")
 	require.Equal(t, []int64{800}, dirtier.asked, "the ratio is asked at the first uncleanable offset")
 	require.Empty(t, dirty.cleaned())
 
@@ -192,7 +193,8 @@ func TestCleanOncePicksAndPassesOptions(t *testing.T) {
 	require.Equal(t, now, ps[2].LastCleaned)
 }
 
-func withoutLimit(o CleanOptions) CleanOptions { o.IOLimit = nil; return o }
+// withoutLimit drops the hooks (functions do not compare).
+func withoutLimit(o CleanOptions) CleanOptions { o.IOLimit, o.Yield = nil, nil; return o }
 
 // Statistics of a cleaning add up per partition and for the cleaner.
 func TestCleanStatsAccumulate(t *testing.T) {
