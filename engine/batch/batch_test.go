@@ -415,3 +415,23 @@ func TestValidateCountsNullKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, v.NullKeys)
 }
+
+// AppendBuild writes what Build writes after what dst holds, which it
+// leaves alone.
+func TestAppendBuild(t *testing.T) {
+	h := Header{BaseOffset: 7, FirstTimestamp: 1000, MaxTimestamp: 1190, ProducerID: 3, ProducerEpoch: 1, BaseSequence: 9}
+	for _, recs := range [][]Record{nil, testRecords(1), testRecords(40)} {
+		want := Build(h, recs)
+		prefix := []byte("already here")
+		for _, dst := range [][]byte{nil, append([]byte(nil), prefix...), append(make([]byte, 0, 4096), prefix...)} {
+			n := len(dst)
+			got := AppendBuild(dst, h, recs)
+			require.Equal(t, want, got[n:])
+			require.Equal(t, string(dst), string(got[:n]))
+			if len(recs) > 0 {
+				_, err := Validate(got[n:], 0)
+				require.NoError(t, err)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package batch
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // Record is one record of an uncompressed batch. Key, Value and header values
@@ -193,14 +194,25 @@ func readVarlong(b []byte) (int64, int) {
 // producer-style batch sets them to 0..n-1.
 //
 // Build is for batches the broker writes itself (control markers, internal
-// topics) and for tests.
+// topics, the log cleaner's) and for tests.
 func Build(h Header, recs []Record) []byte {
+	return AppendBuild(nil, h, recs)
+}
+
+// AppendBuild is Build appending the batch to dst (grown once, to the
+// batch's exact size); the batch is the returned slice from len(dst) on.
+// The log cleaner rebuilds batch after batch into one buffer.
+func AppendBuild(dst []byte, h Header, recs []Record) []byte {
 	size := HeaderSize
 	for i := range recs {
 		l := recordBodyLen(&recs[i])
 		size += varintLen(int64(l)) + l
 	}
-	b := make([]byte, HeaderSize, size)
+	start := len(dst)
+	dst = slices.Grow(dst, size)
+	dst = dst[:start+HeaderSize]
+	clear(dst[start:])
+	b := dst[start:]
 	for i := range recs {
 		r := &recs[i]
 		b = binary.AppendVarint(b, int64(recordBodyLen(r)))
@@ -233,7 +245,10 @@ func Build(h Header, recs []Record) []byte {
 	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(h.BaseSequence))
 	binary.BigEndian.PutUint32(b[offNumRecords:], uint32(len(recs)))
 	binary.BigEndian.PutUint32(b[offCRC:], Checksum(b[crcStart:]))
-	return b
+	if len(b) > size { // cannot happen (size is exact); were it wrong, b moved
+		return append(dst[:start], b...)
+	}
+	return dst[:start+len(b)]
 }
 
 func recordBodyLen(r *Record) int {
