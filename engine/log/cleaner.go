@@ -70,6 +70,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
@@ -341,7 +342,9 @@ func ioLimit(ctx context.Context, o *CleanOptions, n int) error {
 func (l *Log) segmentBatches(ctx context.Context, o *CleanOptions, st *CleanStats, s *segment, fn func(h batch.Header, raw []byte) error) error {
 	size := s.size.Load()
 	return s.withLog(func(f vfs.File) error {
-		var buf []byte
+		bp := getCleanerBuf()
+		defer putCleanerBuf(bp)
+		buf := *bp
 		var bufStart, pos int64
 		fill := func(need int) error {
 			n := int64(max(need, cleanerReadBuffer))
@@ -354,6 +357,7 @@ func (l *Log) segmentBatches(ctx context.Context, o *CleanOptions, st *CleanStat
 			}
 			if int64(cap(buf)) < n {
 				buf = make([]byte, n)
+				*bp = buf
 			}
 			buf = buf[:n]
 			if _, err := f.ReadAt(buf, pos); err != nil && !(errors.Is(err, io.EOF)) {
@@ -522,7 +526,7 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 	opts := l.opts.Load()
 	horizon := int64(math.MaxInt64)
 	txn := &txnState{committed: map[int64]bool{}, abortedSeen: map[int64]bool{}}
-	dec := &batch.RecordDecoder{}
+	scr := &cleanScratch{}
 	for i := 0; i < len(segs); {
 		j, size := i+1, segs[i].size.Load()
 		for j < len(segs) && size+segs[j].size.Load() <= opts.SegmentBytes &&
@@ -530,7 +534,7 @@ func (l *Log) cleanPass(ctx context.Context, o CleanOptions, st *CleanStats, seg
 			size += segs[j].size.Load()
 			j++
 		}
-		f := &filter{o: &o, m: m, dec: dec, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64,
+		f := &filter{o: &o, m: m, scr: scr, mapEnd: mapEnd, aborted: aborted, last: lastOfProducer, st: st, horizon: math.MaxInt64,
 			txn: txn, removedMarkers: map[int64]bool{}}
 		if err := l.cleanGroup(ctx, &o, st, segs[i:j], ends[j-1], f); err != nil {
 			return 0, err
@@ -557,7 +561,7 @@ func (l *Log) segmentEnd(s *segment) int64 {
 type filter struct {
 	o       *CleanOptions
 	m       *offsetMap
-	dec     *batch.RecordDecoder // one buffer for the decoded batches (made if nil)
+	scr     *cleanScratch // shared by the groups of a pass (made if nil)
 	mapEnd  int64
 	aborted abortedSet
 	last    map[int64]int64
@@ -570,6 +574,30 @@ type filter struct {
 	removedMarkers map[int64]bool
 }
 
+// cleanScratch is the memory a pass reuses from batch to batch: the
+// decoded records and the rebuilt batch.
+type cleanScratch struct {
+	dec   batch.RecordDecoder
+	build []byte
+}
+
+// maxKeptScratch keeps an unusually large rebuilt batch's memory from being
+// held for the rest of a pass.
+const maxKeptScratch = 8 << 20
+
+// cleanerBufs pools the cleaner's read and write buffers
+// (cleanerReadBuffer bytes; larger ones, for a larger batch, are not kept).
+var cleanerBufs = sync.Pool{New: func() any { b := make([]byte, 0, cleanerReadBuffer); return &b }}
+
+func getCleanerBuf() *[]byte { return cleanerBufs.Get().(*[]byte) }
+
+func putCleanerBuf(b *[]byte) {
+	if cap(*b) <= 2*cleanerReadBuffer {
+		*b = (*b)[:0]
+		cleanerBufs.Put(b)
+	}
+}
+
 // txnState follows transactions through the cleaned range in offset order,
 // as Kafka's CleanedTransactionMetadata: whether a batch of each producer's
 // current transaction was read since its last marker, so a marker is
@@ -580,7 +608,8 @@ type txnState struct {
 }
 
 // apply returns the batch to write for h (raw itself when unchanged, nil
-// when the batch goes).
+// when the batch goes). A rebuilt batch may be in the filter's scratch
+// memory: it is valid until the next call.
 func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	f.st.RecordsRead += int64(h.NumRecords)
 	keepEmpty := h.ProducerID >= 0 && f.last[h.ProducerID] == h.LastOffset()
@@ -602,11 +631,11 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	maxTs := int64(batch.NoTimestamp)
 	prevDelta := int32(-1)
 	var badDelta error
-	if f.dec == nil {
-		f.dec = &batch.RecordDecoder{}
+	if f.scr == nil {
+		f.scr = &cleanScratch{}
 	}
 	n := 0
-	err := f.dec.Records(raw, cleanerMaxDecoded, func(r batch.Record) bool {
+	err := f.scr.dec.Records(raw, cleanerMaxDecoded, func(r batch.Record) bool {
 		if n++; n%cleanerYieldRecords == 0 {
 			f.o.yield()
 		}
@@ -675,7 +704,12 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	if !h.LogAppendTime() && maxTs != batch.NoTimestamp {
 		nh.MaxTimestamp = maxTs
 	}
-	out := batch.Build(nh, f.recs)
+	// Built into the scratch buffer, valid until the next apply: the
+	// caller copies it out.
+	out := batch.AppendBuild(f.scr.build[:0], nh, f.recs)
+	if cap(out) <= maxKeptScratch {
+		f.scr.build = out[:0]
+	}
 	if codec := h.Compression(); codec != batch.CompressionNone {
 		if out, err = batch.Recompress(out, codec, defaultLevel(codec), cleanerMaxDecoded); err != nil {
 			return nil, fmt.Errorf("clean batch at offset %d: %w", h.BaseOffset, err)
@@ -803,7 +837,9 @@ func (l *Log) cleanGroup(ctx context.Context, o *CleanOptions, st *CleanStats, s
 		return err
 	}
 	var pos int64
-	var wbuf []byte
+	wbp := getCleanerBuf()
+	wbuf := *wbp
+	defer func() { *wbp = wbuf; putCleanerBuf(wbp) }()
 	flush := func() error {
 		if len(wbuf) == 0 {
 			return nil
