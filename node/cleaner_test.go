@@ -151,3 +151,48 @@ func TestNodeCompactsInTheBackground(t *testing.T) {
 		}
 	}
 }
+
+// A node started on dirty compacted logs cleans them at once, not after
+// --log-cleaner-backoff: the partitions learn their configs from the first
+// metadata image, which wakes the cleaner threads (their first look, at
+// start, found no compacted partition).
+func TestNodeCleansDirtyLogsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	open := func(threads int) *Node {
+		cfg := testConfig(t, dir)
+		cfg.Cleaner = &cleaner.Options{Threads: threads, Backoff: time.Hour}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		n, err := Open(ctx, cfg)
+		require.NoError(t, err)
+		select {
+		case <-n.Ready():
+		case <-ctx.Done():
+			t.Fatal("not ready")
+		}
+		return n
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	n := open(0) // no cleaning: the log stays dirty
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("dirty"))
+	require.NoError(t, err)
+	configs := map[string]*string{}
+	for k, v := range map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024"} {
+		configs[k] = &v
+	}
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 1, 1, configs, "dirty")
+	require.NoError(t, err)
+	for i := range 200 {
+		rec := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i%5), Value: fmt.Appendf(nil, "v%d", i)}
+		require.NoError(t, cl.ProduceSync(ctx, rec).FirstErr())
+	}
+	cl.Close()
+	require.NoError(t, n.Close())
+
+	n = open(1)
+	defer n.Close()
+	require.Eventually(t, func() bool { return n.cleaner.Stats().RecordsRemoved > 0 },
+		20*time.Second, 10*time.Millisecond, "cleaned within the test, not after the hour of backoff")
+}

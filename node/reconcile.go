@@ -40,9 +40,13 @@ type reconciler struct {
 	// repl gives replicas their leader or follower role on a clustered
 	// node; nil alone, where every partition leads by itself.
 	repl *replicator
-	// configsChanged, if set, is called after a topic's configs were
-	// applied: the log cleaner looks at once at a topic that became
-	// compacted (or dirtier to its new min.cleanable.dirty.ratio).
+	// configsChanged, if set, is called after a delta that hosted
+	// partitions or changed a topic's configs (the first image, at start,
+	// does both): the log cleaner looks at once at a topic that became
+	// compacted (or dirtier to its new min.cleanable.dirty.ratio) instead
+	// of at the end of its backoff. Before the first image no partition
+	// has its configs, so a broker restarted on dirty compacted logs
+	// cleaned none of them for --log-cleaner-backoff (15 s).
 	configsChanged func()
 
 	// mu is held while a delta is applied and while the coordinator is
@@ -149,6 +153,7 @@ func (r *reconciler) apply(d metadata.Delta) {
 	// changed: the groups' view of the topics must be refreshed (a broker
 	// registration alone leaves it as it is).
 	changed := d.Snapshot
+	wakeCleaner := d.Snapshot
 	if d.Snapshot {
 		deleted = r.applyImage(d)
 	}
@@ -162,6 +167,7 @@ func (r *reconciler) apply(d metadata.Delta) {
 		switch ch := ch.(type) {
 		case *metadata.TopicCreated:
 			r.hostTopic(ch.Topic)
+			wakeCleaner = true
 		case *metadata.PartitionChanged:
 			t := r.topics[ch.Topic]
 			t.Name, t.ID = ch.Topic, ch.TopicID
@@ -175,14 +181,13 @@ func (r *reconciler) apply(d metadata.Delta) {
 			t.Configs = ch.Configs
 			r.topics[ch.Topic] = t
 			r.hostPartition(ch.Topic, ch.TopicID, ch.Configs, ch.Partition)
+			wakeCleaner = true
 		case *metadata.ConfigsChanged:
 			t := r.topics[ch.Topic]
 			t.Configs = ch.Configs
 			r.topics[ch.Topic] = t
 			r.report(ch.Topic, "update configs", r.b.UpdateConfigs(ch.Topic, ch.Configs))
-			if r.configsChanged != nil {
-				r.configsChanged()
-			}
+			wakeCleaner = true
 		case *metadata.TopicDeleted:
 			r.removeTopic(ch.Topic.Name)
 			deleted = append(deleted, ch.Topic.Name)
@@ -191,6 +196,9 @@ func (r *reconciler) apply(d metadata.Delta) {
 				r.repl.brokerChanged(ch.Broker)
 			}
 		}
+	}
+	if wakeCleaner && r.configsChanged != nil {
+		r.configsChanged()
 	}
 	// Published after every delta, whatever it changed: a clone of the
 	// map, its values shared.
