@@ -45,15 +45,22 @@ package log
 //  3. under the append lock the index files are renamed .cleaned -> .swap,
 //     the .log last; the directory is fsynced. The rename of the .log is the
 //     commit point: from here recovery completes the swap;
-//  4. readers are excluded (truncMu), the old segments' files are removed,
-//     the .swap files are renamed to their final names, the directory is
-//     fsynced, the segment list is updated;
-//  5. the manifest is removed.
+//  4. readers are excluded (truncMu), the old segments' files are renamed
+//     to <name>.deleted, the .swap files are renamed to their final names,
+//     the directory is fsynced, the segment list is updated;
+//  5. the manifest is removed; the locks are released;
+//  6. the .deleted files are removed. Freeing a file's blocks and cached
+//     pages costs about 0.2 ms per MiB in the call that frees it (12 ms for
+//     a 64 MiB segment on the development machine): a removal, or a
+//     rename over the old file, under the append lock stalled every
+//     produce to the partition for that long, once per segment. (Kafka
+//     too renames replaced segments to .deleted and removes them later.)
 //
 // Open (recoverCleanerSwap) finishes or discards: with a <base>.log.swap it
 // redoes steps 4 and 5; without one it deletes every .cleaned and .swap
-// file (the old segments are intact) and the manifest. So a crash at any
-// moment leaves the old segments or the new one, never a mixture.
+// file (the old segments are intact) and the manifest; in both cases it
+// deletes the .deleted files. So a crash at any moment leaves the old
+// segments or the new one, never a mixture.
 //
 // Readers hold truncMu shared while they use segments, so the swap, which
 // replaces a file under the same name, waits for them and they never see a
@@ -80,6 +87,9 @@ import (
 const (
 	cleanedSuffix = ".cleaned"
 	swapSuffix    = ".swap"
+	// deletedSuffix marks the files a swap replaced, until they are removed
+	// after the swap (step 6).
+	deletedSuffix = ".deleted"
 	// cleanerCheckpointFile holds the offset cleaned up to (the first dirty
 	// offset), Kafka's cleaner-offset-checkpoint (one log per directory here).
 	cleanerCheckpointFile = "cleaner-offset-checkpoint"
@@ -920,7 +930,7 @@ func (l *Log) cleanGroup(ctx context.Context, o *CleanOptions, st *CleanStats, s
 	if err := WriteFileAtomic(fsys, l.dir, cleanerSwapFile, fmt.Appendf(nil, "%d\n%d %d %d\n", checkpointVersion, base, end, b2i(hasTxn))); err != nil {
 		return abandon(fmt.Errorf("clean: write swap manifest: %w", err))
 	}
-	swapped, err := l.swapIn(segs, sizes, end, hasTxn)
+	swapped, err := l.swapIn(ctx, segs, sizes, end, hasTxn, o.yield)
 	if err != nil {
 		return err
 	}
@@ -954,22 +964,80 @@ func b2i(b bool) int {
 	return 0
 }
 
-// swapIn commits a cleaned group (steps 3 to 5 of the protocol). swapped
+// swapIn commits a cleaned group (steps 3 to 6 of the protocol). swapped
 // is false when the group was abandoned (its segments changed meanwhile).
-func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) (swapped bool, err error) {
+func (l *Log) swapIn(ctx context.Context, segs []*segment, sizes []int64, end int64, hasTxn bool, yield func()) (swapped bool, err error) {
+	swapped, replaced, err := l.swapInLocked(segs, sizes, end, hasTxn)
+	// Step 6, with no lock held: appends and reads go on meanwhile. A
+	// removal that fails leaves a file Open removes.
+	for _, path := range replaced {
+		if rerr := removeGently(ctx, l.st.fs, path, yield); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			l.logger.Warn("removing a segment file a cleaning replaced failed; the next start removes it", "file", path, "err", rerr)
+		}
+	}
+	return swapped, err
+}
+
+// freeStep is how much of a replaced file one truncation frees, and
+// freePause how long removeGently rests after each, per unit of the time
+// the truncation took: freeing space stalls the filesystem's journal, and
+// with it every produce's fsync, for as long as it takes (about 0.2 ms a
+// MiB on the development machine's disk, which discards what is freed).
+// Removed whole, a 64 MiB segment held fsyncs up for 12 ms; a cleaning
+// removes its dirty log's size of segments in a few seconds, and produce
+// at 5,000 records/s went from p50 1.9 ms to 4 ms. Freed 4 MiB at a time
+// with three times as long between, fsyncs wait at most one step and
+// meet one a quarter of the time. Where freeing is cheap, the pauses are
+// too.
+const (
+	freeStep  = 4 << 20
+	freePause = 3
+)
+
+// removeGently removes path, a file no reader uses any more (a replaced
+// segment's: readers hold truncMu while they read, and the swap took it),
+// shortening it freeStep at a time first. Once ctx is done (the cleaning is
+// being aborted) it removes what is left at once.
+func removeGently(ctx context.Context, fsys vfs.FS, path string, yield func()) error {
+	f, err := fsys.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	size, err := f.Size()
+	for err == nil && size > freeStep && ctx.Err() == nil {
+		size -= freeStep
+		start := time.Now()
+		err = f.Truncate(size)
+		took := time.Since(start)
+		yield()
+		pause := time.NewTimer(freePause * took)
+		select {
+		case <-ctx.Done():
+		case <-pause.C:
+		}
+		pause.Stop()
+	}
+	_ = f.Close()
+	// A truncation that failed only makes the removal free more at once.
+	return fsys.Remove(path)
+}
+
+// swapInLocked is steps 3 to 5, under the append lock (and the readers'
+// lock from step 4 on). It returns the paths of the replaced files for step 6.
+func (l *Log) swapInLocked(segs []*segment, sizes []int64, end int64, hasTxn bool) (swapped bool, replaced []string, err error) {
 	base := segs[0].base
 	fsys := l.st.fs
-	discard := func(why string) (bool, error) {
+	discard := func(why string) (bool, []string, error) {
 		removeCleanerFiles(fsys, l.dir)
 		_ = fsys.Remove(filepath.Join(l.dir, cleanerSwapFile))
 		l.logger.Info("cleaning of a segment group abandoned", "base", base, "why", why)
-		return false, nil
+		return false, nil, nil
 	}
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
-		_, _ = discard("log closed")
-		return false, ErrClosed
+		_, _, _ = discard("log closed")
+		return false, nil, ErrClosed
 	}
 	// The group must still be in the log as it was read: retention or a
 	// truncation may have removed or cut a segment meanwhile.
@@ -999,16 +1067,17 @@ func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) (sw
 			if ext != logExt {
 				return discard(fmt.Sprintf("rename %s: %v", p+cleanedSuffix, err))
 			}
-			return false, l.fail(fmt.Errorf("clean: rename %s: %w", p+cleanedSuffix, err))
+			return false, nil, l.fail(fmt.Errorf("clean: rename %s: %w", p+cleanedSuffix, err))
 		}
 	}
 	if err := SyncDir(fsys, l.dir); err != nil {
-		return false, l.fail(fmt.Errorf("clean: commit swap: %w", err))
+		return false, nil, l.fail(fmt.Errorf("clean: commit swap: %w", err))
 	}
 	l.truncMu.Lock()
 	defer l.truncMu.Unlock()
-	if err := completeSwap(fsys, l.dir, base, end, hasTxn, segs); err != nil {
-		return false, l.fail(err)
+	replaced, err = completeSwap(fsys, l.dir, base, end, hasTxn, segs)
+	if err != nil {
+		return false, replaced, l.fail(err)
 	}
 	fresh, indexesOK, err := openSegment(l.st, base)
 	if err == nil && !indexesOK {
@@ -1018,7 +1087,7 @@ func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) (sw
 		err = fresh.loadIndexState()
 	}
 	if err != nil {
-		return false, l.fail(fmt.Errorf("clean: open cleaned segment: %w", err))
+		return false, replaced, l.fail(fmt.Errorf("clean: open cleaned segment: %w", err))
 	}
 	l.segMu.Lock()
 	next := make([]*segment, 0, len(l.segments)-len(segs)+1)
@@ -1031,15 +1100,17 @@ func (l *Log) swapIn(segs []*segment, sizes []int64, end int64, hasTxn bool) (sw
 		s.release()
 	}
 	if err := fsys.Remove(filepath.Join(l.dir, cleanerSwapFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return true, l.fail(fmt.Errorf("clean: remove swap manifest: %w", err))
+		return true, replaced, l.fail(fmt.Errorf("clean: remove swap manifest: %w", err))
 	}
-	return true, nil
+	return true, replaced, nil
 }
 
-// completeSwap is step 4: the old segments of [base, end) go, the .swap
-// files take their final names. Idempotent, so recovery can redo it. old,
-// when known, lets the file cache drop the old files' descriptors.
-func completeSwap(fsys vfs.FS, dir string, base, end int64, hasTxn bool, old []*segment) error {
+// completeSwap is step 4: the old segments of [base, end) are renamed out
+// of the way (<name>.deleted, whose removal, step 6, frees their space),
+// the .swap files take their final names. It returns the renamed paths.
+// Idempotent, so recovery can redo it. old, when known, lets the file cache
+// drop the old files' descriptors.
+func completeSwap(fsys vfs.FS, dir string, base, end int64, hasTxn bool, old []*segment) (replaced []string, err error) {
 	for _, s := range old {
 		s.logRef.forget()
 		s.offIdx.ref.forget()
@@ -1047,7 +1118,18 @@ func completeSwap(fsys vfs.FS, dir string, base, end int64, hasTxn bool, old []*
 	}
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("clean: list %s: %w", dir, err)
+		return nil, fmt.Errorf("clean: list %s: %w", dir, err)
+	}
+	park := func(name string) error {
+		path := filepath.Join(dir, name)
+		if err := fsys.Rename(path, path+deletedSuffix); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("clean: set aside replaced file %s: %w", path, err)
+		}
+		replaced = append(replaced, path+deletedSuffix)
+		return nil
 	}
 	// The old segments after the first: .log first, so a crash midway
 	// leaves orphan indexes, which Open removes.
@@ -1055,30 +1137,36 @@ func completeSwap(fsys vfs.FS, dir string, base, end int64, hasTxn bool, old []*
 		for _, e := range entries {
 			b, x, ok := parseSegmentFileName(e.Name)
 			if ok && x == ext && b > base && b < end {
-				if err := fsys.Remove(filepath.Join(dir, e.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return fmt.Errorf("clean: remove old segment file: %w", err)
+				if err := park(e.Name); err != nil {
+					return replaced, err
 				}
 			}
 		}
 	}
-	p := func(ext string) string { return filepath.Join(dir, segmentFileName(base, ext)) }
+	// The first segment's files, which the new ones replace under the same
+	// names: set aside rather than renamed over (which would free them).
+	name := func(ext string) string { return segmentFileName(base, ext) }
+	p := func(ext string) string { return filepath.Join(dir, name(ext)) }
 	if !hasTxn {
-		if err := fsys.Remove(p(txnIndexExt)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("clean: remove old txn index: %w", err)
+		if err := park(name(txnIndexExt)); err != nil {
+			return replaced, err
 		}
 	}
 	for _, ext := range []string{indexExt, timeIndexExt, txnIndexExt, logExt} {
 		if _, err := fsys.Stat(p(ext) + swapSuffix); errors.Is(err, fs.ErrNotExist) {
 			continue // never there, or already renamed
 		}
+		if err := park(name(ext)); err != nil {
+			return replaced, err
+		}
 		if err := fsys.Rename(p(ext)+swapSuffix, p(ext)); err != nil {
-			return fmt.Errorf("clean: rename %s: %w", p(ext)+swapSuffix, err)
+			return replaced, fmt.Errorf("clean: rename %s: %w", p(ext)+swapSuffix, err)
 		}
 	}
 	if err := SyncDir(fsys, dir); err != nil {
-		return fmt.Errorf("clean: finish swap: %w", err)
+		return replaced, fmt.Errorf("clean: finish swap: %w", err)
 	}
-	return nil
+	return replaced, nil
 }
 
 // committedSwaps names the segment logs of dir renamed to .swap: a swap past
@@ -1097,14 +1185,15 @@ func committedSwaps(fsys vfs.FS, dir string) []string {
 	return out
 }
 
-// removeCleanerFiles deletes every .cleaned and .swap file of dir.
+// removeCleanerFiles deletes every .cleaned, .swap and .deleted file of dir.
 func removeCleanerFiles(fsys vfs.FS, dir string) {
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		if strings.HasSuffix(e.Name, cleanedSuffix) || strings.HasSuffix(e.Name, swapSuffix) {
+		if strings.HasSuffix(e.Name, cleanedSuffix) || strings.HasSuffix(e.Name, swapSuffix) ||
+			strings.HasSuffix(e.Name, deletedSuffix) {
 			_ = fsys.Remove(filepath.Join(dir, e.Name))
 		}
 	}
@@ -1132,7 +1221,7 @@ func recoverCleanerSwap(fsys vfs.FS, dir string) error {
 		base, end, hasTxn := v[0], v[1], v[2] == 1
 		logSwap := filepath.Join(dir, segmentFileName(base, logExt)+swapSuffix)
 		if _, serr := fsys.Stat(logSwap); serr == nil {
-			if err := completeSwap(fsys, dir, base, end, hasTxn, nil); err != nil {
+			if _, err := completeSwap(fsys, dir, base, end, hasTxn, nil); err != nil {
 				return err
 			}
 		}

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -424,6 +426,7 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 		for _, e := range entries {
 			require.NotContains(t, e.Name, ".cleaned", "image %d", n)
 			require.NotContains(t, e.Name, ".swap", "image %d", n)
+			require.NotContains(t, e.Name, deletedSuffix, "image %d", n)
 		}
 		// Recovery left a log the cleaner can go on with.
 		_, err = rl.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), DeleteRetention: time.Hour,
@@ -609,6 +612,7 @@ func requireNoCleanerFiles(t *testing.T, fsys vfs.FS) {
 	for _, e := range entries {
 		require.NotContains(t, e.Name, cleanedSuffix)
 		require.NotContains(t, e.Name, swapSuffix)
+		require.NotContains(t, e.Name, deletedSuffix, "replaced files are removed after the swap")
 		require.NotEqual(t, cleanerSwapFile, e.Name)
 	}
 }
@@ -781,4 +785,94 @@ func TestCleanRemovesMarkersWhenSafe(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, aborted, "and stays gone after a reopen")
 	require.Empty(t, markers())
+}
+
+// removeGently frees a replaced file a step at a time, then removes it; a
+// cancelled cleaning removes what is left at once.
+func TestRemoveGently(t *testing.T) {
+	mem, faults := crashFS(t)
+	var truncations []string
+	faults.SetInjector(func(op vfs.Op, path string) error {
+		if op == vfs.OpTruncate {
+			truncations = append(truncations, path)
+		}
+		return nil
+	})
+	write := func(name string, size int) string {
+		path := filepath.Join(crashDir, name)
+		f, err := faults.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		_, err = f.WriteAt(make([]byte, size), 0)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		return path
+	}
+	yields := 0
+	path := write("00000000000000000000.log"+deletedSuffix, 3*freeStep+1)
+	require.NoError(t, removeGently(context.Background(), faults, path, func() { yields++ }))
+	_, err := mem.Stat(path)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.Len(t, truncations, 3, "freed %d bytes at a time before the removal", freeStep)
+	require.Equal(t, 3, yields)
+
+	truncations = nil
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	path = write("00000000000000000100.log"+deletedSuffix, 3*freeStep)
+	require.NoError(t, removeGently(ctx, faults, path, func() {}))
+	_, err = mem.Stat(path)
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.Empty(t, truncations, "an aborted cleaning removes at once")
+
+	require.ErrorIs(t, removeGently(context.Background(), faults, path, func() {}), fs.ErrNotExist)
+}
+
+// The replaced segments' files are freed with no lock held: an append goes
+// through while they are being removed (step 6 of the swap).
+func TestCleanFreesReplacedFilesWithoutTheAppendLock(t *testing.T) {
+	_, faults := crashFS(t)
+	opts := memOptions(faults)
+	opts.SegmentBytes = 400
+	l, err := Open(crashDir, opts)
+	require.NoError(t, err)
+	defer l.Close()
+	ts := int64(1_700_000_000_000)
+	for i := range 40 {
+		_, err := l.Append([][]byte{keyedBatch(t, []kv{{key: fmt.Sprint("k", i%4), value: fmt.Appendf(nil, "v%d", i), ts: ts}}, batch.CompressionNone, -1)}, 0)
+		require.NoError(t, err)
+	}
+	require.NoError(t, l.Sync())
+
+	removing, appended := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var blocked bool
+	faults.SetInjector(func(op vfs.Op, path string) error {
+		if op == vfs.OpRemove && strings.HasSuffix(path, deletedSuffix) {
+			once.Do(func() {
+				close(removing)
+				select {
+				case <-appended:
+				case <-time.After(5 * time.Second):
+					blocked = true // the append waited for the removal
+				}
+			})
+		}
+		return nil
+	})
+	cleaned := make(chan error, 1)
+	go func() {
+		_, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts), FirstUncleanable: l.HighWatermark(), MapMemory: 64 << 10})
+		cleaned <- err
+	}()
+	select {
+	case <-removing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cleaning removed no replaced file")
+	}
+	_, err = l.Append([][]byte{keyedBatch(t, []kv{{key: "k0", value: []byte("during"), ts: ts}}, batch.CompressionNone, -1)}, 0)
+	require.NoError(t, err)
+	close(appended)
+	require.NoError(t, <-cleaned)
+	faults.SetInjector(nil)
+	require.False(t, blocked, "the append waited for the removal of a replaced file")
 }
