@@ -8,7 +8,8 @@ import (
 )
 
 // cleanerFlags are the log cleaner's settings of `moonmq serve`, named
-// after Kafka's log.cleaner.* broker configs, with Kafka's defaults.
+// after Kafka's log.cleaner.* broker configs, with Kafka's defaults but
+// for the I/O limit (cleaner.DefaultIOMaxBytesPerSecond says why).
 type cleanerFlags struct {
 	threads       int
 	dedupeBuffer  int64
@@ -22,8 +23,8 @@ func addCleanerFlags(fs *flag.FlagSet) *cleanerFlags {
 		"goroutines compacting topics with cleanup.policy=compact (log.cleaner.threads; 0 = no compaction)")
 	fs.Int64Var(&c.dedupeBuffer, "log-cleaner-dedupe-buffer-size", cleaner.DefaultDedupeBufferSize,
 		"bytes of key map shared by the cleaner threads; a log with more keys is cleaned in several passes (log.cleaner.dedupe.buffer.size)")
-	fs.Float64Var(&c.ioMaxBytesSec, "log-cleaner-io-max-bytes-per-second", 0,
-		"read plus write rate of all the cleaner threads together, in bytes per second (log.cleaner.io.max.bytes.per.second; 0 = unlimited)")
+	fs.Float64Var(&c.ioMaxBytesSec, "log-cleaner-io-max-bytes-per-second", cleaner.DefaultIOMaxBytesPerSecond,
+		"read plus write rate of all the cleaner threads together, in bytes per second (log.cleaner.io.max.bytes.per.second; 0 = unlimited, Kafka's default)")
 	fs.DurationVar(&c.backoff, "log-cleaner-backoff", cleaner.DefaultBackoff,
 		"how long a cleaner thread with nothing to clean waits before looking again (log.cleaner.backoff.ms)")
 	return c

@@ -14,7 +14,8 @@ import (
 func TestCleanerFlags(t *testing.T) {
 	cfg, err := load(t, nil, nil)
 	require.NoError(t, err)
-	require.Equal(t, &cleaner.Options{Threads: 1, DedupeBufferSize: 128 << 20, Backoff: 15 * time.Second}, cfg.cleaner.options())
+	require.Equal(t, &cleaner.Options{Threads: 1, DedupeBufferSize: 128 << 20, IOMaxBytesPerSecond: 200e6, Backoff: 15 * time.Second},
+		cfg.cleaner.options(), "Kafka's defaults, but for the I/O limit")
 
 	file := writeConfig(t, "log_cleaner_threads = 3\nlog_cleaner_io_max_bytes_per_second = 1048576.5\n")
 	cfg, err = load(t, []string{"--config", file, "--log-cleaner-backoff", "2s"},

@@ -85,8 +85,9 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	GroupCommitWindow      time.Duration
 	// Cleaner configures the log cleaner (compaction of cleanup.policy=
-	// compact topics); nil is Kafka's defaults (one thread, 128 MiB of key
-	// map, no I/O limit). Clock and Logger are the node's.
+	// compact topics); nil is the broker's defaults (Kafka's: one thread,
+	// 128 MiB of key map; and an I/O limit of
+	// cleaner.DefaultIOMaxBytesPerSecond). Clock and Logger are the node's.
 	Cleaner *cleaner.Options
 	// Clock runs the storage's and the Kafka listener's timers (flushers,
 	// group-commit windows, housekeeping, produce timeouts, fetch waits);
@@ -171,10 +172,10 @@ func (c Config) Validate() error {
 	return co.Validate()
 }
 
-// cleanerOptions are the log cleaner's options: Cleaner, or Kafka's
-// defaults, with the node's clock and logger.
+// cleanerOptions are the log cleaner's options: Cleaner, or the broker's
+// defaults (`moonmq serve`'s), with the node's clock and logger.
 func (c Config) cleanerOptions() cleaner.Options {
-	o := cleaner.Options{Threads: cleaner.DefaultThreads}
+	o := cleaner.Options{Threads: cleaner.DefaultThreads, IOMaxBytesPerSecond: cleaner.DefaultIOMaxBytesPerSecond}
 	if c.Cleaner != nil {
 		o = *c.Cleaner
 	}
