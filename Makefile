@@ -9,7 +9,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs per target inside `make test`; `make fuzz FUZZTIME=5m` for more.
 FUZZTIME ?= 3s
 
-.PHONY: build run cluster test unit e2e fuzz soak kgo-suite deps bench vet clean
+.PHONY: build run cluster test unit e2e fuzz soak kgo-suite deps bench bench-compaction vet clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -70,6 +70,15 @@ kgo-suite: build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./engine/...
+
+# bench-compaction measures the log cleaner on real brokers: its throughput
+# and the produce latency next to it (README "Performance"); WHAT is
+# throughput, latency or all, RUNS the repetitions. Writes about 10 GB
+# under a temporary directory; see scripts/bench-compaction.sh.
+WHAT ?= all
+RUNS ?= 3
+bench-compaction: build
+	BIN=$(BIN) RUNS=$(RUNS) scripts/bench-compaction.sh $(WHAT)
 
 clean:
 	rm -rf bin
