@@ -471,6 +471,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	ko := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	// DescribeLogDirs reports each compacted partition's cleaning state,
+	// for the toolkit (MQL's DESCRIBE TOPIC, moonmq top).
+	ko.Cleaner = cm
 	if err := saslCredentials(&ko.Auth, ctrl, cfg.DataDir); err != nil {
 		return nil, err
 	}
