@@ -41,8 +41,10 @@ type reconciler struct {
 	// node; nil alone, where every partition leads by itself.
 	repl *replicator
 	// configsChanged, if set, is called after a topic's configs were
-	// applied: the log cleaner looks at once at a topic that became
-	// compacted (or dirtier to its new min.cleanable.dirty.ratio).
+	// applied, to a topic created or altered: the log cleaner looks at
+	// once at a topic that became compacted (or dirtier to its new
+	// min.cleanable.dirty.ratio), so its state is reported (DescribeLogDirs,
+	// /stats) from the start, not one cleaner backoff later.
 	configsChanged func()
 
 	// mu is held while a delta is applied and while the coordinator is
@@ -162,6 +164,9 @@ func (r *reconciler) apply(d metadata.Delta) {
 		switch ch := ch.(type) {
 		case *metadata.TopicCreated:
 			r.hostTopic(ch.Topic)
+			if r.configsChanged != nil {
+				r.configsChanged()
+			}
 		case *metadata.PartitionChanged:
 			t := r.topics[ch.Topic]
 			t.Name, t.ID = ch.Topic, ch.TopicID
