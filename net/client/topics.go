@@ -384,7 +384,8 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 }
 
 // DescribeTopic returns a topic's partitions (leader, replicas, ISR, log
-// start, high watermark, last stable offset, size) and configs.
+// start, high watermark, last stable offset, size; from a MoonMQ broker,
+// storage health and, when compacted, the cleaner's state) and configs.
 func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescription, error) {
 	const op = "describe topic"
 	ctx, cancel, err := c.call(ctx)
