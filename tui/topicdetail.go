@@ -285,7 +285,9 @@ func (m *topicDetailModel) compactionRows(desc client.TopicDescription) []tableR
 			status := ""
 			switch {
 			case c.Uncleanable != "":
-				status = "uncleanable: " + c.Uncleanable
+				// The broker's text, escaped (nothing it sends reaches
+				// the terminal as a control sequence) and on one line.
+				status = "uncleanable: " + strings.Join(strings.Fields(safeText(c.Uncleanable)), " ")
 			case c.Cleaning:
 				status = "cleaning"
 			}

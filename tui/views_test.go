@@ -581,6 +581,17 @@ func TestTopicDetailCompactionPane(t *testing.T) {
 	require.Equal(t, []string{"0", "90%", "0 B", "0s", "0", "1m ago", "2ms", "cleaning"}, m.compact.rows[0].cells)
 	require.Contains(t, ansi.Strip(m.view()), "Compaction cleanup.policy compact · cleaned once dirty > 25%")
 
+	// A reason is the broker's text: shown escaped, never as a control
+	// sequence; the frame holds at any size.
+	desc.Partitions[0].Compaction = &client.Compaction{Uncleanable: "bad\x1b[2J segment\nhere"}
+	m.update(topicDetailMsg{topic: "table", detail: topicDetail{desc: desc}})
+	require.Equal(t, `uncleanable: bad\x1b[2J segment here`, m.compact.rows[0].cells[7])
+	for _, size := range [][2]int{{40, 6}, {60, 8}, {80, 24}} {
+		m.setSize(size[0], size[1])
+		requireFrame(t, m.view(), size[0], size[1])
+	}
+	m.setSize(100, 24)
+
 	// Altered to delete while shown: the pane goes, and focus with it.
 	m.setFocus(paneCompact)
 	desc.Configs[0].Value = "delete"
