@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -22,10 +23,15 @@ import (
 // compactedRead is one read of a compacted partition from its start, taken
 // while the cleaner works on it and a producer writes to it.
 type compactedRead struct {
-	client string
-	// hw is the high watermark when the read started: every key's latest
-	// record below it must be seen or have been superseded.
+	client    string
+	committed bool // read_committed
+	// hw is the high watermark when the read started (the last stable
+	// offset for a read_committed reader): every key's latest record below
+	// it must be seen or have been superseded.
 	hw int64
+	// cleanedTo is the cleaner checkpoint when the read started: the
+	// swaps that cleaned the log below it were all in.
+	cleanedTo int64
 	// eof is where the reader said the partition ended (kcat's "Reached
 	// end ... at offset"), -1 when it does not say.
 	eof   int64
@@ -38,10 +44,14 @@ type compactedRead struct {
 var kcatEOF = regexp.MustCompile(`Reached end of topic \S+ \[0\] at offset (\d+)`)
 
 // checkCompactedRead checks one read against the history of the writes,
-// every one of them acknowledged by now (byKey: each key's offsets, in
-// order):
+// every one of them acknowledged and every transaction ended by now (byKey:
+// each key's offsets, in order, aborted writes left out: they are no
+// value of their key, and the cleaner removes them):
 //   - offsets strictly increase within the read;
 //   - every record read is a write, unchanged, at its acknowledged offset;
+//   - a read_committed reader reads no record of an aborted transaction;
+//   - below the cleaner checkpoint of its start no reader reads a key twice
+//     or an aborted record: that part was cleaned before it started;
 //   - the read ends at the high watermark it started under, or past it;
 //   - of every key, the last record at or below where the read ended was
 //     read, unless a later record of the key (past that end) superseded it,
@@ -52,13 +62,28 @@ func checkCompactedRead(writes []kvWrite, byKey map[string][]int64, rd compacted
 		return err
 	}
 	read := make(map[int64]bool, len(rd.recs))
+	cleaned := map[string]int64{}
 	end := rd.hw - 1
 	for _, r := range rd.recs {
 		if err := r.match(writes); err != nil {
 			return err
 		}
-		if !writes[r.seq].acked {
+		if r.offset < rd.cleanedTo {
+			if prev, dup := cleaned[r.key]; dup {
+				return fmt.Errorf("key %s at offsets %d and %d, both below the cleaner checkpoint %d", r.key, prev, r.offset, rd.cleanedTo)
+			}
+			cleaned[r.key] = r.offset
+			if writes[r.seq].txn == txnAborted {
+				return fmt.Errorf("offset %d: seq %d of an aborted transaction, below the cleaner checkpoint %d", r.offset, r.seq, rd.cleanedTo)
+			}
+		}
+		switch w := writes[r.seq]; {
+		case !w.acked:
 			return fmt.Errorf("offset %d: seq %d was read but its write failed", r.offset, r.seq)
+		case w.txn == txnOpen:
+			return fmt.Errorf("offset %d: seq %d: its transaction did not end", r.offset, r.seq)
+		case w.txn == txnAborted && rd.committed:
+			return fmt.Errorf("offset %d: seq %d of an aborted transaction read at read_committed", r.offset, r.seq)
 		}
 		read[r.offset] = true
 		end = max(end, r.offset)
@@ -95,7 +120,10 @@ func checkCompactedRead(writes []kvWrite, byKey map[string][]int64, rd compacted
 // the swaps each read overlapped). No read may fail or go back, every
 // record read must be a write at its acknowledged offset, each read reaches
 // the high watermark it started under, and every key's latest value below
-// it is seen or superseded. MOONMQ_COMPACTION_READ_SECONDS sets how long it
+// it is seen or superseded. A transactional producer writes to it too,
+// committing two transactions in three and aborting the others: a
+// read_committed reader must never see an aborted record, whether the
+// cleaner has removed it yet or not. MOONMQ_COMPACTION_READ_SECONDS sets how long it
 // reads (10 s, and then until each client had 3 reads with a swap under
 // them).
 func TestCompactedTopicReadWhileCleaning(t *testing.T) {
@@ -104,7 +132,8 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 		topic = "table"
 		keys  = 2000
 	)
-	b := testbroker.Start(t, "--log-cleaner-backoff", "10ms", "--log-cleaner-dedupe-buffer-size", "65536")
+	b := testbroker.Start(t, "--log-cleaner-backoff", "10ms", "--log-cleaner-dedupe-buffer-size", "65536",
+		"--transaction-state-partitions", "1")
 	_, adm := newClient(t, b.Addr)
 	createCompactedTopic(t, adm, topic, map[string]string{"segment.bytes": "16384",
 		"min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0"})
@@ -135,22 +164,24 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	// A head start, so the first reads already span many cleaned segments.
 	stop := produceKV(t, b.Addr, topic, h, rng, keys, 3000)
+	stopTxns := produceTxns(t, b.Addr, topic, h, rand.New(rand.NewPCG(rng.Uint64(), 3)))
 	testbroker.WaitFor(t, 30*time.Second, "10,000 records and a cleaning", func() bool {
 		return highWatermark(t, adm, topic) > 10_000 && swaps.Load() > 0
 	})
 
 	clients := []struct {
-		name string
-		read func(hw int64) ([]readRec, int64)
+		name      string
+		committed bool
+		read      func(hw int64) ([]readRec, int64)
 	}{
-		{"franz-go read_uncommitted (its default)", func(hw int64) ([]readRec, int64) {
+		{"franz-go read_uncommitted (its default)", false, func(hw int64) ([]readRec, int64) {
 			return readPartition(t, b.Addr, topic, hw-1, 30*time.Second), -1
 		}},
-		{"kcat read_committed (librdkafka's default)", func(int64) ([]readRec, int64) { return kcatRead(t, b.Addr, topic) }},
-		{"franz-go read_committed", func(hw int64) ([]readRec, int64) {
+		{"kcat read_committed (librdkafka's default)", true, func(int64) ([]readRec, int64) { return kcatRead(t, b.Addr, topic) }},
+		{"franz-go read_committed", true, func(hw int64) ([]readRec, int64) {
 			return readPartition(t, b.Addr, topic, hw-1, 30*time.Second, kgo.FetchIsolationLevel(kgo.ReadCommitted())), -1
 		}},
-		{"kcat read_uncommitted", func(int64) ([]readRec, int64) {
+		{"kcat read_uncommitted", false, func(int64) ([]readRec, int64) {
 			return kcatRead(t, b.Addr, topic, "-X", "isolation.level=read_uncommitted")
 		}},
 	}
@@ -174,9 +205,14 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 		require.Less(t, time.Since(start), readFor+time.Minute, "reads with a swap under them: %v", overlaps)
 		c := clients[i%len(clients)]
 		hw := highWatermark(t, adm, topic)
+		if c.committed {
+			hw = lastStable(t, adm, topic)
+		}
+		cleanedTo := cleanerCheckpoint(t, dir)
 		s0, t0 := swaps.Load(), time.Now()
 		recs, eof := c.read(hw)
-		rd := compactedRead{client: c.name, hw: hw, eof: eof, recs: recs, swaps: swaps.Load() - s0, took: time.Since(t0)}
+		rd := compactedRead{client: c.name, committed: c.committed, hw: hw, cleanedTo: cleanedTo, eof: eof, recs: recs,
+			swaps: swaps.Load() - s0, took: time.Since(t0)}
 		if rd.swaps > 0 {
 			overlaps[c.name]++
 		}
@@ -184,12 +220,15 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 	}
 	cleanings := stats(t, b).Cleaner.Cleanings - cleanings0
 	stop(true)
+	txns := stopTxns()
 	require.Zero(t, h.failed(), "every write is acknowledged")
 
 	writes := h.snapshot()
 	byKey := map[string][]int64{}
 	for _, w := range writes {
-		byKey[w.key] = append(byKey[w.key], w.offset)
+		if w.txn != txnAborted {
+			byKey[w.key] = append(byKey[w.key], w.offset)
+		}
 	}
 	for _, offs := range byKey {
 		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
@@ -197,6 +236,7 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 	type tally struct {
 		reads, overlapped int
 		swaps, records    int64
+		aborted           int64 // aborted records read (at read_uncommitted, before the cleaner removed them)
 		took              time.Duration
 	}
 	per := map[string]*tally{}
@@ -211,16 +251,24 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 		tl.swaps += rd.swaps
 		tl.records += int64(len(rd.recs))
 		tl.took += rd.took
+		for _, r := range rd.recs {
+			if writes[r.seq].txn == txnAborted {
+				tl.aborted++
+			}
+		}
 		if rd.swaps > 0 {
 			tl.overlapped++
 		}
 	}
-	t.Logf("%d writes, %d cleanings and %d swaps during %d reads:", len(writes), cleanings, swaps.Load(), len(reads))
+	t.Logf("%d writes (%d transactions, %d aborted), %d cleanings and %d swaps during %d reads:",
+		len(writes), txns.committed+txns.aborted, txns.aborted, cleanings, swaps.Load(), len(reads))
 	for _, c := range clients {
 		tl := per[c.name]
-		t.Logf("  %-45s %3d reads, %3d with a swap under them (%d swaps), %6d records a read, %v a read",
-			c.name, tl.reads, tl.overlapped, tl.swaps, tl.records/int64(tl.reads), (tl.took / time.Duration(tl.reads)).Round(time.Millisecond))
+		t.Logf("  %-45s %3d reads, %3d with a swap under them (%d swaps), %6d records a read (%d aborted in all), %v a read",
+			c.name, tl.reads, tl.overlapped, tl.swaps, tl.records/int64(tl.reads), tl.aborted,
+			(tl.took / time.Duration(tl.reads)).Round(time.Millisecond))
 	}
+	require.Positive(t, txns.aborted, "transactions were aborted")
 }
 
 // kcatRead reads partition 0 of topic from the beginning to its end (-e)
@@ -247,4 +295,78 @@ func kcatRead(t *testing.T, addr, topic string, extra ...string) ([]readRec, int
 	recs, err := fromKcat(out)
 	require.NoError(t, err)
 	return recs, eof
+}
+
+// txnCounts are the transactions produceTxns ended.
+type txnCounts struct{ committed, aborted int }
+
+// produceTxns writes transactions of one to four records to partition 0 of
+// topic every 20 ms until stopped, over 100 keys of their own ("t0"...), a
+// tombstone now and then, committing two in three and aborting the rest,
+// each write and its outcome in h. stop waits for the transaction in
+// progress to end and fails the test if any produce or end failed.
+func produceTxns(t *testing.T, addr, topic string, h *kvHistory, rng *rand.Rand) (stop func() txnCounts) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("compaction-readers"))
+	require.NoError(t, err)
+	done := make(chan struct{})
+	result := make(chan error, 1)
+	var counts txnCounts
+	go func() {
+		result <- func() error {
+			tk := time.NewTicker(20 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				select {
+				case <-done:
+					return nil
+				case <-tk.C:
+				}
+				commit, err := oneTxn(cl, h, rng)
+				if err != nil {
+					return err
+				}
+				if commit {
+					counts.committed++
+				} else {
+					counts.aborted++
+				}
+			}
+		}()
+	}()
+	return func() txnCounts {
+		close(done)
+		err := <-result
+		cl.Close()
+		require.NoError(t, err, "transactional producer")
+		return counts
+	}
+}
+
+// oneTxn writes one transaction and commits or aborts it (commit says which).
+func oneTxn(cl *kgo.Client, h *kvHistory, rng *rand.Rand) (commit bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	recs := make([]*kgo.Record, 1+rng.IntN(4))
+	seqs := make([]int, len(recs))
+	for i := range recs {
+		recs[i] = h.nextInTxn(fmt.Sprintf("t%d", rng.IntN(100)), rng.IntN(20) == 0)
+		seqs[i] = seqOf(recs[i])
+	}
+	results := cl.ProduceSync(ctx, recs...)
+	for _, r := range results {
+		h.ack(r.Record, r.Err)
+	}
+	if err := results.FirstErr(); err != nil {
+		return false, fmt.Errorf("produce in a transaction: %w", err)
+	}
+	commit = rng.IntN(3) != 0
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		return false, fmt.Errorf("end transaction (commit %v): %w", commit, err)
+	}
+	h.endTxn(seqs, commit)
+	return commit, nil
 }

@@ -44,10 +44,21 @@ func createCompactedTopic(t *testing.T, adm *kadm.Client, name string, configs m
 type kvWrite struct {
 	key       string
 	tombstone bool
+	txn       txnOutcome
 	sent      time.Time
 	acked     bool
 	offset    int64 // when acked
 }
+
+// txnOutcome is what became of a write's transaction.
+type txnOutcome int8
+
+const (
+	notTransactional txnOutcome = iota
+	txnOpen
+	txnCommitted
+	txnAborted
+)
 
 // kvHistory records every write to a compacted topic, acknowledged or not.
 // A record names itself: its "seq" header is its index here (a tombstone
@@ -72,15 +83,47 @@ func kvValue(key string, seq int) []byte {
 // next returns the record of a new write of key (a tombstone when
 // tombstone), registered as sent.
 func (h *kvHistory) next(key string, tombstone bool) *kgo.Record {
+	return h.add(kvWrite{key: key, tombstone: tombstone})
+}
+
+// nextInTxn is next for a write in an open transaction (endTxn ends it).
+func (h *kvHistory) nextInTxn(key string, tombstone bool) *kgo.Record {
+	return h.add(kvWrite{key: key, tombstone: tombstone, txn: txnOpen})
+}
+
+// endTxn records the outcome of the transaction of the writes of seqs.
+func (h *kvHistory) endTxn(seqs []int, committed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, seq := range seqs {
+		h.writes[seq].txn = txnAborted
+		if committed {
+			h.writes[seq].txn = txnCommitted
+		}
+	}
+}
+
+func (h *kvHistory) add(w kvWrite) *kgo.Record {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seq := len(h.writes)
-	h.writes = append(h.writes, kvWrite{key: key, tombstone: tombstone, sent: time.Now()})
+	w.sent = time.Now()
+	h.writes = append(h.writes, w)
+	key, tombstone := w.key, w.tombstone
 	r := &kgo.Record{Key: []byte(key), Headers: []kgo.RecordHeader{{Key: "seq", Value: []byte(strconv.Itoa(seq))}}}
 	if !tombstone {
 		r.Value = kvValue(key, seq)
 	}
 	return r
+}
+
+// seqOf is the seq of a record next made.
+func seqOf(r *kgo.Record) int {
+	seq, err := strconv.Atoi(string(r.Headers[0].Value))
+	if err != nil {
+		panic(fmt.Sprintf("a record this history did not make: %q", r.Headers[0].Value))
+	}
+	return seq
 }
 
 // ack is the produce promise: it records the acknowledgement and offset.
@@ -223,6 +266,19 @@ func readPartition(t *testing.T, addr, topic string, until int64, timeout time.D
 func highWatermark(t *testing.T, adm *kadm.Client, topic string) int64 {
 	t.Helper()
 	ends, err := adm.ListEndOffsets(ctxT(t, 10*time.Second), topic)
+	return endOffset(t, ends, err, topic)
+}
+
+// lastStable is partition 0's last stable offset (ListOffsets latest at
+// read_committed): where read_committed readers end.
+func lastStable(t *testing.T, adm *kadm.Client, topic string) int64 {
+	t.Helper()
+	ends, err := adm.ListCommittedOffsets(ctxT(t, 10*time.Second), topic)
+	return endOffset(t, ends, err, topic)
+}
+
+func endOffset(t *testing.T, ends kadm.ListedOffsets, err error, topic string) int64 {
+	t.Helper()
 	require.NoError(t, err)
 	o, ok := ends.Lookup(topic, 0)
 	require.True(t, ok)
