@@ -196,15 +196,20 @@ func produceKV(t *testing.T, addr, topic string, h *kvHistory, rng *rand.Rand, k
 	}
 }
 
-// checkCompacted checks one read of a whole compacted partition, taken
-// with no cleaning running, against the history of its writes:
-//   - offsets and seqs strictly increase (order kept, nothing moved);
+// checkCompacted checks one read_uncommitted read of a whole compacted
+// partition, taken with no cleaning running, against the history of its
+// writes (a transaction that a kill interrupted has an unknown outcome:
+// txnOpen):
+//   - offsets strictly increase, and so do the seqs of the writes outside
+//     transactions (one producer's: order kept, nothing moved);
 //   - every record is a write, unchanged, at its acknowledged offset;
-//   - below the cleaner checkpoint each key appears at most once (that part
-//     was cleaned: the swaps that cleaned it are all in);
-//   - the last record read of every key is its latest acknowledged write or
-//     a later one (which may have been written without its acknowledgement
-//     coming back): no acknowledged latest value is lost;
+//   - below the cleaner checkpoint each key appears at most once and no
+//     aborted record is left (that part was cleaned: the swaps that cleaned
+//     it are all in);
+//   - the last record read of every key, aborted ones aside, is its latest
+//     acknowledged (and, in a transaction, committed) write or a later one
+//     (which may have been written without its acknowledgement coming
+//     back): no acknowledged latest value is lost;
 //   - a key with nothing read had, as its latest write that may be in the
 //     log, a tombstone written at least deleteRetention ago (only then may
 //     a cleaning remove it).
@@ -214,24 +219,34 @@ func checkCompacted(writes []kvWrite, recs []readRec, cleanedTo int64, now time.
 	}
 	below := map[string]int64{}
 	last := map[string]int{}
-	for i, r := range recs {
+	prev := -1 // the last write outside transactions read
+	for _, r := range recs {
 		if err := r.match(writes); err != nil {
 			return err
 		}
-		if i > 0 && r.seq <= recs[i-1].seq {
-			return fmt.Errorf("offset %d (seq %d) after offset %d (seq %d): records out of write order", r.offset, r.seq, recs[i-1].offset, recs[i-1].seq)
+		w := writes[r.seq]
+		if w.txn == notTransactional {
+			if prev >= 0 && r.seq <= prev {
+				return fmt.Errorf("offset %d (seq %d) after offset %d (seq %d): records out of write order", r.offset, r.seq, writes[prev].offset, prev)
+			}
+			prev = r.seq
 		}
 		if r.offset < cleanedTo {
-			if prev, dup := below[r.key]; dup {
-				return fmt.Errorf("key %s at offsets %d and %d, both below the cleaner checkpoint %d", r.key, prev, r.offset, cleanedTo)
+			if at, dup := below[r.key]; dup {
+				return fmt.Errorf("key %s at offsets %d and %d, both below the cleaner checkpoint %d", r.key, at, r.offset, cleanedTo)
 			}
 			below[r.key] = r.offset
+			if w.txn == txnAborted {
+				return fmt.Errorf("offset %d: seq %d of an aborted transaction, below the cleaner checkpoint %d", r.offset, r.seq, cleanedTo)
+			}
 		}
-		last[r.key] = r.seq
+		if w.txn != txnAborted {
+			last[r.key] = r.seq
+		}
 	}
 	latestAcked := map[string]int{}
 	for seq, w := range writes {
-		if w.acked {
+		if w.acked && (w.txn == notTransactional || w.txn == txnCommitted) {
 			latestAcked[w.key] = seq
 		}
 	}
@@ -245,7 +260,7 @@ func checkCompacted(writes []kvWrite, recs []readRec, cleanedTo int64, now time.
 		gone := false
 		for seq := acked; seq < len(writes) && !gone; seq++ {
 			w := writes[seq]
-			gone = w.key == key && w.tombstone && !now.Before(w.sent.Add(deleteRetention))
+			gone = w.key == key && w.tombstone && w.txn != txnAborted && !now.Before(w.sent.Add(deleteRetention))
 		}
 		if !gone {
 			return fmt.Errorf("key %s: nothing read, but its acknowledged write seq %d (offset %d, tombstone %v) is not a tombstone past delete.retention.ms, nor followed by one",
@@ -289,8 +304,8 @@ func TestCompactionSurvivesSIGKILL(t *testing.T) {
 	)
 	// The cleaner looks for work every 10 ms, and its 64 KiB key map (1,843
 	// keys) makes a cleaning of 2,500 keys take several passes.
-	cleanerOn := []string{"--log-cleaner-backoff", "10ms", "--log-cleaner-dedupe-buffer-size", "65536"}
-	cleanerOff := []string{"--log-cleaner-threads", "0"}
+	cleanerOn := []string{"--log-cleaner-backoff", "10ms", "--log-cleaner-dedupe-buffer-size", "65536", "--transaction-state-partitions", "1"}
+	cleanerOff := []string{"--log-cleaner-threads", "0", "--transaction-state-partitions", "1"}
 	b := testbroker.Start(t, cleanerOn...)
 	_, adm := newClient(t, b.Addr)
 	createCompactedTopic(t, adm, topic, map[string]string{"segment.bytes": "16384", "min.cleanable.dirty.ratio": "0.01",
@@ -299,6 +314,7 @@ func TestCompactionSurvivesSIGKILL(t *testing.T) {
 	h := newKVHistory()
 
 	states, points := map[string]int{}, map[string]int{}
+	var txns txnCounts
 	var lastRead []readRec
 	start := time.Now()
 	for k := 0; k < kills; k++ {
@@ -314,11 +330,25 @@ func TestCompactionSurvivesSIGKILL(t *testing.T) {
 		}
 
 		stop := produceKV(t, b.Addr, topic, h, rand.New(rand.NewPCG(rng.Uint64(), 1)), keys, rate)
+		// The same transactional id each round: its new producer fences
+		// the one the kill interrupted, whose open transaction the
+		// coordinator (loaded from a __transaction_state compacted across
+		// kills too) then aborts.
+		stopTxns := produceTxns(t, b.Addr, topic, "compaction-kills", h, rand.New(rand.NewPCG(rng.Uint64(), 2)))
 		warm := time.NewTimer(warmup)
 		<-warm.C // lets data and cleanings pile up: the kill lands at a different log each round
 		reached := killAt(t, b, dir, point, skip, delay)
 		stop(false)
+		tc, _ := stopTxns(true) // failures are the kill's
+		txns.committed += tc.committed
+		txns.aborted += tc.aborted
 		state := swapState(t, dir)
+		for _, n := range cleanerLeftovers(t, dir) {
+			if strings.Contains(n, ".txnindex.") {
+				states["  (with a cleaned .txnindex among them)"]++
+				break
+			}
+		}
 		cleanedTo := cleanerCheckpoint(t, dir)
 		how := point.name
 		if !reached {
@@ -344,8 +374,9 @@ func TestCompactionSurvivesSIGKILL(t *testing.T) {
 		}
 	}
 	require.Less(t, len(lastRead), acked/2, "the cleaner removed superseded records")
-	t.Logf("%d kills in %v: %d writes, %d acknowledged, %d failed; the last read had %d records",
-		kills, time.Since(start).Round(time.Millisecond), len(writes), acked, h.failed(), len(lastRead))
+	require.Positive(t, txns.committed+txns.aborted, "transactions ended")
+	t.Logf("%d kills in %v: %d writes, %d acknowledged, %d failed, %d transactions committed and %d aborted; the last read had %d records",
+		kills, time.Since(start).Round(time.Millisecond), len(writes), acked, h.failed(), txns.committed, txns.aborted, len(lastRead))
 	t.Logf("kill points:\n%s", counts(points))
 	t.Logf("states the kills left:\n%s", counts(states))
 }
@@ -429,7 +460,9 @@ func verifyCompacted(t *testing.T, b *testbroker.Broker, topic, dir string, h *k
 	now := time.Now()
 	recs := readPartition(t, b.Addr, topic, r.Offset, 30*time.Second)
 	require.NoError(t, checkCompacted(h.snapshot(), recs, cleanedTo, now, deleteRetention))
-	t.Logf("  after restart: %d segments, %d batches, %d records read up to offset %d", segs.segments, segs.batches, len(recs), r.Offset)
+	_, adm := newClient(t, b.Addr)
+	t.Logf("  after restart: %d segments (%d with aborted transactions), %d batches, %d records read up to offset %d (last stable offset %d)",
+		segs.segments, segs.txnIndexes, segs.batches, len(recs), r.Offset, lastStable(t, adm, topic))
 	return recs
 }
 

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -124,10 +123,10 @@ func checkCompactedRead(writes []kvWrite, byKey map[string][]int64, rd compacted
 // committing two transactions in three and aborting the others: a
 // read_committed reader must never see an aborted record, whether the
 // cleaner has removed it yet or not. MOONMQ_COMPACTION_READ_SECONDS sets how long it
-// reads (10 s, and then until each client had 3 reads with a swap under
+// reads (8 s, and then until each client had 3 reads with a swap under
 // them).
 func TestCompactedTopicReadWhileCleaning(t *testing.T) {
-	readFor := time.Duration(envInt(t, "MOONMQ_COMPACTION_READ_SECONDS", 10)) * time.Second
+	readFor := time.Duration(envInt(t, "MOONMQ_COMPACTION_READ_SECONDS", 8)) * time.Second
 	const (
 		topic = "table"
 		keys  = 2000
@@ -164,7 +163,7 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
 	// A head start, so the first reads already span many cleaned segments.
 	stop := produceKV(t, b.Addr, topic, h, rng, keys, 3000)
-	stopTxns := produceTxns(t, b.Addr, topic, h, rand.New(rand.NewPCG(rng.Uint64(), 3)))
+	stopTxns := produceTxns(t, b.Addr, topic, "compaction-readers", h, rand.New(rand.NewPCG(rng.Uint64(), 3)))
 	testbroker.WaitFor(t, 30*time.Second, "10,000 records and a cleaning", func() bool {
 		return highWatermark(t, adm, topic) > 10_000 && swaps.Load() > 0
 	})
@@ -220,7 +219,8 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 	}
 	cleanings := stats(t, b).Cleaner.Cleanings - cleanings0
 	stop(true)
-	txns := stopTxns()
+	txns, err := stopTxns(false)
+	require.NoError(t, err, "transactional producer")
 	require.Zero(t, h.failed(), "every write is acknowledged")
 
 	writes := h.snapshot()
@@ -295,78 +295,4 @@ func kcatRead(t *testing.T, addr, topic string, extra ...string) ([]readRec, int
 	recs, err := fromKcat(out)
 	require.NoError(t, err)
 	return recs, eof
-}
-
-// txnCounts are the transactions produceTxns ended.
-type txnCounts struct{ committed, aborted int }
-
-// produceTxns writes transactions of one to four records to partition 0 of
-// topic every 20 ms until stopped, over 100 keys of their own ("t0"...), a
-// tombstone now and then, committing two in three and aborting the rest,
-// each write and its outcome in h. stop waits for the transaction in
-// progress to end and fails the test if any produce or end failed.
-func produceTxns(t *testing.T, addr, topic string, h *kvHistory, rng *rand.Rand) (stop func() txnCounts) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("compaction-readers"))
-	require.NoError(t, err)
-	done := make(chan struct{})
-	result := make(chan error, 1)
-	var counts txnCounts
-	go func() {
-		result <- func() error {
-			tk := time.NewTicker(20 * time.Millisecond)
-			defer tk.Stop()
-			for {
-				select {
-				case <-done:
-					return nil
-				case <-tk.C:
-				}
-				commit, err := oneTxn(cl, h, rng)
-				if err != nil {
-					return err
-				}
-				if commit {
-					counts.committed++
-				} else {
-					counts.aborted++
-				}
-			}
-		}()
-	}()
-	return func() txnCounts {
-		close(done)
-		err := <-result
-		cl.Close()
-		require.NoError(t, err, "transactional producer")
-		return counts
-	}
-}
-
-// oneTxn writes one transaction and commits or aborts it (commit says which).
-func oneTxn(cl *kgo.Client, h *kvHistory, rng *rand.Rand) (commit bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := cl.BeginTransaction(); err != nil {
-		return false, fmt.Errorf("begin: %w", err)
-	}
-	recs := make([]*kgo.Record, 1+rng.IntN(4))
-	seqs := make([]int, len(recs))
-	for i := range recs {
-		recs[i] = h.nextInTxn(fmt.Sprintf("t%d", rng.IntN(100)), rng.IntN(20) == 0)
-		seqs[i] = seqOf(recs[i])
-	}
-	results := cl.ProduceSync(ctx, recs...)
-	for _, r := range results {
-		h.ack(r.Record, r.Err)
-	}
-	if err := results.FirstErr(); err != nil {
-		return false, fmt.Errorf("produce in a transaction: %w", err)
-	}
-	commit = rng.IntN(3) != 0
-	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
-		return false, fmt.Errorf("end transaction (commit %v): %w", commit, err)
-	}
-	h.endTxn(seqs, commit)
-	return commit, nil
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -326,6 +327,7 @@ func cleanerLeftovers(t *testing.T, dir string) []string {
 // segmentCheck is what checkSegments found.
 type segmentCheck struct {
 	segments, batches, records int
+	txnIndexes                 int // segments with aborted transactions
 	bytes                      int64
 }
 
@@ -354,8 +356,13 @@ func checkSegments(t *testing.T, dir string) segmentCheck {
 			require.True(t, logs[b], "%s has no segment", e.Name())
 		}
 	}
-	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	var c segmentCheck
+	for _, e := range entries {
+		if _, ext, ok := segmentName(e.Name()); ok && ext == ".txnindex" {
+			c.txnIndexes++
+		}
+	}
+	sort.Slice(bases, func(i, j int) bool { return bases[i] < bases[j] })
 	prevLast := int64(-1)
 	for i, base := range bases {
 		name := fmt.Sprintf("%020d.log", base)
@@ -448,3 +455,88 @@ func (w *dirWatch) read(buf []byte) ([]dirEvent, error) {
 }
 
 func (w *dirWatch) Close() error { return w.f.Close() }
+
+// txnCounts are the transactions produceTxns ended.
+type txnCounts struct{ committed, aborted int }
+
+// produceTxns writes transactions of one to four records to partition 0 of
+// topic every 20 ms until stopped, with transactional id txnID, over 100
+// keys of their own ("t0"...), a tombstone now and then, committing two in
+// three and aborting the rest, each write and its outcome in h. stop waits
+// for the transaction in progress to end (abandon: cancels it, after a
+// SIGKILL; its writes' outcome stays unknown, txnOpen) and returns what
+// was ended and the first failure.
+func produceTxns(t *testing.T, addr, topic, txnID string, h *kvHistory, rng *rand.Rand) (stop func(abandon bool) (txnCounts, error)) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(txnID),
+		kgo.RecordDeliveryTimeout(10*time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	result := make(chan error, 1)
+	var counts txnCounts
+	go func() {
+		result <- func() error {
+			tk := time.NewTicker(20 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				select {
+				case <-done:
+					return nil
+				case <-tk.C:
+				}
+				commit, err := oneTxn(ctx, cl, h, rng)
+				if err != nil {
+					return err
+				}
+				if commit {
+					counts.committed++
+				} else {
+					counts.aborted++
+				}
+			}
+		}()
+	}()
+	return func(abandon bool) (txnCounts, error) {
+		close(done)
+		if abandon {
+			// The broker it knew is dead (a restart listens elsewhere):
+			// closing fails what it has in flight, which it would
+			// otherwise retry until the delivery timeout.
+			cancel()
+			cl.Close()
+		}
+		err := <-result
+		cancel()
+		cl.Close()
+		return counts, err
+	}
+}
+
+// oneTxn writes one transaction and commits or aborts it (commit says which).
+func oneTxn(ctx context.Context, cl *kgo.Client, h *kvHistory, rng *rand.Rand) (commit bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := cl.BeginTransaction(); err != nil {
+		return false, fmt.Errorf("begin: %w", err)
+	}
+	recs := make([]*kgo.Record, 1+rng.IntN(4))
+	seqs := make([]int, len(recs))
+	for i := range recs {
+		recs[i] = h.nextInTxn(fmt.Sprintf("t%d", rng.IntN(100)), rng.IntN(20) == 0)
+		seqs[i] = seqOf(recs[i])
+	}
+	results := cl.ProduceSync(ctx, recs...)
+	for _, r := range results {
+		h.ack(r.Record, r.Err)
+	}
+	if err := results.FirstErr(); err != nil {
+		return false, fmt.Errorf("produce in a transaction: %w", err)
+	}
+	commit = rng.IntN(3) != 0
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		return false, fmt.Errorf("end transaction (commit %v): %w", commit, err)
+	}
+	h.endTxn(seqs, commit)
+	return commit, nil
+}
