@@ -271,7 +271,8 @@ func checkCompacted(writes []kvWrite, recs []readRec, cleanedTo int64, now time.
 }
 
 // TestCompactionSurvivesSIGKILL kills a real broker with SIGKILL while its
-// log cleaner compacts a topic that a producer keeps writing, at every step
+// log cleaner compacts a topic that a producer and a transactional producer
+// (some transactions aborted) keep writing, at every step
 // of the cleaner's segment swap in turn (an inotify watch of the partition
 // directory fires the kill at the step's rename, creation or removal) and
 // at random moments, restarting it on the same data each time. After every
