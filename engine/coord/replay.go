@@ -9,7 +9,8 @@ import (
 )
 
 // replayChunk bounds one read of a partition during replay; the log may
-// be long (no compaction yet), so it is streamed, never read whole.
+// be long (its active segment is never compacted, and a log may be dirty
+// for a while), so it is streamed, never read whole.
 const replayChunk = 1 << 20
 
 // replayInto reads partition p whole, in log order, into apply, and the
@@ -49,6 +50,13 @@ func replayInto(store Storage, p int32, topic string, log *slog.Logger, apply fu
 		err = batch.Iterate(data, func(h batch.Header, raw []byte) bool {
 			next = h.NextOffset()
 			if h.IsControl() {
+				if h.NumRecords == 0 {
+					// The cleaner keeps a marker it removed as an empty
+					// batch when it was its producer's last (Kafka's
+					// rule): the transaction's records are gone, there
+					// is nothing to apply.
+					return true
+				}
 				m, err := batch.ParseEndTxnMarker(raw)
 				switch {
 				case errors.Is(err, batch.ErrNotMarker): // another kind of control record
