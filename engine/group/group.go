@@ -76,13 +76,17 @@ func (g *Group) sortedOffsets() []tpKey {
 // group has been empty and the commit is older than the retention, and an
 // active consumer group's offsets expire only for topics it no longer
 // consumes, by commit age. Offsets of groups whose subscriptions the
-// broker cannot read never expire while the group has members.
+// broker cannot read never expire while the group has members. A simple
+// group (offsets only, no protocol type) has no state to have entered:
+// its offsets expire by commit age alone, as in Kafka; its "since" is only
+// when this coordinator created or replayed it, and counting from it
+// would let every restart push the expiry back.
 func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []tpKey {
 	nowMs := now.UnixMilli()
 	ret := retention.Milliseconds()
 	empty := g.members() == 0
 	var since int64
-	if empty {
+	if empty && g.ProtocolType() != "" {
 		since = g.kind.since().UnixMilli()
 	}
 	var out []tpKey
