@@ -39,6 +39,7 @@ import (
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/engine/vfs"
 	"github.com/moonmq/moonmq/net/auth"
@@ -165,6 +166,12 @@ func (c Config) Validate() error {
 	t.EnsureDefaults()
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	// The transaction coordinator knows no topic configs: the topic's own
+	// rules (segment.bytes' minimum) are checked here, as the controller
+	// would check them when it creates the topic.
+	if err := topicconfig.Validate(txncoord.TopicConfigs(t.SegmentBytes)); err != nil {
+		return fmt.Errorf("transaction state segment bytes: %w", err)
 	}
 	co := c.cleanerOptions()
 	co.EnsureDefaults()
