@@ -12,9 +12,13 @@ import (
 	"github.com/moonmq/moonmq/engine/txn"
 )
 
-// DefaultOffsetsTopicSegmentBytes is Kafka's offsets.topic.segment.bytes
-// default (100 MiB).
-const DefaultOffsetsTopicSegmentBytes = 100 << 20
+// DefaultOffsetsTopicSegmentBytes is MoonMQ's offsets.topic.segment.bytes
+// default, 4 MiB where Kafka's is 100 MiB: the cleaner never compacts a
+// partition's active segment, so with 50 partitions Kafka's default leaves
+// up to 5 GiB of history uncompacted for the coordinator to replay at start
+// (Kafka's own documentation advises keeping it small for faster
+// compaction and loads); 4 MiB bounds that tail to 200 MiB.
+const DefaultOffsetsTopicSegmentBytes = 4 << 20
 
 // OffsetsTopicConfigs are the topic configs of __consumer_offsets with
 // segmentBytes as its segment.bytes (offsets.topic.segment.bytes; 0:

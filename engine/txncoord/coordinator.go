@@ -16,9 +16,11 @@ import (
 // Topic is the internal topic of the transaction coordinator.
 const Topic = "__transaction_state"
 
-// DefaultSegmentBytes is Kafka's transaction.state.log.segment.bytes
-// default (100 MiB).
-const DefaultSegmentBytes = 100 << 20
+// DefaultSegmentBytes is MoonMQ's transaction.state.log.segment.bytes
+// default, 4 MiB where Kafka's is 100 MiB, for the reason
+// group.DefaultOffsetsTopicSegmentBytes gives: the active segment is never
+// compacted, so its size bounds the history replayed beyond live ids.
+const DefaultSegmentBytes = 4 << 20
 
 // TopicConfigs are the configs __transaction_state is created with, its
 // segment.bytes segmentBytes (transaction.state.log.segment.bytes; 0:
