@@ -9,7 +9,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Short fuzz runs per target inside `make test`; `make fuzz FUZZTIME=5m` for more.
 FUZZTIME ?= 3s
 
-.PHONY: build run cluster test unit e2e fuzz soak kgo-suite deps bench bench-compaction vet clean
+.PHONY: build run cluster test unit e2e fuzz soak compaction-crash kgo-suite deps bench bench-compaction vet clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
@@ -61,6 +61,15 @@ fuzz:
 SOAK ?= 30m
 soak: deps
 	MOONMQ_SOAK=$(SOAK) $(GO) test -count=1 -v -timeout 0 -run TestFaultsKeepAcknowledgedWrites ./internal/clustertest/
+
+# compaction-crash SIGKILLs a broker KILLS times while its log cleaner
+# compacts a topic being written, at each step of the cleaner's segment
+# swap in turn, and checks every key's latest value after each restart
+# (internal/e2e); `make test` runs 4 kills. MOONMQ_COMPACTION_SEED=N
+# replays the kill points of a run.
+KILLS ?= 60
+compaction-crash:
+	MOONMQ_COMPACTION_KILLS=$(KILLS) $(GO) test -count=1 -v -timeout 0 -run TestCompactionSurvivesSIGKILL ./internal/e2e/
 
 # kgo-suite runs franz-go's own integration tests (pkg/kgo, at the version
 # go.mod requires) against a three-node cluster with replication factor 3;

@@ -20,6 +20,7 @@ type groupFlags struct {
 	offsetsRetention       time.Duration
 	offsetsRetentionCheck  time.Duration
 	offsetsTopicPartitions int
+	offsetsTopicSegment    int
 	offsetMetadataMaxBytes int
 	resetOffsetsTopic      bool
 }
@@ -35,6 +36,8 @@ func addGroupFlags(fs *flag.FlagSet) *groupFlags {
 	fs.DurationVar(&g.offsetsRetention, "offsets-retention", 7*24*time.Hour, "how long offsets of an empty group are kept (offsets.retention.minutes)")
 	fs.DurationVar(&g.offsetsRetentionCheck, "offsets-retention-check-interval", 10*time.Minute, "how often expired offsets are removed (offsets.retention.check.interval.ms)")
 	fs.IntVar(&g.offsetsTopicPartitions, "offsets-topic-partitions", 50, "partitions of __consumer_offsets when it is created (offsets.topic.num.partitions)")
+	fs.IntVar(&g.offsetsTopicSegment, "offsets-topic-segment-bytes", group.DefaultOffsetsTopicSegmentBytes,
+		"segment.bytes of __consumer_offsets, set when it is created and put back at every start (offsets.topic.segment.bytes); compaction never cleans a partition's last segment")
 	fs.IntVar(&g.offsetMetadataMaxBytes, "offset-metadata-max-bytes", 4096, "largest metadata string of an offset commit (offset.metadata.max.bytes)")
 	fs.BoolVar(&g.resetOffsetsTopic, "reset-offsets-topic", false,
 		"delete __consumer_offsets at start so it is created anew: every committed offset and group is lost (the way out of an offsets topic created badly by an older release)")
@@ -49,8 +52,8 @@ func (g *groupFlags) config(logger *slog.Logger) group.Config {
 		InitialRebalanceDelay: g.initialDelay, MaxSize: g.maxSize,
 		ConsumerSessionTimeout: g.consumerSession, ConsumerHeartbeatInterval: g.consumerHeartbeat,
 		OffsetsRetention: g.offsetsRetention, RetentionCheckInterval: g.offsetsRetentionCheck,
-		OffsetsTopicPartitions: int32(g.offsetsTopicPartitions), MaxMetadataBytes: g.offsetMetadataMaxBytes,
-		Logger: logger,
+		OffsetsTopicPartitions: int32(g.offsetsTopicPartitions), OffsetsTopicSegmentBytes: g.offsetsTopicSegment,
+		MaxMetadataBytes: g.offsetMetadataMaxBytes, Logger: logger,
 	}
 	// group.Config treats 0 as "Kafka's default"; on the command line 0
 	// means none.

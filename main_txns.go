@@ -12,6 +12,7 @@ import (
 // named after Kafka's broker configs.
 type txnFlags struct {
 	statePartitions int
+	stateSegment    int
 	maxTimeout      time.Duration
 	idExpiration    time.Duration
 	expiredCheck    time.Duration
@@ -22,6 +23,8 @@ func addTxnFlags(fs *flag.FlagSet) *txnFlags {
 	t := &txnFlags{}
 	fs.IntVar(&t.statePartitions, "transaction-state-partitions", 50,
 		"partitions of __transaction_state when it is created (transaction.state.log.num.partitions)")
+	fs.IntVar(&t.stateSegment, "transaction-state-segment-bytes", txncoord.DefaultSegmentBytes,
+		"segment.bytes of __transaction_state when it is created (transaction.state.log.segment.bytes); compaction never cleans a partition's last segment")
 	fs.DurationVar(&t.maxTimeout, "transaction-max-timeout", 15*time.Minute,
 		"largest transaction timeout a producer may ask for (transaction.max.timeout.ms)")
 	fs.DurationVar(&t.idExpiration, "transactional-id-expiration", 7*24*time.Hour,
@@ -41,7 +44,7 @@ func (t *txnFlags) config(logger *slog.Logger) txncoord.Config {
 		version = int16(t.version)
 	}
 	return txncoord.Config{
-		Partitions: int32(t.statePartitions), TransactionMaxTimeout: t.maxTimeout,
+		Partitions: int32(t.statePartitions), SegmentBytes: t.stateSegment, TransactionMaxTimeout: t.maxTimeout,
 		TransactionalIDExpiration: t.idExpiration, RemoveExpiredInterval: t.expiredCheck,
 		TransactionVersion: version, Logger: logger,
 	}

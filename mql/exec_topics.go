@@ -139,24 +139,44 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 	if err != nil {
 		return err
 	}
+	for _, t := range describeTables(d) {
+		s.out.Table(t)
+	}
+	return nil
+}
+
+// describeTables are the tables DESCRIBE TOPIC prints for d: partitions,
+// storage problems when there are any, configs when the broker reported
+// them.
+func describeTables(d client.TopicDescription) []*Table {
 	parts := &Table{
 		Title:   fmt.Sprintf("topic %s: %s", quoteRes(d.Name), plural(int64(len(d.Partitions)), "partition")),
 		Kind:    "partition",
 		Columns: []string{"partition", "leader", "replicas", "isr", "state", "log_start", "high_watermark", "last_stable", "records", "bytes"},
 	}
+	// A compacted topic's partitions also say how the log cleaner stands
+	// with them; a broker that does not report it (Kafka) leaves NULLs.
+	compacted := d.Compacted()
+	if compacted {
+		parts.Columns = append(parts.Columns, "dirty_ratio", "cleanings", "last_cleaned")
+	}
 	// Storage problems get their own table, only when there are any: an
 	// offline partition with the reason, each damaged range of a partition
-	// that otherwise serves.
+	// that otherwise serves, a partition the cleaner gave up on.
 	problems := &Table{Title: "storage problems", Kind: "problem", Columns: []string{"partition", "state", "from_offset", "to_offset", "detail"}}
 	for _, p := range d.Partitions {
 		records := any(nil)
 		if p.LogStart >= 0 && p.HighWatermark >= p.LogStart {
 			records = p.HighWatermark - p.LogStart
 		}
-		parts.Rows = append(parts.Rows, []any{
+		row := []any{
 			int64(p.Partition), int64(p.Leader), p.Replicas, p.ISR, p.State,
 			orNull(p.LogStart), orNull(p.HighWatermark), orNull(p.LastStable), records, orNull(p.Bytes),
-		})
+		}
+		if compacted {
+			row = append(row, compactionCells(p.Compaction)...)
+		}
+		parts.Rows = append(parts.Rows, row)
 		if p.State == "offline" {
 			detail := p.Storage
 			if detail == "" && p.Err != nil {
@@ -167,10 +187,13 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 		for _, cr := range p.Corrupt {
 			problems.Rows = append(problems.Rows, []any{int64(p.Partition), "damaged", cr.FromOffset, orNull(cr.ToOffset), cr.Reason})
 		}
+		if c := p.Compaction; c != nil && c.Uncleanable != "" {
+			problems.Rows = append(problems.Rows, []any{int64(p.Partition), "uncleanable", nil, nil, c.Uncleanable})
+		}
 	}
-	s.out.Table(parts)
+	out := []*Table{parts}
 	if len(problems.Rows) > 0 {
-		s.out.Table(problems)
+		out = append(out, problems)
 	}
 	if d.Configs != nil {
 		cfg := &Table{Title: "configs", Kind: "config", Columns: []string{"config", "value", "source"}}
@@ -181,9 +204,23 @@ func (s *Session) describeTopic(ctx context.Context, cl *client.Client, st *Desc
 			}
 			cfg.Rows = append(cfg.Rows, []any{c.Name, v, c.Source})
 		}
-		s.out.Table(cfg)
+		out = append(out, cfg)
 	}
-	return nil
+	return out
+}
+
+// compactionCells are a compacted partition's dirty_ratio, cleanings and
+// last_cleaned: NULL when its broker does not report them, last_cleaned
+// NULL too before its first cleaning.
+func compactionCells(c *client.Compaction) []any {
+	if c == nil {
+		return []any{nil, nil, nil}
+	}
+	last := any(nil)
+	if !c.LastCleaned.IsZero() {
+		last = c.LastCleaned
+	}
+	return []any{Ratio(c.DirtyRatio), c.Cleanings, last}
 }
 
 func (s *Session) showOffsets(ctx context.Context, cl *client.Client, st *ShowOffsets) error {

@@ -43,7 +43,7 @@ var HelpEntries = []HelpEntry{
 	{"ALTER TOPIC", "ALTER TOPIC name SET (key = value, ...) | RESET (key, ...) | ADD PARTITIONS n",
 		"change configs, revert them to defaults, or add partitions", "ALTER TOPIC orders SET (retention.ms = '1d');"},
 	{"SHOW TOPICS", "SHOW TOPICS [LIKE 'pattern']", "list topics: partitions, replicas, records, bytes (internal topics only with LIKE)", "SHOW TOPICS LIKE 'ord%';"},
-	{"DESCRIBE TOPIC", "DESCRIBE TOPIC name", "partitions (leader, replicas, isr, log start, high watermark, last stable offset, size) and configs", "DESCRIBE TOPIC orders;"},
+	{"DESCRIBE TOPIC", "DESCRIBE TOPIC name", "partitions (leader, replicas, isr, log start, high watermark, last stable offset, size; if compacted, dirty ratio and last cleaning) and configs", "DESCRIBE TOPIC orders;"},
 	{"SHOW OFFSETS", "SHOW OFFSETS topic [AT TIMESTAMP 'time']", "each partition's start and end offsets, or the first offset at or after a time",
 		"SHOW OFFSETS orders AT TIMESTAMP '2026-11-30T10:00:00Z';"},
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -17,8 +18,8 @@ import (
 	"github.com/moonmq/moonmq/net/client"
 )
 
-// Table is a result set. Cells are nil (NULL), int64, string, bool, Bytes
-// (record keys and values), time.Time, []int32 or []client.Header; the
+// Table is a result set. Cells are nil (NULL), int64, Ratio, string, bool,
+// Bytes (record keys and values), time.Time, []int32 or []client.Header; the
 // renderers know how to show each in every format.
 type Table struct {
 	// Title, if set, is printed above the table in table format only.
@@ -50,6 +51,15 @@ func (t *Table) withKind() ([]string, [][]any) {
 // printable UTF-8, quoted with escapes otherwise; in JSON a valid JSON
 // document is embedded as JSON.
 type Bytes []byte
+
+// Ratio is a share in [0, 1] (a partition's dirty ratio): shown with two
+// decimals, the precision of the configs it is compared with
+// (min.cleanable.dirty.ratio), and right-aligned like a number; in JSON a
+// number rounded the same way, so both formats say the same.
+type Ratio float64
+
+// rounded is r to two decimals.
+func (r Ratio) rounded() float64 { return math.Round(float64(r)*100) / 100 }
 
 // Renderer writes results in one format. Tables are written whole (so the
 // table format can align columns); streams (SUBSCRIBE) row by row.
@@ -155,7 +165,7 @@ func (r *Renderer) table(t *Table) {
 		widths[i] = lipgloss.Width(c)
 	}
 	// A column is right-aligned when it holds numbers (and NULLs) only.
-	hasInt := make([]bool, len(t.Columns))
+	hasNum := make([]bool, len(t.Columns))
 	for i := range numeric {
 		numeric[i] = true
 	}
@@ -168,15 +178,17 @@ func (r *Renderer) table(t *Table) {
 			}
 			cells[ri][ci] = cellText(v)
 			widths[ci] = max(widths[ci], lipgloss.Width(cells[ri][ci]))
-			if _, isInt := v.(int64); isInt {
-				hasInt[ci] = true
-			} else if v != nil {
+			switch v.(type) {
+			case int64, Ratio:
+				hasNum[ci] = true
+			case nil:
+			default:
 				numeric[ci] = false
 			}
 		}
 	}
 	for i := range numeric {
-		numeric[i] = numeric[i] && hasInt[i]
+		numeric[i] = numeric[i] && hasNum[i]
 	}
 	r.line(r.tableLine(t.Columns, widths, nil, true))
 	dashes := make([]string, len(widths))
@@ -332,6 +344,8 @@ func cellText(v any) string {
 		return printable(v)
 	case int64:
 		return strconv.FormatInt(v, 10)
+	case Ratio:
+		return strconv.FormatFloat(v.rounded(), 'f', 2, 64)
 	case bool:
 		return strconv.FormatBool(v)
 	case Bytes:
@@ -366,6 +380,8 @@ func cellJSON(v any) []byte {
 	switch v := v.(type) {
 	case nil:
 		return []byte("null")
+	case Ratio:
+		out = v.rounded()
 	case Bytes:
 		if v == nil {
 			return []byte("null")

@@ -60,3 +60,56 @@ func TestStartText(t *testing.T) {
 		require.Equal(t, want, startText(st.(*ResetGroup).To), src)
 	}
 }
+
+// DESCRIBE TOPIC of a compacted topic, from a description as a MoonMQ
+// broker reports it: the dirty ratio with two decimals and right-aligned,
+// NULL for what is not known (a partition the cleaner has not looked at)
+// or did not happen (no cleaning yet), and a partition the cleaner gave
+// up on among the storage problems. JSON says the same.
+func TestDescribeCompactedTopicTables(t *testing.T) {
+	last := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	d := client.TopicDescription{Name: "table",
+		Partitions: []client.PartitionInfo{
+			{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, State: "online", LogStart: 0, HighWatermark: 120, LastStable: 120, Bytes: 2048,
+				Compaction: &client.Compaction{DirtyRatio: 0.41666, Cleanings: 3, LastCleaned: last}},
+			{Partition: 1, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, State: "online", LogStart: 0, HighWatermark: 7, LastStable: 7, Bytes: 300,
+				Compaction: &client.Compaction{DirtyRatio: 1, Uncleanable: "clean segment 0: crc mismatch"}},
+			{Partition: 2, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, State: "online", LogStart: 0, HighWatermark: 0, LastStable: 0, Bytes: 0},
+		},
+		Configs: []client.ConfigEntry{{Name: "cleanup.policy", Value: "compact,delete", Source: "topic"}},
+	}
+	var out bytes.Buffer
+	r := NewRenderer(&out, FormatTable, false)
+	for _, tb := range describeTables(d) {
+		r.Table(tb)
+	}
+	require.Equal(t, `topic 'table': 3 partitions
+partition  leader  replicas  isr  state   log_start  high_watermark  last_stable  records  bytes  dirty_ratio  cleanings  last_cleaned
+---------  ------  --------  ---  ------  ---------  --------------  -----------  -------  -----  -----------  ---------  ------------------------
+        0       1  1         1    online          0             120          120      120   2048         0.42          3  2026-05-01T12:00:00.000Z
+        1       1  1         1    online          0               7            7        7    300         1.00          0  NULL
+        2       1  1         1    online          0               0            0        0      0         NULL       NULL  NULL
+(3 rows)
+storage problems
+partition  state        from_offset  to_offset  detail
+---------  -----------  -----------  ---------  -----------------------------
+        1  uncleanable  NULL         NULL       clean segment 0: crc mismatch
+(1 row)
+configs
+config          value           source
+--------------  --------------  ------
+cleanup.policy  compact,delete  topic
+(1 row)
+`, out.String())
+
+	out.Reset()
+	r = NewRenderer(&out, FormatJSON, false)
+	r.Table(describeTables(d)[0])
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Contains(t, lines[0], `"dirty_ratio":0.42,"cleanings":3,"last_cleaned":"2026-05-01T12:00:00.000Z"}`)
+	require.Contains(t, lines[2], `"dirty_ratio":null,"cleanings":null,"last_cleaned":null}`)
+
+	// Not compacted: no compaction columns, whatever a broker reports.
+	d.Configs[0].Value = "delete"
+	require.NotContains(t, describeTables(d)[0].Columns, "dirty_ratio")
+}

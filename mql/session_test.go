@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/moonmq/moonmq/engine/cleaner"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/internal/syncbuf"
 	"github.com/moonmq/moonmq/internal/testnode"
@@ -166,6 +168,62 @@ func TestDescribeTopicJSONKinds(t *testing.T) {
 		require.True(t, strings.HasPrefix(out, "kind,partition,leader,"), out)
 		require.Contains(t, out, "\nkind,config,value,source\n")
 	})
+}
+
+// DESCRIBE TOPIC of a compacted topic adds dirty_ratio, cleanings and
+// last_cleaned to each partition, NULL where the broker does not report
+// them (Kafka: kfake); a topic that is not compacted has no such columns.
+func TestDescribeCompactedTopic(t *testing.T) {
+	eachBroker(t, func(t *testing.T, addr string) {
+		h := newHarness(t, addr)
+		h.exec(`CREATE TOPIC plain PARTITIONS 1; CREATE TOPIC table PARTITIONS 1 WITH (cleanup.policy = 'compact');`)
+		for _, r := range rows(t, h.exec(`DESCRIBE TOPIC plain;`)) {
+			if r["kind"] == "partition" {
+				require.NotContains(t, r, "dirty_ratio")
+			}
+		}
+		out := h.exec(`DESCRIBE TOPIC table;`)
+		for _, r := range rows(t, out) {
+			if r["kind"] == "partition" {
+				require.Contains(t, r, "dirty_ratio")
+				require.Contains(t, r, "cleanings")
+				require.Nil(t, r["last_cleaned"], "never cleaned: %v", r)
+			}
+		}
+		h.exec(`SET FORMAT csv;`)
+		require.True(t, strings.HasPrefix(h.exec(`DESCRIBE TOPIC table;`),
+			"kind,partition,leader,replicas,isr,state,log_start,high_watermark,last_stable,records,bytes,dirty_ratio,cleanings,last_cleaned\n"))
+	})
+}
+
+// Against MoonMQ, a cleaning shows in DESCRIBE TOPIC: its count, when it
+// ended, the dirty ratio the cleaner left.
+func TestDescribeCompactedTopicAfterCleaning(t *testing.T) {
+	addr := testnode.Start(t, node.Config{Cleaner: &cleaner.Options{Threads: 1, Backoff: 20 * time.Millisecond}}).Addr().String()
+	h := newHarness(t, addr)
+	h.exec(`CREATE TOPIC table PARTITIONS 1 WITH (cleanup.policy = 'compact', segment.bytes = 1024, min.cleanable.dirty.ratio = 0.01);`)
+	start := time.Now()
+	for i := range 20 {
+		h.exec(fmt.Sprintf(`PRODUCE INTO table VALUES ('a', 'v%d'), ('b', 'v%d'), ('c', 'v%d'), ('d', 'v%d');`, i, i, i, i))
+	}
+	var part map[string]any
+	for part["cleanings"] == nil || part["cleanings"].(float64) == 0 {
+		select {
+		case <-h.ctx.Done():
+			t.Fatalf("no cleaning shown: %v", part)
+		case <-time.After(20 * time.Millisecond):
+		}
+		part = rows(t, h.exec(`DESCRIBE TOPIC table;`))[0]
+	}
+	require.Equal(t, "partition", part["kind"])
+	ratio, ok := part["dirty_ratio"].(float64)
+	require.True(t, ok, "%v", part)
+	require.GreaterOrEqual(t, ratio, 0.0)
+	require.LessOrEqual(t, ratio, 1.0)
+	last, err := time.Parse(time.RFC3339Nano, part["last_cleaned"].(string))
+	require.NoError(t, err)
+	require.False(t, last.Before(start.Truncate(time.Millisecond)), "last cleaned %s, before the test's records", last)
+	require.False(t, last.After(time.Now()))
 }
 
 func TestSessionGroupsAndMembership(t *testing.T) {

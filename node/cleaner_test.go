@@ -152,6 +152,40 @@ func TestNodeCompactsInTheBackground(t *testing.T) {
 	}
 }
 
+// A topic created compacted is looked at by the cleaner at once, not one
+// backoff later: its partitions' state is there for DescribeLogDirs and
+// /stats from the start (the backoff here is longer than the test).
+func TestCleanerLooksAtACreatedCompactedTopicAtOnce(t *testing.T) {
+	cfg := testConfig(t, t.TempDir())
+	cfg.Cleaner = &cleaner.Options{Threads: 1, Backoff: time.Hour}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	defer n.Close()
+	select {
+	case <-n.Ready():
+	case <-ctx.Done():
+		t.Fatal("not ready")
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	compact := "compact"
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, 2, 1, map[string]*string{"cleanup.policy": &compact}, "table")
+	require.NoError(t, err)
+	for len(n.cleaner.PartitionStats()) < 2 {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the cleaner has not looked at the new topic: %+v", n.cleaner.PartitionStats())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	for _, ps := range n.cleaner.PartitionStats() {
+		require.Equal(t, "table", ps.Topic)
+	}
+}
+
 // A node started on dirty compacted logs cleans them at once, not after
 // --log-cleaner-backoff: the partitions learn their configs from the first
 // metadata image, which wakes the cleaner threads (their first look, at

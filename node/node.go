@@ -39,6 +39,7 @@ import (
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/topicconfig"
 	"github.com/moonmq/moonmq/engine/txncoord"
 	"github.com/moonmq/moonmq/engine/vfs"
 	"github.com/moonmq/moonmq/net/auth"
@@ -166,6 +167,12 @@ func (c Config) Validate() error {
 	t.EnsureDefaults()
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	// The transaction coordinator knows no topic configs: the topic's own
+	// rules (segment.bytes' minimum) are checked here, as the controller
+	// would check them when it creates the topic.
+	if err := topicconfig.Validate(txncoord.TopicConfigs(t.SegmentBytes)); err != nil {
+		return fmt.Errorf("transaction state segment bytes: %w", err)
 	}
 	co := c.cleanerOptions()
 	co.EnsureDefaults()
@@ -472,6 +479,9 @@ func Open(ctx context.Context, cfg Config) (_ *Node, err error) {
 	go closeWhenLoaded(readyCtx, n.ready, ctrl.Ready(), groups.Loaded())
 
 	ko := cfg.kafkaOptions(kln, kmetrics, groups, txns, links)
+	// DescribeLogDirs reports each compacted partition's cleaning state,
+	// for the toolkit (MQL's DESCRIBE TOPIC, moonmq top).
+	ko.Cleaner = cm
 	if err := saslCredentials(&ko.Auth, ctrl, cfg.DataDir); err != nil {
 		return nil, err
 	}

@@ -41,12 +41,14 @@ type reconciler struct {
 	// node; nil alone, where every partition leads by itself.
 	repl *replicator
 	// configsChanged, if set, is called after a delta that hosted
-	// partitions or changed a topic's configs (the first image, at start,
-	// does both): the log cleaner looks at once at a topic that became
-	// compacted (or dirtier to its new min.cleanable.dirty.ratio) instead
-	// of at the end of its backoff. Before the first image no partition
-	// has its configs, so a broker restarted on dirty compacted logs
-	// cleaned none of them for --log-cleaner-backoff (15 s).
+	// partitions or changed a topic's configs (a topic created or altered,
+	// and the first image, at start): the log cleaner looks at once at a
+	// topic that became compacted (or dirtier to its new
+	// min.cleanable.dirty.ratio), so its state is reported (DescribeLogDirs,
+	// /stats) from the start and it is cleaned, not one cleaner backoff
+	// (15 s) later. Before the first image no partition has its configs, so
+	// a broker restarted on dirty compacted logs cleaned none of them for
+	// that long.
 	configsChanged func()
 
 	// mu is held while a delta is applied and while the coordinator is

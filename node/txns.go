@@ -274,7 +274,7 @@ func (l *txnLinks) Verify(ctx context.Context, txnID string, pid int64, epoch in
 // of __transaction_state. It starts with what the reconciler hosts now
 // (startTxns); the reconciler loads and unloads partitions from then on.
 func newTxns(cfg txncoord.Config, ctrl *controller.Controller, b *replica.Manager, links *txnLinks) (*txncoord.Coordinator, error) {
-	store := internalTopicStorage(ctrl, b, txncoord.Topic, txncoord.TopicConfigs)
+	store := internalTopicStorage(ctrl, b, txncoord.Topic, txncoord.TopicConfigs(cfg.SegmentBytes))
 	txns, err := txncoord.New(cfg, store, &txncoord.IDBlocks{Reserve: ctrl.AllocateProducerIDs}, links)
 	if err != nil {
 		return nil, fmt.Errorf("transaction coordinator: %w", err)

@@ -101,13 +101,14 @@ func planDescriptors(maxConnections int) descriptorPlan {
 // once the reconciler hosts the partitions the metadata names, so the
 // offsets partitions are open.
 func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, rec *reconciler, b *replica.Manager, logger *slog.Logger) (*group.Coordinator, error) {
-	store := internalTopicStorage(ctrl, b, group.OffsetsTopic, nil)
+	configs := group.OffsetsTopicConfigs(cfg.OffsetsTopicSegmentBytes)
+	store := internalTopicStorage(ctrl, b, group.OffsetsTopic, configs)
 	if reset {
 		if err := resetOffsetsTopic(ctrl, logger); err != nil {
 			return nil, err
 		}
 	}
-	if err := repairOffsetsTopic(ctrl, logger); err != nil {
+	if err := repairOffsetsTopic(ctrl, configs, logger); err != nil {
 		return nil, err
 	}
 	if rec.repl != nil {
@@ -127,8 +128,8 @@ func startGroups(cfg group.Config, reset bool, ctrl *controller.Controller, rec 
 }
 
 // internalTopicStorage is a coordinator's storage over the broker's
-// partitions of its internal topic, created (with configs; nil: the
-// group coordinator's) through the controller.
+// partitions of its internal topic, created with configs through the
+// controller.
 func internalTopicStorage(ctrl *controller.Controller, b *replica.Manager, topic string, configs map[string]string) *group.BrokerStorage {
 	return &group.BrokerStorage{
 		Broker: b, Topic: topic, Configs: configs,
@@ -150,16 +151,17 @@ func internalTopicStorage(ctrl *controller.Controller, b *replica.Manager, topic
 }
 
 // repairOffsetsTopic puts back the settings the coordinator creates
-// __consumer_offsets with, if an older release let a client create or
-// alter it otherwise (retention that deleted committed offsets), logging
-// each change. The repair is exact (extra overrides are removed too): no
-// override of an internal topic can be an operator's choice, since
-// AlterConfigs refuses every change to one and the broker has no setting
-// for it, so any difference is such a leftover.
-func repairOffsetsTopic(ctrl *controller.Controller, logger *slog.Logger) error {
+// __consumer_offsets with (configs), if an older release let a client
+// create or alter it otherwise (retention that deleted committed offsets),
+// or the node was started with another --offsets-topic-segment-bytes,
+// logging each change. The repair is exact (extra overrides are removed
+// too): no override of an internal topic can be an operator's choice but
+// the broker's own settings, since AlterConfigs refuses every change to
+// one, so any other difference is such a leftover.
+func repairOffsetsTopic(ctrl *controller.Controller, configs map[string]string, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	repairs, err := ctrl.RepairTopicConfigs(ctx, group.OffsetsTopic, group.OffsetsTopicConfigs)
+	repairs, err := ctrl.RepairTopicConfigs(ctx, group.OffsetsTopic, configs)
 	for _, r := range repairs {
 		logger.Warn("repaired a setting of the offsets topic", "topic", r.Topic, "config", r.Key, "was", r.Was, "now", r.Now)
 	}

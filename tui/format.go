@@ -143,6 +143,18 @@ func plural(n int, noun string) string {
 	return strconv.Itoa(n) + " " + noun + "s"
 }
 
+// fmtPercent renders a share in [0, 1] (a dirty ratio) as a whole
+// percentage; a share that is not zero never rounds to "0%".
+func fmtPercent(r float64) string {
+	switch {
+	case math.IsNaN(r) || r < 0:
+		return unknown
+	case r > 0 && r < 0.005:
+		return "<1%"
+	}
+	return strconv.FormatFloat(math.Round(r*100), 'f', 0, 64) + "%"
+}
+
 // fmtAge renders how long ago t was, coarsely.
 func fmtAge(d time.Duration) string {
 	switch {

@@ -52,10 +52,12 @@ func demoSource() *fakeSource {
 		{ID: 3, Host: "10.0.0.13", Port: 9092, Rack: "eu1-c"},
 	}}
 	f.topics = []client.TopicInfo{
-		{Name: "__consumer_offsets", Partitions: 50, Replicas: 3, Internal: true, Records: 812, Bytes: 81_920},
-		{Name: "audit.events.customer-profile-changes.v2", Partitions: 1, Replicas: 3, Records: 42, Bytes: 9_000},
-		{Name: "orders", Partitions: 3, Replicas: 3, Records: 120_000, Bytes: 52_428_800},
-		{Name: "payments", Partitions: 2, Replicas: 3, Records: 3_000, Bytes: 1_048_576},
+		{Name: "__consumer_offsets", Partitions: 50, Replicas: 3, Internal: true, Records: 812, Bytes: 81_920,
+			CleanupPolicy: "compact", DirtyRatio: 0.12},
+		{Name: "audit.events.customer-profile-changes.v2", Partitions: 1, Replicas: 3, Records: 42, Bytes: 9_000,
+			CleanupPolicy: "delete", DirtyRatio: -1},
+		{Name: "orders", Partitions: 3, Replicas: 3, Records: 120_000, Bytes: 52_428_800, CleanupPolicy: "delete", DirtyRatio: -1},
+		{Name: "payments", Partitions: 2, Replicas: 3, Records: 3_000, Bytes: 1_048_576, CleanupPolicy: "delete", DirtyRatio: -1},
 	}
 	f.ends = map[string]map[int32]int64{
 		"__consumer_offsets":                       {0: 812},
@@ -120,6 +122,39 @@ func demoSource() *fakeSource {
 			Value: []byte{0x00, 0x01, 0xfe, 0xff, 0x10, 0x42}},
 	}
 	return f
+}
+
+// addProfiles adds a compacted topic to f, as a MoonMQ broker reports it:
+// its largest dirty ratio in the listing, and per partition the log
+// cleaner's state.
+func addProfiles(f *fakeSource) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.topics = append(f.topics, client.TopicInfo{Name: "profiles", Partitions: 3, Replicas: 3, Records: 9_000, Bytes: 2_097_152,
+		CleanupPolicy: "compact,delete", DirtyRatio: 0.61})
+	f.ends["profiles"] = map[int32]int64{0: 3_000, 1: 3_000, 2: 3_000}
+	// The table's partitions as the cleaner stands with them: cleaned a
+	// while ago, being cleaned now, given up on after a damaged segment.
+	f.descs["profiles"] = client.TopicDescription{
+		Name: "profiles", ID: "7c41d2aa",
+		Partitions: []client.PartitionInfo{
+			{Partition: 0, Leader: 1, Replicas: []int32{1, 2, 3}, ISR: []int32{1, 2, 3}, State: "online", LogStart: 0, HighWatermark: 3_000, Bytes: 699_050,
+				Compaction: &client.Compaction{DirtyRatio: 0.47, DirtyBytes: 262_144, Cleanings: 12,
+					LastCleaned: t0.Add(-3 * time.Minute), LastDuration: 84 * time.Millisecond}},
+			{Partition: 1, Leader: 2, Replicas: []int32{2, 3, 1}, ISR: []int32{1, 2, 3}, State: "online", LogStart: 0, HighWatermark: 3_000, Bytes: 699_051,
+				Compaction: &client.Compaction{DirtyRatio: 0.61, DirtyBytes: 393_216, CompactionDelay: 90 * time.Second, Cleanings: 11,
+					LastCleaned: t0.Add(-20 * time.Minute), LastDuration: 1_250 * time.Millisecond, Cleaning: true}},
+			{Partition: 2, Leader: 3, Replicas: []int32{3, 1, 2}, ISR: []int32{1, 2, 3}, State: "online", LogStart: 0, HighWatermark: 3_000, Bytes: 699_051,
+				Compaction: &client.Compaction{DirtyRatio: 0.55, DirtyBytes: 360_448,
+					Uncleanable: "clean segment 00000000000000000420: crc mismatch"}},
+		},
+		Configs: []client.ConfigEntry{
+			{Name: "cleanup.policy", Value: "compact,delete", Source: "topic"},
+			{Name: "min.cleanable.dirty.ratio", Value: "0.5", Source: "default", Default: true},
+			{Name: "retention.ms", Value: "2592000000", Source: "topic"},
+			{Name: "segment.bytes", Value: "1073741824", Source: "default", Default: true},
+		},
+	}
 }
 
 // demoRunner starts the dashboard on the demo cluster and lets it see a few
@@ -195,6 +230,50 @@ func TestGoldenStatusLines(t *testing.T) {
 
 	r.send(tea.WindowSizeMsg{Width: 39, Height: 9})
 	requireGolden(t, "too-small", r.screen())
+}
+
+// A compacted topic's detail has a compaction pane between partitions and
+// configs, which tab reaches; a topic that is not compacted has none.
+func TestGoldenCompactedTopic(t *testing.T) {
+	for _, size := range []struct{ w, h int }{{80, 24}, {120, 30}} {
+		name := "topic-detail-compacted-" + strconv.Itoa(size.w) + "x" + strconv.Itoa(size.h)
+		t.Run(name, func(t *testing.T) {
+			r := demoRunner(t, size.w, size.h)
+			addProfiles(r.src)
+			r.refresh()
+			if size.w == 80 {
+				r.keys("2")
+				requireGolden(t, "topics-compacted-80x24", r.screen())
+			}
+			r.keys(":")
+			r.typeText("topic profiles")
+			r.keys("enter")
+			r.until("topic detail", func() bool { return r.m.topic.detail != nil })
+			requireGolden(t, name, r.screen())
+
+			require.Equal(t, paneParts, r.m.topic.focus)
+			r.keys("tab")
+			require.Equal(t, paneCompact, r.m.topic.focus)
+			r.keys("tab")
+			require.Equal(t, paneConfigs, r.m.topic.focus)
+			r.keys("tab")
+			require.Equal(t, paneParts, r.m.topic.focus)
+			r.keys("shift+tab")
+			require.Equal(t, paneConfigs, r.m.topic.focus)
+			r.keys("shift+tab", "j", "enter")
+			r.until("records of partition 1", func() bool { return r.m.records.topic == "profiles" && r.m.records.partition == 1 })
+		})
+	}
+	r := demoRunner(t, 80, 24)
+	r.keys(":")
+	r.typeText("topic orders")
+	r.keys("enter")
+	r.until("topic detail", func() bool { return r.m.topic.detail != nil })
+	require.NotContains(t, r.screen(), "Compaction")
+	r.keys("tab")
+	require.Equal(t, paneConfigs, r.m.topic.focus, "no compaction pane to stop at")
+	r.keys("tab")
+	require.Equal(t, paneParts, r.m.topic.focus)
 }
 
 // The jump and command prompts say what they take in full on an

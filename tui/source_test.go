@@ -116,6 +116,8 @@ func testClientSource(t *testing.T, addr string, create func(context.Context, *c
 	ti, ok := s.topic("orders")
 	require.True(t, ok)
 	require.Equal(t, 2, ti.Partitions)
+	require.Equal(t, "delete", ti.CleanupPolicy, "the topics view shows which topics are compacted")
+	require.Equal(t, "", fmtCompact(ti))
 	require.Equal(t, map[int32]int64{0: n / 2, 1: n / 2}, s.ends["orders"])
 	g, _ := s.group("billing")
 	require.Equal(t, "consumer", g.summary.ProtocolType)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -21,7 +22,8 @@ type topicDetailMsg struct {
 
 // topicDetailModel shows one topic: partitions (leader, replicas, ISR,
 // state — online, offline, damaged with its number of damaged ranges — log
-// start, high watermark, last stable offset, size, rate) and configs.
+// start, high watermark, last stable offset, size, rate), for a compacted
+// topic the log cleaner's state of each partition, and configs.
 type topicDetailModel struct {
 	d       *shared
 	w, h    int
@@ -29,9 +31,18 @@ type topicDetailModel struct {
 	detail  *topicDetail // nil until the first answer
 	err     error        // last fetch error, shown above stale data
 	parts   table
+	compact table // shown for a compacted topic only
 	configs table
-	focus   int // 0 partitions, 1 configs
+	focus   int // paneParts, paneCompact or paneConfigs
 }
+
+// The panes of the topic detail, in tab order.
+const (
+	paneParts = iota
+	paneCompact
+	paneConfigs
+	numPanes
+)
 
 func newTopicDetail(d *shared) *topicDetailModel {
 	m := &topicDetailModel{d: d}
@@ -48,6 +59,17 @@ func newTopicDetail(d *shared) *topicDetailModel {
 		{title: "IN/s", min: 7, right: true},
 	})
 	m.parts.empty = "loading …"
+	m.compact = newTable(d.th, []column{
+		{title: "P", min: 3, right: true},
+		{title: "DIRTY", min: 6, right: true},
+		{title: "TO CLEAN", min: 10, right: true},
+		{title: "OVERDUE", min: 8, right: true},
+		{title: "CLEANINGS", min: 9, right: true},
+		{title: "LAST CLEANED", min: 12, right: true},
+		{title: "TOOK", min: 8, right: true},
+		{title: "STATUS", min: 8, flex: 1},
+	})
+	m.compact.focused = false
 	m.configs = newTable(d.th, []column{
 		{title: "CONFIG", min: 24, flex: 2},
 		{title: "VALUE", min: 16, flex: 3},
@@ -61,9 +83,10 @@ func newTopicDetail(d *shared) *topicDetailModel {
 // open switches the view to a topic, dropping the previous topic's data.
 func (m *topicDetailModel) open(topic string) {
 	if topic != m.topic {
-		m.topic, m.detail, m.err, m.focus = topic, nil, nil, 0
-		m.parts.cursor, m.configs.cursor = 0, 0
+		m.topic, m.detail, m.err, m.focus = topic, nil, nil, paneParts
+		m.parts.cursor, m.compact.cursor, m.configs.cursor = 0, 0, 0
 		m.parts.setRows(nil)
+		m.compact.setRows(nil)
 		m.configs.setRows(nil)
 		m.parts.empty = "loading …"
 	}
@@ -77,18 +100,51 @@ func (m *topicDetailModel) setSize(w, h int) {
 	m.layout()
 }
 
+// compacted reports whether the topic shown is compacted, and so has a
+// compaction pane.
+func (m *topicDetailModel) compacted() bool { return m.detail != nil && m.detail.desc.Compacted() }
+
 func (m *topicDetailModel) layout() {
-	avail := max(m.h-2, 2) // two section titles
-	ph := min(len(m.parts.rows)+1, avail*3/5)
-	ph = max(ph, min(2, avail))
+	if !m.compacted() {
+		avail := max(m.h-2, 2) // two section titles
+		ph := min(len(m.parts.rows)+1, avail*3/5)
+		ph = max(ph, min(2, avail))
+		m.parts.setSize(m.w, ph)
+		m.compact.setSize(m.w, 0)
+		m.configs.setSize(m.w, avail-ph)
+		return
+	}
+	// Three section titles; partitions and compaction (a row per
+	// partition each) share up to four fifths, configs get the rest.
+	avail := max(m.h-3, 3)
+	ph := max(min(len(m.parts.rows)+1, avail*2/5), min(2, avail))
+	ch := max(min(len(m.compact.rows)+1, avail*2/5), min(2, avail-ph))
 	m.parts.setSize(m.w, ph)
-	m.configs.setSize(m.w, avail-ph)
+	m.compact.setSize(m.w, ch)
+	m.configs.setSize(m.w, max(avail-ph-ch, 0))
 }
 
 func (m *topicDetailModel) setFocus(f int) {
+	if f == paneCompact && !m.compacted() {
+		f = paneParts
+	}
 	m.focus = f
-	m.parts.focused = f == 0
-	m.configs.focused = f == 1
+	m.parts.focused = f == paneParts
+	m.compact.focused = f == paneCompact
+	m.configs.focused = f == paneConfigs
+}
+
+// cycleFocus moves to the next pane shown (the previous one when back).
+func (m *topicDetailModel) cycleFocus(back bool) {
+	step := 1
+	if back {
+		step = numPanes - 1
+	}
+	f := (m.focus + step) % numPanes
+	if f == paneCompact && !m.compacted() {
+		f = (f + step) % numPanes
+	}
+	m.setFocus(f)
 }
 
 func (m *topicDetailModel) footer() []key.Binding {
@@ -99,7 +155,10 @@ func (m *topicDetailModel) footer() []key.Binding {
 func (m *topicDetailModel) back() bool { return false }
 
 func (m *topicDetailModel) active() *table {
-	if m.focus == 1 {
+	switch m.focus {
+	case paneCompact:
+		return &m.compact
+	case paneConfigs:
 		return &m.configs
 	}
 	return &m.parts
@@ -122,7 +181,7 @@ func (m *topicDetailModel) update(msg tea.Msg) tea.Cmd {
 		m.active().move(msg.lines)
 	case tea.KeyPressMsg:
 		if key.Matches(msg, m.d.keys.Focus) {
-			m.setFocus(1 - m.focus)
+			m.cycleFocus(msg.String() == "shift+tab")
 			return nil
 		}
 		if m.active().handleNav(msg, m.d.keys) {
@@ -131,8 +190,9 @@ func (m *topicDetailModel) update(msg tea.Msg) tea.Cmd {
 		switch {
 		case key.Matches(msg, m.d.keys.Tail):
 			return m.d.act.navigate(navMsg{to: vRecords, topic: m.topic, partition: -1})
-		case key.Matches(msg, m.d.keys.Open) && m.focus == 0:
-			if r, ok := m.parts.selected(); ok {
+		case key.Matches(msg, m.d.keys.Open) && m.focus != paneConfigs:
+			// A partition's row, in either pane, tails that partition.
+			if r, ok := m.active().selected(); ok {
 				p, err := strconv.ParseInt(r.key, 10, 32)
 				if err == nil {
 					return m.d.act.navigate(navMsg{to: vRecords, topic: m.topic, partition: int32(p)})
@@ -179,6 +239,10 @@ func (m *topicDetailModel) dataChanged() {
 	}
 	m.parts.empty = "no partitions"
 	m.parts.setRows(rows)
+	m.compact.setRows(m.compactionRows(desc))
+	if m.focus == paneCompact && !m.compacted() {
+		m.setFocus(paneParts) // the topic is no longer compacted
+	}
 
 	// Overrides first: they are what makes this topic different.
 	cfgs := append([]client.ConfigEntry(nil), desc.Configs...)
@@ -201,6 +265,58 @@ func (m *topicDetailModel) dataChanged() {
 	}
 	m.configs.setRows(crows)
 	m.layout()
+}
+
+// compactionRows are the compaction pane's rows: per partition what the
+// leader's log cleaner reports, unknown where it reports nothing (Kafka,
+// or a partition it has not looked at yet).
+func (m *topicDetailModel) compactionRows(desc client.TopicDescription) []tableRow {
+	if !desc.Compacted() {
+		return nil
+	}
+	rows := make([]tableRow, 0, len(desc.Partitions))
+	for _, p := range desc.Partitions {
+		cells := []string{strconv.Itoa(int(p.Partition)), unknown, unknown, unknown, unknown, unknown, unknown, ""}
+		if c := p.Compaction; c != nil {
+			last, took := null, null
+			if !c.LastCleaned.IsZero() {
+				last, took = fmtAge(m.d.now.Sub(c.LastCleaned)), c.LastDuration.Round(time.Millisecond).String()
+			}
+			status := ""
+			switch {
+			case c.Uncleanable != "":
+				// The broker's text, escaped (nothing it sends reaches
+				// the terminal as a control sequence) and on one line.
+				status = "uncleanable: " + strings.Join(strings.Fields(safeText(c.Uncleanable)), " ")
+			case c.Cleaning:
+				status = "cleaning"
+			}
+			cells = []string{strconv.Itoa(int(p.Partition)), fmtPercent(c.DirtyRatio), fmtBytes(c.DirtyBytes),
+				c.CompactionDelay.Round(time.Second).String(), strconv.FormatInt(c.Cleanings, 10), last, took, status}
+		}
+		rows = append(rows, tableRow{key: strconv.Itoa(int(p.Partition)), dim: p.Compaction == nil, cells: cells})
+	}
+	return rows
+}
+
+// compactionInfo is the compaction pane's title line: the policy and the
+// ratio a partition is cleaned at, or why there is nothing below it.
+func (m *topicDetailModel) compactionInfo() string {
+	desc := m.detail.desc
+	info := []string{"cleanup.policy " + desc.CleanupPolicy()}
+	if c, ok := desc.Config("min.cleanable.dirty.ratio"); ok {
+		if r, err := strconv.ParseFloat(c.Value, 64); err == nil {
+			info = append(info, "cleaned once dirty > "+fmtPercent(r))
+		}
+	}
+	reported := false
+	for _, p := range desc.Partitions {
+		reported = reported || p.Compaction != nil
+	}
+	if !reported {
+		info = append(info, "the broker reports no cleaner state")
+	}
+	return strings.Join(info, " · ")
 }
 
 func (m *topicDetailModel) view() string {
@@ -227,6 +343,9 @@ func (m *topicDetailModel) view() string {
 		lines[0] = fit(th.section.Render("Topic "+m.topic)+" "+th.err.Render("stale: "+explain(m.err)), m.w)
 	}
 	lines = append(lines, m.parts.view())
+	if m.compacted() {
+		lines = append(lines, sectionTitle(th, "Compaction", m.compactionInfo(), m.w), m.compact.view())
+	}
 	nonDefault := 0
 	if m.detail != nil {
 		for _, c := range m.detail.desc.Configs {

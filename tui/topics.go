@@ -22,6 +22,7 @@ const (
 	tcIn
 	tcOut
 	tcBytesIn
+	tcCompact
 	numTopicCols
 )
 
@@ -42,11 +43,12 @@ func newTopics(d *shared) *topicsModel {
 		tcName:    {title: "NAME", min: 16, flex: 1},
 		tcParts:   {title: "PART", min: 5, right: true},
 		tcRF:      {title: "RF", min: 3, right: true},
-		tcRecords: {title: "RECORDS", min: 9, right: true},
+		tcRecords: {title: "RECORDS", min: 8, right: true},
 		tcSize:    {title: "SIZE", min: 10, right: true},
-		tcIn:      {title: "IN/s", min: 8, right: true},
-		tcOut:     {title: "OUT/s", min: 8, right: true},
+		tcIn:      {title: "IN/s", min: 6, right: true},
+		tcOut:     {title: "OUT/s", min: 6, right: true},
 		tcBytesIn: {title: "BYTES/s", min: 12, right: true},
+		tcCompact: {title: "COMPACT", min: 8, right: true},
 	})
 	m.tbl.empty = "no topics"
 	m.tbl.sortCol = tcName
@@ -156,6 +158,8 @@ func (m *topicsModel) dataChanged() {
 			return cmpFloat(rate(a.out, a.outOK), rate(b.out, b.outOK))
 		case tcBytesIn:
 			return cmpFloat(rate(a.bytes, a.bOK), rate(b.bytes, b.bOK))
+		case tcCompact:
+			return cmpFloat(compactRank(a.TopicInfo), compactRank(b.TopicInfo))
 		}
 		return strings.Compare(a.Name, b.Name)
 	}, func(r topicRow) string { return r.Name })
@@ -170,6 +174,7 @@ func (m *topicsModel) dataChanged() {
 			tcIn:      fmtRate(r.in, r.inOK),
 			tcOut:     fmtRate(r.out, r.outOK),
 			tcBytesIn: fmtByteRate(r.bytes, r.bOK),
+			tcCompact: fmtCompact(r.TopicInfo),
 		}}
 	}
 	m.tbl.sortCol, m.tbl.sortDesc = m.sort.col, m.sort.desc
@@ -189,8 +194,56 @@ func (m *topicsModel) view() string {
 	if m.filter != "" {
 		info = fmt.Sprintf("%d of %d, filter %q", m.shown, m.total, m.filter)
 	}
+	if n := m.compacted(); n > 0 {
+		info += fmt.Sprintf(" · %d compacted", n)
+	}
 	if si := m.tbl.scrollInfo(); si != "" {
 		info += " · rows " + si
 	}
 	return block(sectionTitle(th, "Topics", info, m.w)+"\n"+m.tbl.view(), m.w, m.h)
+}
+
+// compacted counts the compacted topics of the snapshot, internal ones
+// included (__consumer_offsets is compacted).
+func (m *topicsModel) compacted() int {
+	n := 0
+	for _, t := range m.d.snap.topics {
+		if t.Compacted() {
+			n++
+		}
+	}
+	return n
+}
+
+// fmtCompact is a topic's COMPACT cell: empty for a topic that is not
+// compacted, the largest dirty ratio of its partitions as a percentage
+// for a compacted one, "yes" when the broker does not report it (Kafka
+// keeps it in broker metrics, off the wire) or its cleaner has not looked
+// yet, unknown when the policy could not be read.
+func fmtCompact(t client.TopicInfo) string {
+	switch {
+	case t.CleanupPolicy == "":
+		return unknown
+	case !t.Compacted():
+		return ""
+	case t.DirtyRatio < 0:
+		return "yes"
+	default:
+		return fmtPercent(t.DirtyRatio)
+	}
+}
+
+// compactRank orders the COMPACT column: unknown policy, not compacted,
+// compacted without a ratio, then by dirty ratio.
+func compactRank(t client.TopicInfo) float64 {
+	switch {
+	case t.CleanupPolicy == "":
+		return -3
+	case !t.Compacted():
+		return -2
+	case t.DirtyRatio < 0:
+		return -1
+	default:
+		return t.DirtyRatio
+	}
 }

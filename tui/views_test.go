@@ -518,3 +518,85 @@ func TestParseJump(t *testing.T) {
 		require.Error(t, err, in)
 	}
 }
+
+// The COMPACT column: empty for a topic that is not compacted, the
+// largest dirty ratio of a compacted one, "yes" when the broker does not
+// report it (Kafka), unknown when the policy could not be read; sorting by
+// it puts the dirtiest first.
+func TestTopicsViewCompactColumn(t *testing.T) {
+	for _, tc := range []struct {
+		ti   client.TopicInfo
+		want string
+	}{
+		{client.TopicInfo{CleanupPolicy: "delete", DirtyRatio: -1}, ""},
+		{client.TopicInfo{CleanupPolicy: "compact", DirtyRatio: 0.416}, "42%"},
+		{client.TopicInfo{CleanupPolicy: "delete,compact", DirtyRatio: 0}, "0%"},
+		{client.TopicInfo{CleanupPolicy: "compact", DirtyRatio: 0.001}, "<1%"},
+		{client.TopicInfo{CleanupPolicy: "compact", DirtyRatio: -1}, "yes"},
+		{client.TopicInfo{DirtyRatio: -1}, "–"},
+	} {
+		require.Equal(t, tc.want, fmtCompact(tc.ti), "%+v", tc.ti)
+	}
+
+	d, _ := newShared()
+	m := newTopics(d)
+	m.setSize(80, 20)
+	src := demoSource()
+	addProfiles(src)
+	src.topics[1].CleanupPolicy = "" // not readable (no DESCRIBE_CONFIGS)
+	feed(d, fetchSnapshot(t.Context(), src, func() time.Time { return t0 }))
+	m.dataChanged()
+	for m.sort.col != tcCompact {
+		m.nextSort()
+	}
+	require.True(t, m.sort.desc)
+	require.Equal(t, []string{"profiles", "__consumer_offsets", "orders", "payments", "audit.events.customer-profile-changes.v2"}, rowKeys(&m.tbl))
+	view := ansi.Strip(m.view())
+	require.Contains(t, view, "Topics 5 · 2 compacted")
+	require.Contains(t, view, "COMPACT▼")
+	requireFrame(t, m.view(), 80, 20)
+}
+
+// A compacted topic on a broker that reports no cleaner state (Kafka):
+// the compaction pane lists the partitions with every value unknown and
+// says why; an uncleanable reason and a running cleaning show in STATUS
+// when reported.
+func TestTopicDetailCompactionPane(t *testing.T) {
+	d, _ := newShared()
+	m := newTopicDetail(d)
+	m.setSize(100, 24)
+	m.open("table")
+	desc := client.TopicDescription{Name: "table",
+		Partitions: []client.PartitionInfo{{Partition: 0, Leader: 1, Replicas: []int32{1}, ISR: []int32{1}, State: "online"}},
+		Configs:    []client.ConfigEntry{{Name: "cleanup.policy", Value: "compact", Source: "topic"}}}
+	m.update(topicDetailMsg{topic: "table", detail: topicDetail{desc: desc}})
+	view := ansi.Strip(m.view())
+	require.Contains(t, view, "Compaction cleanup.policy compact · the broker reports no cleaner state")
+	require.Equal(t, []string{"0", "–", "–", "–", "–", "–", "–", ""}, m.compact.rows[0].cells)
+	requireFrame(t, m.view(), 100, 24)
+
+	desc.Partitions[0].Compaction = &client.Compaction{DirtyRatio: 0.9, Cleaning: true, LastCleaned: t0.Add(-90 * time.Second), LastDuration: 1500 * time.Microsecond}
+	desc.Configs = append(desc.Configs, client.ConfigEntry{Name: "min.cleanable.dirty.ratio", Value: "0.25", Source: "topic"})
+	m.update(topicDetailMsg{topic: "table", detail: topicDetail{desc: desc}})
+	require.Equal(t, []string{"0", "90%", "0 B", "0s", "0", "1m ago", "2ms", "cleaning"}, m.compact.rows[0].cells)
+	require.Contains(t, ansi.Strip(m.view()), "Compaction cleanup.policy compact · cleaned once dirty > 25%")
+
+	// A reason is the broker's text: shown escaped, never as a control
+	// sequence; the frame holds at any size.
+	desc.Partitions[0].Compaction = &client.Compaction{Uncleanable: "bad\x1b[2J segment\nhere"}
+	m.update(topicDetailMsg{topic: "table", detail: topicDetail{desc: desc}})
+	require.Equal(t, `uncleanable: bad\x1b[2J segment here`, m.compact.rows[0].cells[7])
+	for _, size := range [][2]int{{40, 6}, {60, 8}, {80, 24}} {
+		m.setSize(size[0], size[1])
+		requireFrame(t, m.view(), size[0], size[1])
+	}
+	m.setSize(100, 24)
+
+	// Altered to delete while shown: the pane goes, and focus with it.
+	m.setFocus(paneCompact)
+	desc.Configs[0].Value = "delete"
+	m.update(topicDetailMsg{topic: "table", detail: topicDetail{desc: desc}})
+	require.NotContains(t, ansi.Strip(m.view()), "Compaction")
+	require.Equal(t, paneParts, m.focus)
+	requireFrame(t, m.view(), 100, 24)
+}

@@ -176,6 +176,7 @@ type Manager struct {
 	parts   map[TopicPartition]*partState
 	totals  Stats
 	wake    chan struct{}
+	src     Source // given to Start
 	started bool
 	closed  bool
 
@@ -221,7 +222,7 @@ func (m *Manager) Start(src Source) error {
 	case m.started:
 		return errors.New("cleaner: already started")
 	}
-	m.started = true
+	m.started, m.src = true, src
 	for i := 0; i < m.opts.Threads; i++ {
 		m.wg.Add(1)
 		go m.thread(src)
@@ -302,36 +303,8 @@ type evaluated struct {
 // records or moved the checkpoint). The threads call it in a loop; tests call it
 // directly to run the policy step by step.
 func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
-	targets := src()
 	now := m.opts.Clock.Now()
-	evs := make([]evaluated, 0, len(targets))
-	for _, t := range targets {
-		if !t.Config.CleanupCompact || t.Log == nil {
-			continue
-		}
-		fu := FirstUncleanable(t.HighWatermark, t.LastStable, t.ActiveBase)
-		ratio, cleanable := t.Log.DirtyRatio(fu)
-		evs = append(evs, evaluated{t: t, fu: fu, c: Candidate{
-			TopicPartition: t.TopicPartition, Ratio: ratio, CleanableBytes: cleanable,
-			MinRatio: t.Config.MinCleanableDirtyRatio, MaxLag: t.Config.MaxCompactionLag,
-			FirstDirtyTimestamp: NoTimestamp,
-		}})
-	}
-
-	// The timestamps of the first dirty batches are read without the lock
-	// (they cost a read each), from where the last cleanings ended.
-	m.mu.Lock()
-	cleanedTo := make([]int64, len(evs))
-	gens := make([]uint64, len(evs))
-	for i := range evs {
-		st := m.state(evs[i].t.TopicPartition)
-		cleanedTo[i], gens[i] = st.cleanedTo, st.gen
-	}
-	m.mu.Unlock()
-	for i := range evs {
-		evs[i].checkpoint = checkpointOf(evs[i].t, cleanedTo[i])
-		evs[i].c.FirstDirtyTimestamp = m.firstDirtyTimestamp(evs[i].t, cleanedTo[i], evs[i].fu)
-	}
+	evs, gens := m.evaluate(src(), now)
 
 	m.mu.Lock()
 	for _, st := range m.parts {
@@ -343,9 +316,7 @@ func (m *Manager) CleanOnce(ctx context.Context, src Source) bool {
 		e := &evs[i]
 		st := m.state(e.t.TopicPartition)
 		st.present = true
-		v := Evaluate(now, e.c)
-		st.stats.DirtyRatio, st.stats.DirtyBytes = e.c.Ratio, e.c.CleanableBytes
-		st.stats.FirstUncleanable, st.stats.CompactionDelay = e.fu, v.CompactionDelay
+		e.record(now, st)
 		if st.inProgress || st.paused > 0 || st.uncleanable != nil || st.gen != gens[i] || now.Before(st.retryAt) {
 			continue
 		}
@@ -473,6 +444,47 @@ func checkpointOf(t Target, cleanedTo int64) int64 {
 	return cleanedTo
 }
 
+// evaluate reads what the policy needs of each compacted target: its
+// dirty ratio below its first uncleanable offset, where its dirty part
+// starts and the timestamp of its first dirty batch. It reads the logs
+// without m.mu (each costs a read or two); gens are the targets' pause
+// generations as they were before.
+func (m *Manager) evaluate(targets []Target, now time.Time) (evs []evaluated, gens []uint64) {
+	evs = make([]evaluated, 0, len(targets))
+	for _, t := range targets {
+		if !t.Config.CleanupCompact || t.Log == nil {
+			continue
+		}
+		fu := FirstUncleanable(t.HighWatermark, t.LastStable, t.ActiveBase)
+		ratio, cleanable := t.Log.DirtyRatio(fu)
+		evs = append(evs, evaluated{t: t, fu: fu, c: Candidate{
+			TopicPartition: t.TopicPartition, Ratio: ratio, CleanableBytes: cleanable,
+			MinRatio: t.Config.MinCleanableDirtyRatio, MaxLag: t.Config.MaxCompactionLag,
+			FirstDirtyTimestamp: NoTimestamp,
+		}})
+	}
+	m.mu.Lock()
+	cleanedTo := make([]int64, len(evs))
+	gens = make([]uint64, len(evs))
+	for i := range evs {
+		st := m.state(evs[i].t.TopicPartition)
+		cleanedTo[i], gens[i] = st.cleanedTo, st.gen
+	}
+	m.mu.Unlock()
+	for i := range evs {
+		evs[i].checkpoint = checkpointOf(evs[i].t, cleanedTo[i])
+		evs[i].c.FirstDirtyTimestamp = m.firstDirtyTimestamp(evs[i].t, cleanedTo[i], evs[i].fu)
+	}
+	return evs, gens
+}
+
+// record keeps what e found in st's stats. Caller holds m.mu.
+func (e *evaluated) record(now time.Time, st *partState) {
+	v := Evaluate(now, e.c)
+	st.stats.DirtyRatio, st.stats.DirtyBytes = e.c.Ratio, e.c.CleanableBytes
+	st.stats.FirstUncleanable, st.stats.CompactionDelay = e.fu, v.CompactionDelay
+}
+
 // firstDirtyTimestamp is the max timestamp of the first dirty batch below
 // fu, for max.compaction.lag.ms, or NoTimestamp when the lag is not set or
 // it cannot be known. cleanedTo is where this manager's last cleaning of
@@ -499,6 +511,41 @@ func (m *Manager) firstDirtyTimestamp(t Target, cleanedTo, fu int64) int64 {
 		return NoTimestamp
 	}
 	return ts
+}
+
+// lookAtNewPartitions evaluates the compacted partitions of the Source
+// that no pass has seen yet (a topic created or altered to compact a
+// moment ago), so their state is reported at once rather than after the
+// threads' next pass. It cleans nothing.
+func (m *Manager) lookAtNewPartitions() {
+	m.mu.Lock()
+	src := m.src
+	m.mu.Unlock()
+	if src == nil || m.opts.Threads == 0 {
+		return // compaction is off: there is no cleaner state to report
+	}
+	var fresh []Target
+	for _, t := range src() {
+		m.mu.Lock()
+		st, known := m.parts[t.TopicPartition]
+		m.mu.Unlock()
+		if !known || !st.present {
+			fresh = append(fresh, t)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	now := m.opts.Clock.Now()
+	evs, _ := m.evaluate(fresh, now)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range evs {
+		if st := m.state(evs[i].t.TopicPartition); !st.present {
+			st.present = true
+			evs[i].record(now, st)
+		}
+	}
 }
 
 // AbortAndPause stops any cleaning of tp and keeps the partition from
@@ -566,6 +613,7 @@ func (m *Manager) Stats() Stats {
 // PartitionStats returns the state of every compacted partition seen at
 // the last pass, sorted by topic and partition.
 func (m *Manager) PartitionStats() []PartitionStats {
+	m.lookAtNewPartitions()
 	m.mu.Lock()
 	out := make([]PartitionStats, 0, len(m.parts))
 	for _, st := range m.parts {

@@ -475,3 +475,32 @@ func TestNoProgressBacksOff(t *testing.T) {
 	clk.Advance(DefaultBackoff)
 	require.True(t, m.CleanOnce(ctx, src.list))
 }
+
+// A compacted partition the threads have not looked at yet (a topic
+// created a moment ago, the threads asleep) is evaluated when its state is
+// asked for, so DescribeLogDirs and /stats report it at once; asking
+// cleans nothing.
+func TestPartitionStatsLooksAtNewPartitions(t *testing.T) {
+	clk := clock.NewFake(time.UnixMilli(1_700_000_000_000))
+	m := newManager(t, clk, 1)
+	src := &source{}
+	passes := make(chan struct{}, 16)
+	require.NoError(t, m.Start(func() []Target {
+		defer func() { passes <- struct{}{} }()
+		return src.list()
+	}))
+	<-passes // the thread's first pass saw no partition; it now sleeps for its backoff
+
+	l := newFakeLog(0.75, 3000)
+	src.mu.Lock()
+	src.targets = []Target{target("fresh", compacted(t, nil), l)}
+	src.mu.Unlock()
+	ps := m.PartitionStats()
+	require.Len(t, ps, 1)
+	require.Equal(t, TopicPartition{"fresh", 0}, ps[0].TopicPartition)
+	require.Equal(t, 0.75, ps[0].DirtyRatio)
+	require.Equal(t, int64(3000), ps[0].DirtyBytes)
+	require.Equal(t, int64(1000), ps[0].FirstUncleanable)
+	require.Empty(t, l.cleaned(), "asking cleans nothing")
+	require.Zero(t, m.Stats().Cleanings)
+}

@@ -47,5 +47,8 @@
 //     or an operation.
 //   - A State is served only when replayed from the whole of its partition
 //     at the Storage generation the shard records.
+//   - Replay takes a compacted partition as it is: offsets with gaps, and
+//     control batches the cleaner emptied (a removed marker kept as its
+//     producer's last batch), which hand the State nothing.
 //   - engine/coord imports no MoonMQ package but engine/batch.
 package coord

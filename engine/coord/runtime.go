@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moonmq/moonmq/engine/batch"
@@ -145,6 +146,10 @@ type Runtime[S State] struct {
 	shards map[int32]*slot[S]
 	closed bool
 
+	// replayedRecords and replayedBytes count what every replay read,
+	// for the start-up summary.
+	replayedRecords, replayedBytes atomic.Int64
+
 	startOnce  sync.Once
 	loaded     chan struct{}
 	loadedOnce sync.Once
@@ -201,6 +206,7 @@ func (r *Runtime[S]) Start(partitions []int32) {
 func (r *Runtime[S]) run(partitions []int32) {
 	defer close(r.done)
 	start, down := time.Now(), 0
+	records0, bytes0 := r.replayedRecords.Load(), r.replayedBytes.Load()
 	for _, p := range partitions {
 		select {
 		case <-r.stop:
@@ -222,7 +228,8 @@ func (r *Runtime[S]) run(partitions []int32) {
 			level = slog.LevelWarn
 		}
 		r.log.Log(context.Background(), level, "coordinator loaded", "topic", r.cfg.Topic, "partitions", len(partitions),
-			"partitions_unavailable", down, "duration", time.Since(start).Round(time.Millisecond))
+			"partitions_unavailable", down, "records", r.replayedRecords.Load()-records0,
+			"bytes", r.replayedBytes.Load()-bytes0, "duration", time.Since(start).Round(time.Millisecond))
 	}
 	t := time.NewTicker(r.cfg.TickInterval)
 	defer t.Stop()
@@ -311,11 +318,13 @@ func (r *Runtime[S]) replay(s *slot[S]) error {
 	if mr, ok := any(state).(MarkerReplayer); ok {
 		markers = func(offset, pid int64, epoch int16, commit bool) { mr.ReplayMarker(now, offset, pid, epoch, commit) }
 	}
-	gen, end, skipped, err := replayInto(r.store, s.p, r.cfg.Topic, r.log,
+	gen, end, st, err := replayInto(r.store, s.p, r.cfg.Topic, r.log,
 		func(rec Record) bool { return state.Replay(now, rec) }, markers)
-	if skipped > 0 {
-		r.log.Warn("skipped undecodable records", "topic", r.cfg.Topic, "partition", s.p, "records", skipped)
+	if st.skipped > 0 {
+		r.log.Warn("skipped undecodable records", "topic", r.cfg.Topic, "partition", s.p, "records", st.skipped)
 	}
+	r.replayedRecords.Add(st.records)
+	r.replayedBytes.Add(st.bytes)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/coord"
 	"github.com/moonmq/moonmq/engine/coord/coordtest"
+	"github.com/moonmq/moonmq/internal/syncbuf"
 )
 
 // kv is a minimal coordinator state: keys set by records, and parked
@@ -411,7 +413,9 @@ func (s *txnKV) ReplayMarker(_ time.Time, offset, pid int64, epoch int16, commit
 
 // Replay hands a coordinator the records of transactional batches with
 // their producer, and end-transaction markers in log order; a control
-// batch of another kind is skipped.
+// batch of another kind is skipped, and so is a marker the log cleaner
+// emptied (compaction keeps one as its producer's last batch), silently.
+// The start-up summary counts what the replay read.
 func TestReplayTransactionalRecordsAndMarkers(t *testing.T) {
 	log := coordtest.NewMemLog()
 	_, _ = log.Create(t.Context(), 1)
@@ -420,12 +424,19 @@ func TestReplayTransactionalRecordsAndMarkers(t *testing.T) {
 		[]batch.Record{{Key: []byte("b"), Value: []byte("2")}, {OffsetDelta: 1, Key: []byte("c"), Value: []byte("3")}})
 	leaderChange := batch.Build(batch.Header{Attributes: batch.ControlBit, ProducerID: -1, BaseSequence: -1},
 		[]batch.Record{{Key: []byte{0, 0, 0, 2}, Value: []byte{0, 0}}})
-	for _, b := range [][]byte{plain, txn, batch.BuildEndTxnMarker(7, 2, batch.EndTxnMarker{Commit: true, CoordinatorEpoch: 3}, 0), leaderChange} {
+	cleaned, err := batch.ParseHeader(batch.BuildEndTxnMarker(8, 0, batch.EndTxnMarker{}, 0))
+	require.NoError(t, err)
+	emptied := batch.Build(cleaned, nil)
+	size := 0
+	for _, b := range [][]byte{plain, txn, batch.BuildEndTxnMarker(7, 2, batch.EndTxnMarker{Commit: true, CoordinatorEpoch: 3}, 0), leaderChange, emptied} {
 		_, err := log.Append(0, b)
 		require.NoError(t, err)
+		size += len(b)
 	}
 	var state *txnKV
-	rt := coord.New(coord.Config{Topic: "__state", TickInterval: time.Hour, RecheckInterval: time.Hour},
+	var logged syncbuf.Buffer
+	rt := coord.New(coord.Config{Topic: "__state", TickInterval: time.Hour, RecheckInterval: time.Hour,
+		Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))},
 		log, func(sh *coord.Shard) *txnKV { state = &txnKV{kv: newKV(sh)}; return state })
 	t.Cleanup(rt.Close)
 	rt.Start([]int32{0})
@@ -437,6 +448,8 @@ func TestReplayTransactionalRecordsAndMarkers(t *testing.T) {
 		"record c@2 producer 7/2 txn true",
 		"marker @3 producer 7/2 commit true",
 	}, state.seen)
+	require.NotContains(t, logged.String(), "level=WARN")
+	require.Contains(t, logged.String(), fmt.Sprintf(`msg="coordinator loaded" topic=__state partitions=1 partitions_unavailable=0 records=5 bytes=%d`, size))
 }
 
 // deferredLog is a MemLog that can append without starting an fsync

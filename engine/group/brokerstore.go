@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/coord"
@@ -11,14 +12,32 @@ import (
 	"github.com/moonmq/moonmq/engine/txn"
 )
 
-// OffsetsTopicConfigs are the topic configs of __consumer_offsets, as
-// Kafka sets them. Compaction is accepted but not implemented yet, so
-// retention must never delete from this log: replay reads it whole, and
-// the log grows with every commit until compaction lands.
-var OffsetsTopicConfigs = map[string]string{
-	"cleanup.policy": "compact",
-	"retention.ms":   "-1",
-	"segment.bytes":  "104857600",
+// DefaultOffsetsTopicSegmentBytes is MoonMQ's offsets.topic.segment.bytes
+// default, 4 MiB where Kafka's is 100 MiB: the cleaner never compacts a
+// partition's active segment, so with 50 partitions Kafka's default leaves
+// up to 5 GiB of history uncompacted for the coordinator to replay at start
+// (Kafka's own documentation advises keeping it small for faster
+// compaction and loads); 4 MiB bounds that tail to 200 MiB.
+const DefaultOffsetsTopicSegmentBytes = 4 << 20
+
+// OffsetsTopicConfigs are the topic configs of __consumer_offsets with
+// segmentBytes as its segment.bytes (offsets.topic.segment.bytes; 0:
+// DefaultOffsetsTopicSegmentBytes), as Kafka's groupMetadataTopicConfigs
+// sets them: compacted, so the log holds about the latest record of every
+// key (the active segment, which the cleaner never touches, aside) and a
+// replay reads that much, not every commit ever made. retention.ms=-1 dates
+// from before compaction; compact alone turns retention off, and dropping
+// it would only make the start-up repair of every existing node log a
+// change.
+func OffsetsTopicConfigs(segmentBytes int) map[string]string {
+	if segmentBytes == 0 {
+		segmentBytes = DefaultOffsetsTopicSegmentBytes
+	}
+	return map[string]string{
+		"cleanup.policy": "compact",
+		"retention.ms":   "-1",
+		"segment.bytes":  strconv.Itoa(segmentBytes),
+	}
 }
 
 // BrokerStorage is the Storage of a real node: the broker's partitions of
@@ -29,7 +48,7 @@ var OffsetsTopicConfigs = map[string]string{
 type BrokerStorage struct {
 	Broker *replica.Manager
 	// Topic is the internal topic stored (default OffsetsTopic) and
-	// Configs what it is created with (default OffsetsTopicConfigs).
+	// Configs what it is created with (default OffsetsTopicConfigs(0)).
 	Topic   string
 	Configs map[string]string
 	// PartitionCount returns the offsets topic's partition count, 0 when
@@ -47,7 +66,7 @@ func (s *BrokerStorage) Partitions() int32 { return s.PartitionCount() }
 func (s *BrokerStorage) Create(ctx context.Context, n int32) (int32, error) {
 	configs := s.Configs
 	if configs == nil {
-		configs = OffsetsTopicConfigs
+		configs = OffsetsTopicConfigs(0)
 	}
 	if err := s.CreateTopic(ctx, n, configs); err != nil {
 		return 0, err

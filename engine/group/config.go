@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
 	"time"
+
+	"github.com/moonmq/moonmq/engine/topicconfig"
 )
 
 // Config holds the broker-side group settings, named after Kafka's.
@@ -44,6 +47,12 @@ type Config struct {
 	// coordinator creates __consumer_offsets (offsets.topic.num.partitions).
 	// An existing topic keeps its count.
 	OffsetsTopicPartitions int32
+	// OffsetsTopicSegmentBytes is the segment.bytes __consumer_offsets is
+	// created with, and put back at start (offsets.topic.segment.bytes;
+	// 0: DefaultOffsetsTopicSegmentBytes). The cleaner never compacts a
+	// partition's active segment, so this bounds what compaction leaves
+	// uncleaned, and with it a partition's replay.
+	OffsetsTopicSegmentBytes int
 	// TickInterval is how often the driver goroutine feeds the clock to
 	// the state machines (session and rebalance timeouts resolve at this
 	// granularity).
@@ -101,6 +110,9 @@ func (c *Config) EnsureDefaults() {
 	if c.OffsetsTopicPartitions == 0 {
 		c.OffsetsTopicPartitions = 50
 	}
+	if c.OffsetsTopicSegmentBytes == 0 {
+		c.OffsetsTopicSegmentBytes = DefaultOffsetsTopicSegmentBytes
+	}
 	if c.TickInterval == 0 {
 		c.TickInterval = 50 * time.Millisecond
 	}
@@ -145,6 +157,11 @@ func (c *Config) Validate() error {
 	}
 	if c.OffsetsTopicPartitions < 1 || c.OffsetsTopicPartitions > 1000 {
 		errs = append(errs, fmt.Errorf("offsets topic partitions %d must be between 1 and 1000", c.OffsetsTopicPartitions))
+	}
+	// The topic's own segment.bytes rule, so a value the topic would
+	// refuse at creation is refused at start.
+	if err := topicconfig.ValidateOne(topicconfig.SegmentBytes, strconv.Itoa(c.OffsetsTopicSegmentBytes)); err != nil {
+		errs = append(errs, fmt.Errorf("offsets topic segment bytes: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -38,6 +38,7 @@ import (
 //	marker group= [pid=7] [epoch=0] [result=commit|abort]
 //	  (the transaction's end-transaction marker on the group's offsets partition)
 //	fetch-offsets group= [stable=true]
+//	delete-offsets group= parts=t/0,u/0   (OffsetDelete)
 //	delete-group group=
 //	describe group=
 //	list
@@ -209,6 +210,23 @@ func (h *ddHarness) run(t *testing.T, td *datadriven.TestData) string {
 			}
 			if len(out) == 0 {
 				return "none"
+			}
+			return strings.Join(out, " ")
+		})
+	case "delete-offsets":
+		var topics []FetchTopic
+		for _, tp := range a.list("parts", "") {
+			topic, part, _ := strings.Cut(tp, "/")
+			n, _ := strconv.Atoi(part)
+			topics = append(topics, FetchTopic{Topic: topic, Partitions: []int32{int32(n)}})
+		}
+		coordtest.Park(h.Harness, "delete-offsets", h.c.DeleteOffsets(group, topics), func(r DeleteOffsetsResult, err error) string {
+			if err = firstErr(r.Err, err); err != nil {
+				return errName(err)
+			}
+			var out []string
+			for i, t := range topics {
+				out = append(out, fmt.Sprintf("%s/%d=%s", t.Topic, t.Partitions[0], errName(r.Partitions[i][0])))
 			}
 			return strings.Join(out, " ")
 		})

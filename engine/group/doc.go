@@ -51,6 +51,15 @@
 //     so memory may hold what the log lacks.
 //   - In-memory state is applied in log order, the same order replay uses,
 //     so a restart rebuilds exactly the acknowledged state.
+//   - __consumer_offsets is compacted (cleanup.policy=compact): replay may
+//     see only the latest record of each key, with gaps between offsets,
+//     tombstones gone after delete.retention.ms, aborted transactional
+//     commits and their markers gone. So the state is a function of each
+//     key's latest record: whatever removes an offset or a group (expiry,
+//     OffsetDelete, DeleteGroups, a deleted topic, a classic group turning
+//     KIP-848) writes a tombstone and applies it as replay does (forget),
+//     and nothing depends on a superseded record or on a marker outliving
+//     its transaction's records (engine/log removes markers only after).
 //   - A group is served only from a shard replayed from the whole of its
 //     partition: while it loads (and at start, until every partition is
 //     replayed, since a group may live outside its hash partition after

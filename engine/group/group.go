@@ -2,6 +2,7 @@ package group
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -60,19 +61,14 @@ func (g *Group) members() int { return g.kind.Len() }
 // idle reports a group with no members and no member id handed out.
 func (g *Group) idle() bool { return g.kind.idle() }
 
+// compareTP orders partitions by topic, then partition.
+func compareTP(a, b tpKey) int {
+	return cmp.Or(strings.Compare(a.topic, b.topic), cmp.Compare(a.part, b.part))
+}
+
 // sortedOffsets returns the committed partitions in topic, partition order.
 func (g *Group) sortedOffsets() []tpKey {
-	keys := make([]tpKey, 0, len(g.offsets))
-	for k := range g.offsets {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b tpKey) int {
-		if c := strings.Compare(a.topic, b.topic); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.part, b.part)
-	})
-	return keys
+	return slices.SortedFunc(maps.Keys(g.offsets), compareTP)
 }
 
 // expiredOffsets is the offset retention rule (KIP-211): an explicit
@@ -80,13 +76,17 @@ func (g *Group) sortedOffsets() []tpKey {
 // group has been empty and the commit is older than the retention, and an
 // active consumer group's offsets expire only for topics it no longer
 // consumes, by commit age. Offsets of groups whose subscriptions the
-// broker cannot read never expire while the group has members.
+// broker cannot read never expire while the group has members. A simple
+// group (offsets only, no protocol type) has no state to have entered:
+// its offsets expire by commit age alone, as in Kafka; its "since" is only
+// when this coordinator created or replayed it, and counting from it
+// would let every restart push the expiry back.
 func (g *Group) expiredOffsets(now time.Time, retention time.Duration) []tpKey {
 	nowMs := now.UnixMilli()
 	ret := retention.Milliseconds()
 	empty := g.members() == 0
 	var since int64
-	if empty {
+	if empty && g.ProtocolType() != "" {
 		since = g.kind.since().UnixMilli()
 	}
 	var out []tpKey

@@ -283,9 +283,10 @@ func (s *shard) deleteOffsets(now time.Time, group string, topics []FetchTopic) 
 		if err := s.append(now, recs); err != nil {
 			return nil, err
 		}
-		for _, k := range keys {
-			delete(g.offsets, k)
-		}
+		// Pending transactional offsets of these partitions go too, as
+		// replay applies the tombstones (Kafka's replay of an offset
+		// deletion).
+		s.forget(g, keys)
 	}
 	s.settle(now, g)
 	return out, nil
@@ -299,25 +300,15 @@ func (s *shard) deleteGroup(now time.Time, id string) error {
 	case g.members() > 0:
 		return fmt.Errorf("%w: %q has %d members", ErrNonEmptyGroup, id, g.members())
 	}
-	keys, recs := tombstones(g, func(tpKey) bool { return true })
 	// Partitions only a transaction holds get a tombstone too: it
 	// removes the pending offset, at replay as here (Kafka's
 	// deleteAllOffsets).
-	for _, byGroup := range s.txnOffsets {
-		for k := range byGroup[id] {
-			if !slices.Contains(keys, k) {
-				keys = append(keys, k)
-				recs = append(recs, batch.Record{Key: encodeOffsetKey(id, k.topic, k.part)})
-			}
-		}
-	}
+	keys, recs := s.tombstones(g, func(tpKey, *offsetEntry) bool { return true })
 	recs = append(recs, batch.Record{Key: encodeGroupKey(id)})
 	if err := s.append(now, recs); err != nil {
 		return err
 	}
-	for _, k := range keys {
-		s.dropTxnOffset(id, k)
-	}
+	s.forget(g, keys)
 	s.drop(id)
 	return nil
 }

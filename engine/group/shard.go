@@ -284,15 +284,41 @@ func (s *shard) settle(now time.Time, g *Group) {
 	}
 }
 
-// tombstones returns the deletion records of g's offsets that match.
-func tombstones(g *Group, match func(tpKey) bool) (keys []tpKey, recs []batch.Record) {
+// tombstones returns the partitions of g that match, committed or pending
+// in a transaction, and their deletion records (Kafka's deleteAllOffsets
+// and onPartitionsDeleted tombstone pending transactional offsets too).
+// forget applies them as replay applies the records.
+func (s *shard) tombstones(g *Group, match func(k tpKey, o *offsetEntry) bool) (keys []tpKey, recs []batch.Record) {
 	for _, k := range g.sortedOffsets() {
-		if match(k) {
+		if match(k, g.offsets[k]) {
 			keys = append(keys, k)
-			recs = append(recs, batch.Record{Key: encodeOffsetKey(g.id, k.topic, k.part)})
 		}
 	}
+	var pending []tpKey
+	for _, byGroup := range s.txnOffsets {
+		for k, o := range byGroup[g.id] {
+			if !slices.Contains(keys, k) && !slices.Contains(pending, k) && match(k, o) {
+				pending = append(pending, k)
+			}
+		}
+	}
+	slices.SortFunc(pending, compareTP)
+	keys = append(keys, pending...)
+	for _, k := range keys {
+		recs = append(recs, batch.Record{Key: encodeOffsetKey(g.id, k.topic, k.part)})
+	}
 	return keys, recs
+}
+
+// forget removes partitions keys of g as replay applies their tombstones:
+// the committed offsets, and every transaction's pending offsets of those
+// partitions (replayRecord). Whatever writes a tombstone applies it with
+// forget, so the state served is the state a restart rebuilds.
+func (s *shard) forget(g *Group, keys []tpKey) {
+	for _, k := range keys {
+		delete(g.offsets, k)
+		s.dropTxnOffset(g.id, k)
+	}
 }
 
 // sweep removes expired offsets and then groups left with nothing
@@ -336,7 +362,7 @@ func (s *shard) sweep(now time.Time) {
 func (s *shard) topicDeleted(now time.Time, topic string) {
 	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[id]
-		keys, recs := tombstones(g, func(k tpKey) bool { return k.topic == topic })
+		keys, recs := s.tombstones(g, func(k tpKey, _ *offsetEntry) bool { return k.topic == topic })
 		if len(recs) == 0 {
 			continue
 		}
@@ -345,9 +371,7 @@ func (s *shard) topicDeleted(now time.Time, topic string) {
 			// topic id no longer exists, so they cannot come back.
 			s.log.Warn("writing tombstones for a deleted topic failed", "group", g.id, "topic", topic, "err", err)
 		}
-		for _, k := range keys {
-			delete(g.offsets, k)
-		}
+		s.forget(g, keys)
 		s.settle(now, g)
 	}
 }
@@ -359,8 +383,7 @@ func (s *shard) purgeUnknownTopics(now time.Time) {
 	snap := s.topics()
 	for _, id := range slices.Sorted(maps.Keys(s.groups)) {
 		g := s.groups[id]
-		keys, recs := tombstones(g, func(k tpKey) bool {
-			o := g.offsets[k]
+		keys, recs := s.tombstones(g, func(k tpKey, o *offsetEntry) bool {
 			t, ok := snap.byName[k.topic]
 			return !ok || o.topicID != TopicID{} && o.topicID != t.ID
 		})
@@ -370,8 +393,6 @@ func (s *shard) purgeUnknownTopics(now time.Time) {
 		if err := s.append(now, recs); err != nil {
 			s.log.Warn("removing offsets of deleted topics failed", "group", g.id, "err", err)
 		}
-		for _, k := range keys {
-			delete(g.offsets, k)
-		}
+		s.forget(g, keys)
 	}
 }

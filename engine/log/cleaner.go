@@ -107,10 +107,6 @@ const (
 	cleanerMaxDecoded = 64 << 20
 )
 
-// ErrCleanerMapTooSmall: one batch has more records than the key map can
-// hold; raise MapMemory.
-var ErrCleanerMapTooSmall = errors.New("log: cleaner key map too small for one batch")
-
 // CleanOptions are the inputs of one cleaning. Time is an input (Now), so
 // tests and the scheduler decide what "old" means.
 type CleanOptions struct {
@@ -439,8 +435,9 @@ func (a abortedSet) aborted(h batch.Header) bool {
 }
 
 // buildOffsetMap fills m with the latest offset of every key from dirty
-// up to the first batch whose keys no longer fit (or bound), and returns
-// that end: records at or past it are not covered by the map.
+// up to the first record whose key no longer fits (or bound), and returns
+// that end: records at or past it are not covered by the map. The end is
+// past dirty (an empty map takes any first key), so every pass progresses.
 func (l *Log) buildOffsetMap(ctx context.Context, o CleanOptions, st *CleanStats, segs []*segment, m *offsetMap, dirty, bound int64) (int64, error) {
 	aborted, err := l.abortedIn(dirty, bound)
 	if err != nil {
@@ -457,23 +454,31 @@ func (l *Log) buildOffsetMap(ctx context.Context, o CleanOptions, st *CleanStats
 			if h.LastOffset() < dirty || h.IsControl() || aborted.aborted(h) {
 				return nil
 			}
-			if m.used+int(h.NumRecords) > m.capacity() {
-				if m.used == 0 {
-					return fmt.Errorf("%w: the batch at offset %d has %d records, the map holds %d keys", ErrCleanerMapTooSmall, h.BaseOffset, h.NumRecords, m.capacity())
-				}
-				end = h.BaseOffset
-				return errFull
-			}
+			full := false
 			n := 0
-			return dec.Records(raw, cleanerMaxDecoded, func(r batch.Record) bool {
-				if off := h.RecordOffset(r); r.Key != nil && off >= dirty {
-					m.put(r.Key, off)
-				}
+			err := dec.Records(raw, cleanerMaxDecoded, func(r batch.Record) bool {
 				if n++; n%cleanerYieldRecords == 0 {
 					o.yield()
 				}
+				off := h.RecordOffset(r)
+				if r.Key == nil || off < dirty {
+					return true
+				}
+				if !m.put(r.Key, off) {
+					// A new key and the map is full: this pass covers
+					// the offsets below this record, the next one
+					// starts at it. Like Kafka's, the map may end
+					// inside a batch, so a batch with more keys than
+					// the map holds is cleaned in several passes.
+					end, full = off, true
+					return false
+				}
 				return true
 			})
+			if err == nil && full {
+				err = errFull
+			}
+			return err
 		})
 		if errors.Is(err, errFull) {
 			break

@@ -876,3 +876,52 @@ func TestCleanFreesReplacedFilesWithoutTheAppendLock(t *testing.T) {
 	faults.SetInjector(nil)
 	require.False(t, blocked, "the append waited for the removal of a replaced file")
 }
+
+// TestCleanBatchWithMoreKeysThanTheMap: a batch with more distinct keys
+// than the key map holds (a librdkafka producer sends up to 10,000 records
+// a batch; a 64 KiB map holds 1,843 keys) is cleaned in passes whose map
+// ends inside the batch, as Kafka's does, instead of making the log
+// uncleanable. Compressed batches too: each pass decodes the batch again.
+func TestCleanBatchWithMoreKeysThanTheMap(t *testing.T) {
+	for _, codec := range []int8{batch.CompressionNone, batch.CompressionZstd} {
+		t.Run(fmt.Sprint("codec ", codec), func(t *testing.T) {
+			mem := vfs.NewMem()
+			opts := memOptions(mem)
+			opts.SegmentBytes = 64 // one batch a segment
+			l, err := Open("/d", opts)
+			require.NoError(t, err)
+			defer func() { _ = l.Close() }()
+			produced, latest := map[int64]kv{}, map[string]kv{}
+			ts := int64(1_700_000_000_000)
+			// Two batches of the same 100 keys (the second supersedes the
+			// first), then one record of another key so that both are
+			// sealed.
+			for round, n := range []int{100, 100, 1} {
+				recs := make([]kv, n)
+				for i := range recs {
+					recs[i] = kv{key: fmt.Sprint("k", i), value: fmt.Appendf(nil, "v%d-%d", round, i), ts: ts}
+					if round == 2 {
+						recs[i].key = "end"
+					}
+				}
+				res, err := l.Append([][]byte{keyedBatch(t, recs, codec, -1)}, 0)
+				require.NoError(t, err)
+				for i := range recs {
+					recs[i].offset = res.BaseOffset + int64(i)
+					produced[recs[i].offset], latest[recs[i].key] = recs[i], recs[i]
+				}
+			}
+			require.NoError(t, l.Sync())
+			st, err := l.Clean(context.Background(), CleanOptions{Now: time.UnixMilli(ts),
+				FirstUncleanable: l.HighWatermark(), MapMemory: 16 * mapSlotSize})
+			require.NoError(t, err)
+			require.Equal(t, 14, st.MapCapacity)
+			require.GreaterOrEqual(t, st.Passes, 200/14, "the map ends inside batches")
+			require.Equal(t, int64(200), st.CleanedTo, "both sealed batches cleaned")
+			got := readRecords(t, l)
+			checkAgainst(t, got, produced, latest)
+			require.Len(t, got, 101, "only the second batch's records are left, and the active segment's")
+			require.Equal(t, int64(100), got[0].offset)
+		})
+	}
+}

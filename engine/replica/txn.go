@@ -86,13 +86,20 @@ type writeSpec struct {
 // txnBatch describes a batch to the producer state, with its offsets as
 // they are (stored) or will be (base, when the log assigns them). ok is
 // false for a batch the producer state ignores: a control batch that is
-// not an end-transaction marker.
+// not an end-transaction marker, or one compaction emptied.
 func txnBatch(h batch.Header, raw []byte, base int64) (b txn.Batch, ok bool, err error) {
 	b = txn.Batch{ProducerID: h.ProducerID, Epoch: h.ProducerEpoch, FirstSeq: h.BaseSequence, Count: h.NumRecords,
 		BaseOffset: base, LastOffset: base + int64(h.LastOffsetDelta), MaxTimestamp: h.MaxTimestamp,
 		Transactional: h.IsTransactional()}
 	if !h.IsControl() {
 		return b, true, nil
+	}
+	if h.NumRecords == 0 {
+		// A marker the log cleaner removed, kept as an empty batch
+		// because it was its producer's last: the transaction it ended
+		// is gone from the log, and the producer state takes nothing
+		// from it (Kafka's ProducerAppendInfo.append).
+		return b, false, nil
 	}
 	m, err := batch.ParseEndTxnMarker(raw)
 	switch {

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/txn"
+	"github.com/moonmq/moonmq/internal/syncbuf"
 )
 
 func txnBatch7(epoch int16, seq int32, values ...string) []byte {
@@ -166,4 +168,43 @@ func TestOpenTransactionSurvivesRestart(t *testing.T) {
 	lso, err = p.ListOffset(ListOffsetParams{Timestamp: ListLatest, Isolation: ReadCommitted, CurrentLeaderEpoch: NoLeaderEpoch})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), lso.Offset)
+}
+
+// The log cleaner keeps a marker it removed as an empty control batch
+// when it was its producer's last (Kafka's rule). Replayed (at load after
+// a crash, or copied by a follower), it gives the producer state nothing
+// and is no reason for a warning; a marker with its record still ends its
+// transaction.
+func TestEmptyControlBatchIsNothingToTheProducerState(t *testing.T) {
+	var logged syncbuf.Buffer
+	b, err := Open(Options{DataDir: t.TempDir(),
+		Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	require.NoError(t, err)
+	defer b.Close()
+	p, err := b.EnsurePartition(TopicPartition{"empty-marker", 0}, map[string]string{"cleanup.policy": "compact"})
+	require.NoError(t, err)
+
+	marker := batch.BuildEndTxnMarker(7, 0, batch.EndTxnMarker{Commit: true}, 1000)
+	h, err := batch.ParseHeader(marker)
+	require.NoError(t, err)
+	empty := batch.Build(h, nil)
+	eh, err := batch.ParseHeader(empty)
+	require.NoError(t, err)
+	require.True(t, eh.IsControl())
+	require.Zero(t, eh.NumRecords)
+
+	tb, ok, err := txnBatch(eh, empty, 5)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing for the producer state")
+	require.Nil(t, tb.Marker)
+	tb, ok, err = txnBatch(h, marker, 5)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotNil(t, tb.Marker)
+	require.True(t, tb.Marker.Commit)
+
+	p.mu.Lock()
+	p.stageStored(p.producers.Begin(txn.OriginReplication), eh, empty)
+	p.mu.Unlock()
+	require.Empty(t, logged.String(), "an empty control batch is not a batch the producer state fails to understand")
 }

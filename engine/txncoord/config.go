@@ -12,6 +12,11 @@ type Config struct {
 	// Partitions of __transaction_state when this node creates it
 	// (transaction.state.log.num.partitions, 50).
 	Partitions int32
+	// SegmentBytes is the segment.bytes __transaction_state is created
+	// with (transaction.state.log.segment.bytes, DefaultSegmentBytes): the
+	// cleaner never compacts a partition's active segment, so this bounds
+	// what a replay reads beyond the live transactional ids.
+	SegmentBytes int
 	// TransactionMaxTimeout bounds the timeout a producer may ask for
 	// (transaction.max.timeout.ms, 15 minutes).
 	TransactionMaxTimeout time.Duration
@@ -44,6 +49,9 @@ type Config struct {
 func (c *Config) EnsureDefaults() {
 	if c.Partitions == 0 {
 		c.Partitions = 50
+	}
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
 	}
 	if c.TransactionMaxTimeout == 0 {
 		c.TransactionMaxTimeout = 15 * time.Minute
@@ -85,6 +93,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.Partitions < 1:
 		return fmt.Errorf("txncoord: %d transaction state partitions: at least 1", c.Partitions)
+	case c.SegmentBytes < 0:
+		// The topic's own rules (segment.bytes' minimum) are checked by
+		// whoever creates it: this package knows no topic configs.
+		return fmt.Errorf("txncoord: transaction state segment bytes %d: not negative", c.SegmentBytes)
 	case c.TransactionMaxTimeout <= 0 || c.TransactionMaxTimeout > time.Duration(1<<31-1)*time.Millisecond:
 		return fmt.Errorf("txncoord: transaction max timeout %v: between 1ms and 2^31-1 ms", c.TransactionMaxTimeout)
 	case c.TransactionVersion < 0 || c.TransactionVersion > 2:

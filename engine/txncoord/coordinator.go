@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,13 +16,30 @@ import (
 // Topic is the internal topic of the transaction coordinator.
 const Topic = "__transaction_state"
 
-// TopicConfigs are the configs __transaction_state is created with
-// (Kafka's TransactionStateManager.transactionTopicConfigs).
-var TopicConfigs = map[string]string{
-	"cleanup.policy":   "compact",
-	"retention.ms":     "-1",
-	"segment.bytes":    "104857600",
-	"compression.type": "uncompressed",
+// DefaultSegmentBytes is MoonMQ's transaction.state.log.segment.bytes
+// default, 4 MiB where Kafka's is 100 MiB, for the reason
+// group.DefaultOffsetsTopicSegmentBytes gives: the active segment is never
+// compacted, so its size bounds the history replayed beyond live ids.
+const DefaultSegmentBytes = 4 << 20
+
+// TopicConfigs are the configs __transaction_state is created with, its
+// segment.bytes segmentBytes (transaction.state.log.segment.bytes; 0:
+// DefaultSegmentBytes), as Kafka's
+// TransactionStateManager.transactionTopicConfigs sets them: compacted, so
+// a replay reads about one record per transactional id (the active
+// segment, which the cleaner never touches, aside) rather than every state
+// change ever written. retention.ms=-1 dates from before compaction, which
+// alone turns retention off.
+func TopicConfigs(segmentBytes int) map[string]string {
+	if segmentBytes == 0 {
+		segmentBytes = DefaultSegmentBytes
+	}
+	return map[string]string{
+		"cleanup.policy":   "compact",
+		"retention.ms":     "-1",
+		"segment.bytes":    strconv.Itoa(segmentBytes),
+		"compression.type": "uncompressed",
+	}
 }
 
 // Storage is what the coordinator needs of the broker: the partitions of

@@ -29,6 +29,9 @@
 //     in the same operation; never before.
 //   - The epoch only grows for a producer id; a producer id whose epoch is
 //     exhausted is replaced by a new one.
+//   - __transaction_state is compacted: a replay may see only the latest
+//     record of each transactional id, so an id's state is its latest
+//     record, and an id is forgotten (expired) only by a tombstone.
 //   - Time is an input (now), as in every state machine of MoonMQ: the
 //     timeouts and expirations run from Tick.
 package txncoord

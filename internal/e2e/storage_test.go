@@ -41,6 +41,10 @@ type statsDoc struct {
 			} `json:"corrupt_ranges"`
 		} `json:"partitions"`
 	} `json:"topics"`
+	Cleaner struct {
+		Cleanings int64 `json:"cleanings"`
+		Passes    int64 `json:"passes"`
+	} `json:"cleaner"`
 }
 
 func stats(t *testing.T, b *testbroker.Broker) statsDoc {

@@ -143,6 +143,9 @@ func TestTopEndToEnd(t *testing.T) {
 	defer cl.Close()
 	const topic = "e2e-orders"
 	require.NoError(t, cl.CreateTopic(ctx, topic, 3, 1, nil))
+	// A compacted topic, whose dirty ratio the topics view shows.
+	const table = "e2e-table"
+	require.NoError(t, cl.CreateTopic(ctx, table, 1, 1, map[string]string{"cleanup.policy": "compact"}))
 
 	// NO_COLOR: the dashboard must stay usable without colour.
 	tm.text(fmt.Sprintf("NO_COLOR=1 %s top --addr %s --refresh 250ms; echo EXITED $?", bin, addr))
@@ -154,6 +157,12 @@ func TestTopEndToEnd(t *testing.T) {
 	tm.keys("2")
 	tm.waitFor("the topic in the topics view", func(s string) bool {
 		return strings.Contains(s, "Topics") && strings.Contains(s, topic+" ")
+	})
+	percent := regexp.MustCompile(`^[0-9]+%$`)
+	tm.waitFor("the compacted topic's dirty ratio", func(s string) bool {
+		v, ok := columnValue(s, table, "COMPACT", 8)
+		plain, _ := columnValue(s, topic, "COMPACT", 8)
+		return ok && percent.MatchString(v) && plain == "" && strings.Contains(s, " compacted")
 	})
 
 	// A load generator: a steady trickle of JSON records.
@@ -185,7 +194,7 @@ func TestTopEndToEnd(t *testing.T) {
 
 	rate := regexp.MustCompile(`^[0-9.]+[kMG]?$`)
 	tm.waitFor("a non-zero produce rate", func(s string) bool {
-		v, ok := columnValue(s, topic, "IN/s", 8)
+		v, ok := columnValue(s, topic, "IN/s", 6)
 		return ok && rate.MatchString(v) && v != "0"
 	})
 

@@ -274,6 +274,15 @@ func WaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 // stdin, within 30 s, and returns its output; a failure fails the test.
 func Kcat(t testing.TB, stdin string, args ...string) string {
 	t.Helper()
+	out, _ := KcatStreams(t, stdin, args...)
+	return out
+}
+
+// KcatStreams is Kcat returning standard error too: kcat's own messages
+// ("% Reached end of topic ... at offset N") and librdkafka's log lines
+// ("%3|..." for errors), for tests that check what it reported.
+func KcatStreams(t testing.TB, stdin string, args ...string) (stdout, stderr string) {
+	t.Helper()
 	path, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatalf("kcat is not installed (make deps installs it): %v", err)
@@ -287,5 +296,5 @@ func Kcat(t testing.TB, stdin string, args ...string) string {
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("kcat %v: %v: %s", args, err, errb.String())
 	}
-	return out.String()
+	return out.String(), errb.String()
 }

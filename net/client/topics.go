@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -34,6 +35,30 @@ type TopicInfo struct {
 	// Bytes is the size on disk of the leader replicas, from
 	// DescribeLogDirs; -1 if the broker does not support it.
 	Bytes int64 `json:"bytes"`
+	// CleanupPolicy is the topic's cleanup.policy (delete, compact or
+	// both, as the broker spells it); "" when it could not be read (a
+	// broker without DescribeConfigs, or no DESCRIBE_CONFIGS permission).
+	CleanupPolicy string `json:"cleanup_policy,omitempty"`
+	// DirtyRatio is, for a compacted topic, the largest dirty ratio of
+	// its partitions' leader replicas (Compaction.DirtyRatio): how much of
+	// the topic waits for the log cleaner. -1 when no partition reports
+	// it (not compacted, a broker that does not say, such as Kafka, or a
+	// partition the cleaner has not looked at yet).
+	DirtyRatio float64 `json:"dirty_ratio"`
+}
+
+// Compacted reports whether the topic's cleanup policy includes compact.
+func (t TopicInfo) Compacted() bool { return PolicyCompacts(t.CleanupPolicy) }
+
+// PolicyCompacts reports whether a cleanup.policy value includes compact
+// ("compact", "compact,delete", "delete,compact").
+func PolicyCompacts(policy string) bool {
+	for p := range strings.SplitSeq(policy, ",") {
+		if strings.TrimSpace(p) == "compact" {
+			return true
+		}
+	}
+	return false
 }
 
 // PartitionInfo is one partition of DescribeTopic.
@@ -65,6 +90,11 @@ type PartitionInfo struct {
 	State   string         `json:"state"`
 	Storage string         `json:"storage_error,omitempty"`
 	Corrupt []CorruptRange `json:"corrupt,omitempty"`
+	// Compaction is what the log cleaner of the leader's broker knows of
+	// a partition of a compacted topic; nil when the broker does not say
+	// (Kafka keeps it in broker metrics, off the wire) or its cleaner has
+	// not looked at the partition yet.
+	Compaction *Compaction `json:"compaction,omitempty"`
 	// Err is the partition's load error, if any (e.g. no leader).
 	Err error `json:"-"`
 }
@@ -76,6 +106,42 @@ type CorruptRange struct {
 	FromOffset int64  `json:"from_offset"`
 	ToOffset   int64  `json:"to_offset"`
 	Reason     string `json:"reason"`
+}
+
+// Compaction is the log cleaner's state of a compacted partition's
+// leader replica, as a MoonMQ broker reports it in DescribeLogDirs
+// (protoext.PartitionCompaction): as of the cleaner's last look at the
+// partition and its last cleaning.
+type Compaction struct {
+	// DirtyRatio is the share, in [0, 1], of the cleanable bytes not
+	// cleaned yet (the partition is cleaned once it exceeds
+	// min.cleanable.dirty.ratio), DirtyBytes those bytes.
+	DirtyRatio float64 `json:"dirty_ratio"`
+	DirtyBytes int64   `json:"dirty_bytes"`
+	// CompactionDelay is how far past max.compaction.lag.ms the oldest
+	// dirty record is (0: within it).
+	CompactionDelay time.Duration `json:"compaction_delay"`
+	// Cleanings counts the cleanings that ended well since the broker
+	// started; LastCleaned is when the last ended (zero: none) and
+	// LastDuration how long it took.
+	Cleanings    int64         `json:"cleanings"`
+	LastCleaned  time.Time     `json:"last_cleaned"`
+	LastDuration time.Duration `json:"last_duration"`
+	// Cleaning is set while a cleaning runs.
+	Cleaning bool `json:"cleaning,omitempty"`
+	// Uncleanable says why cleaning the partition failed (the broker does
+	// not retry it until it is truncated, re-created or restarted).
+	Uncleanable string `json:"uncleanable,omitempty"`
+}
+
+func compactionOf(pc protoext.PartitionCompaction) *Compaction {
+	c := &Compaction{DirtyRatio: pc.DirtyRatio, DirtyBytes: pc.DirtyBytes,
+		CompactionDelay: time.Duration(pc.CompactionDelayMs) * time.Millisecond, Cleanings: pc.Cleanings,
+		LastDuration: time.Duration(pc.LastDurationMs) * time.Millisecond, Cleaning: pc.Cleaning, Uncleanable: pc.Uncleanable}
+	if pc.LastCleanedMs >= 0 {
+		c.LastCleaned = time.UnixMilli(pc.LastCleanedMs)
+	}
+	return c
 }
 
 // partitionState derives PartitionInfo.State from the standard metadata
@@ -116,6 +182,16 @@ type TopicDescription struct {
 	// DescribeConfigs.
 	Configs []ConfigEntry `json:"configs"`
 }
+
+// CleanupPolicy is the topic's cleanup.policy, "" when the configs could
+// not be read.
+func (d TopicDescription) CleanupPolicy() string {
+	c, _ := d.Config("cleanup.policy")
+	return c.Value
+}
+
+// Compacted reports whether the topic's cleanup policy includes compact.
+func (d TopicDescription) Compacted() bool { return PolicyCompacts(d.CleanupPolicy()) }
 
 // Config returns the named config entry, if present.
 func (d TopicDescription) Config(name string) (ConfigEntry, bool) {
@@ -264,6 +340,7 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 	}
 	starts, ends := c.listStartEnd(ctx, names...)
 	dirs := c.leaderDirs(ctx, tds)
+	policies := c.cleanupPolicies(ctx, names)
 	for _, name := range names {
 		td := tds[name]
 		if errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
@@ -276,6 +353,9 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 			Internal:   td.IsInternal,
 			Records:    0,
 			Bytes:      -1,
+			DirtyRatio: -1,
+			// Every topic has a policy: a missing one was not read.
+			CleanupPolicy: policies[name],
 		}
 		if td.ID != (kadm.TopicID{}) {
 			ti.ID = td.ID.String()
@@ -293,6 +373,9 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 			ti.Bytes = 0
 			for _, rd := range ps {
 				ti.Bytes += max(rd.size, 0)
+				if rd.compaction != nil {
+					ti.DirtyRatio = max(ti.DirtyRatio, rd.compaction.DirtyRatio)
+				}
 			}
 		}
 		out = append(out, ti)
@@ -301,7 +384,8 @@ func (c *Client) ListTopics(ctx context.Context) ([]TopicInfo, error) {
 }
 
 // DescribeTopic returns a topic's partitions (leader, replicas, ISR, log
-// start, high watermark, last stable offset, size) and configs.
+// start, high watermark, last stable offset, size; from a MoonMQ broker,
+// storage health and, when compacted, the cleaner's state) and configs.
 func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescription, error) {
 	const op = "describe topic"
 	ctx, cancel, err := c.call(ctx)
@@ -356,6 +440,9 @@ func (c *Client) DescribeTopic(ctx context.Context, name string) (TopicDescripti
 				for _, cr := range rd.health.Corrupt {
 					pi.Corrupt = append(pi.Corrupt, CorruptRange(cr))
 				}
+			}
+			if rd.compaction != nil {
+				pi.Compaction = compactionOf(*rd.compaction)
 			}
 		}
 		pi.State = partitionState(pi, rd.health)
@@ -471,17 +558,20 @@ func (c *Client) listStartEnd(ctx context.Context, topics ...string) (starts, en
 }
 
 // replicaDir is what the leader replica's broker says of it in
-// DescribeLogDirs: its size, and MoonMQ's storage state when present.
+// DescribeLogDirs: its size, and MoonMQ's storage and compaction states
+// when present.
 type replicaDir struct {
-	size   int64 // -1 unknown
-	health *protoext.PartitionHealth
+	size       int64 // -1 unknown
+	health     *protoext.PartitionHealth
+	compaction *protoext.PartitionCompaction
 }
 
 // leaderDirs returns topic -> partition -> the leader replica's log dir
 // entry, from DescribeLogDirs sent to every broker. It returns nil if the
 // brokers do not support the request or it fails: sizes and health are a
 // nicety, never a reason to fail a listing. The request is sent raw so the
-// MoonMQ health tag (protoext.PartitionHealthTag) survives.
+// MoonMQ tags (protoext.PartitionHealthTag, PartitionCompactionTag)
+// survive.
 func (c *Client) leaderDirs(ctx context.Context, tds kadm.TopicDetails) map[string]map[int32]replicaDir {
 	req := kmsg.NewPtrDescribeLogDirsRequest()
 	for _, name := range tds.Names() {
@@ -544,10 +634,17 @@ func findReplica(resp *kmsg.DescribeLogDirsResponse, topic string, partition int
 					continue
 				}
 				rd := replicaDir{size: dp.Size}
+				// A value that does not parse (a newer broker's version)
+				// is left out: unknown, not misread.
 				dp.UnknownTags.Each(func(tag uint32, v []byte) {
-					if tag == protoext.PartitionHealthTag {
+					switch tag {
+					case protoext.PartitionHealthTag:
 						if h, err := protoext.ParsePartitionHealth(v); err == nil {
 							rd.health = &h
+						}
+					case protoext.PartitionCompactionTag:
+						if pc, err := protoext.ParsePartitionCompaction(v); err == nil {
+							rd.compaction = &pc
 						}
 					}
 				})
@@ -556,6 +653,40 @@ func findReplica(resp *kmsg.DescribeLogDirsResponse, topic string, partition int
 		}
 	}
 	return replicaDir{}, false
+}
+
+// cleanupPolicies returns topic -> cleanup.policy for the named topics,
+// in one DescribeConfigs request that asks for that key alone (Kafka and
+// MoonMQ answer only the keys named). Topics whose configs could not be
+// read are left out: a policy is a nicety of a listing, never a reason to
+// fail it.
+func (c *Client) cleanupPolicies(ctx context.Context, names []string) map[string]string {
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	for _, name := range names {
+		r := kmsg.NewDescribeConfigsRequestResource()
+		r.ResourceType = kmsg.ConfigResourceTypeTopic
+		r.ResourceName = name
+		r.ConfigNames = []string{"cleanup.policy"}
+		req.Resources = append(req.Resources, r)
+	}
+	out := make(map[string]string, len(names))
+	for _, sh := range c.cl.RequestSharded(ctx, req) {
+		resp, ok := sh.Resp.(*kmsg.DescribeConfigsResponse)
+		if sh.Err != nil || !ok {
+			continue
+		}
+		for _, r := range resp.Resources {
+			if r.ErrorCode != 0 || r.ResourceType != kmsg.ConfigResourceTypeTopic {
+				continue
+			}
+			for _, cfg := range r.Configs {
+				if cfg.Name == "cleanup.policy" && cfg.Value != nil {
+					out[r.ResourceName] = *cfg.Value
+				}
+			}
+		}
+	}
+	return out
 }
 
 func convertConfigs(cs []kadm.Config) []ConfigEntry {

@@ -179,6 +179,8 @@ func TestMinimalBroker(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, int64(1), ti.Records)
 	require.Equal(t, int64(-1), ti.Bytes)
+	require.Empty(t, ti.CleanupPolicy, "no DescribeConfigs: the policy is unknown")
+	require.Equal(t, float64(-1), ti.DirtyRatio)
 
 	desc, err := cl.DescribeTopic(ctx, "minimal")
 	require.NoError(t, err)

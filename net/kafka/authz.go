@@ -80,7 +80,7 @@ func (s *Server) authorizer() *acl.Authorizer {
 type authz struct {
 	c   *conn
 	a   *acl.Authorizer // nil: authorization is off
-	api int16 // the request's key, named only in a denial's log line
+	api int16           // the request's key, named only in a denial's log line
 }
 
 // authz starts a request's checks.

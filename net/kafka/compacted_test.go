@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/moonmq/moonmq/engine/batch"
+	"github.com/moonmq/moonmq/engine/cleaner"
+	"github.com/moonmq/moonmq/net/protoext"
 	"github.com/moonmq/moonmq/node"
 )
 
@@ -112,4 +115,82 @@ func newAdmin(t *testing.T, s *server) *kadm.Client {
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
+}
+
+// DescribeLogDirs carries the log cleaner's state of a compacted topic's
+// partitions in MoonMQ's compaction tag once the cleaner has looked at
+// them, and none for a topic that is not
+// compacted; stock clients (kadm) still read the standard fields.
+func TestDescribeLogDirsReportsCompaction(t *testing.T) {
+	s := startServer(t, node.Config{Cleaner: &cleaner.Options{Threads: 1, Backoff: 20 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm := newAdmin(t, s)
+	configs := map[string]*string{}
+	for k, v := range map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"} {
+		configs[k] = &v
+	}
+	_, err := adm.CreateTopic(ctx, 1, 1, configs, "table")
+	require.NoError(t, err)
+	_, err = adm.CreateTopic(ctx, 1, 1, nil, "stream")
+	require.NoError(t, err)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
+	require.NoError(t, err)
+	defer cl.Close()
+	for i := range 200 {
+		r := &kgo.Record{Topic: "table", Key: fmt.Appendf(nil, "k%d", i%10), Value: fmt.Appendf(nil, "v%d", i)}
+		require.NoError(t, cl.ProduceSync(ctx, r, &kgo.Record{Topic: "stream", Value: []byte("x")}).FirstErr())
+	}
+
+	// tags returns each topic's partition 0 compaction tag (kgo asks at
+	// the highest version, a flexible one).
+	tags := func() map[string][]byte {
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		resp, err := req.RequestWith(ctx, cl)
+		require.NoError(t, err)
+		out := map[string][]byte{}
+		for _, d := range resp.Dirs {
+			for _, tp := range d.Topics {
+				for _, p := range tp.Partitions {
+					p.UnknownTags.Each(func(tag uint32, b []byte) {
+						if tag == protoext.PartitionCompactionTag && p.Partition == 0 {
+							out[tp.Topic] = b
+						}
+					})
+				}
+			}
+		}
+		return out
+	}
+	var state protoext.PartitionCompaction
+	for {
+		if b, ok := tags()["table"]; ok {
+			state, err = protoext.ParsePartitionCompaction(b)
+			require.NoError(t, err)
+			if state.Cleanings > 0 {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no cleaning reported; last state %+v", state)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	require.Positive(t, state.LastCleanedMs)
+	require.GreaterOrEqual(t, state.LastDurationMs, int64(0))
+	require.Empty(t, state.Uncleanable)
+	require.NotContains(t, tags(), "stream", "a topic that is not compacted has no compaction state")
+
+	dirs, err := adm.DescribeAllLogDirs(ctx, nil)
+	require.NoError(t, err)
+	var size int64
+	dirs.Each(func(d kadm.DescribedLogDir) {
+		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
+			if p.Topic == "table" {
+				size = p.Size
+			}
+		})
+	})
+	require.Positive(t, size)
 }

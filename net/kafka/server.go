@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/moonmq/moonmq/cluster/metadata"
+	"github.com/moonmq/moonmq/engine/cleaner"
 	"github.com/moonmq/moonmq/engine/clock"
 	"github.com/moonmq/moonmq/engine/group"
 	"github.com/moonmq/moonmq/engine/quota"
@@ -128,6 +129,16 @@ type Options struct {
 	Quotas QuotaOptions
 	// Authz configures ACL checks (authz.go); off by default.
 	Authz AuthzOptions
+	// Cleaner is the log cleaner's view of the compacted partitions
+	// hosted here (the node passes its *cleaner.Manager), which
+	// DescribeLogDirs reports (logdirs.go); nil reports none.
+	Cleaner CleanerStats
+}
+
+// CleanerStats is what DescribeLogDirs needs of the log cleaner: its
+// state of every compacted partition it has looked at.
+type CleanerStats interface {
+	PartitionStats() []cleaner.PartitionStats
 }
 
 // EnsureDefaults fills zero fields.
