@@ -706,15 +706,7 @@ func (f *filter) apply(h batch.Header, raw []byte) ([]byte, error) {
 	}
 	nh := h
 	if newHorizon {
-		// KIP-534: FirstTimestamp becomes the horizon; record timestamps
-		// are rebased on it so they read the same.
-		horizon := nowMs + f.o.DeleteRetention.Milliseconds()
-		for i := range f.recs {
-			ts := h.FirstTimestamp + f.recs[i].TimestampDelta
-			f.recs[i].TimestampDelta = ts - horizon
-		}
-		nh.FirstTimestamp = horizon
-		nh.Attributes |= batch.DeleteHorizonBit
+		stampHorizon(&nh, f.recs, nowMs+f.o.DeleteRetention.Milliseconds())
 	}
 	if !h.LogAppendTime() && maxTs != batch.NoTimestamp {
 		nh.MaxTimestamp = maxTs
@@ -787,14 +779,21 @@ func (f *filter) control(h batch.Header, raw []byte, keepEmpty bool) ([]byte, er
 		}
 	}
 	horizon := nowMs + f.o.DeleteRetention.Milliseconds()
+	nh := h
+	stampHorizon(&nh, recs, horizon)
+	f.horizon = min(f.horizon, horizon)
+	return batch.Build(nh, recs), nil
+}
+
+// stampHorizon stamps a delete horizon on the batch of h and recs
+// (KIP-534): FirstTimestamp becomes the horizon, and the records'
+// timestamp deltas are rebased on it so they read the same.
+func stampHorizon(h *batch.Header, recs []batch.Record, horizon int64) {
 	for i := range recs {
 		recs[i].TimestampDelta = h.FirstTimestamp + recs[i].TimestampDelta - horizon
 	}
-	nh := h
-	nh.FirstTimestamp = horizon
-	nh.Attributes |= batch.DeleteHorizonBit
-	f.horizon = min(f.horizon, horizon)
-	return batch.Build(nh, recs), nil
+	h.FirstTimestamp = horizon
+	h.Attributes |= batch.DeleteHorizonBit
 }
 
 // defaultLevel is Kafka's default level of codec: the cleaner does not know
