@@ -1189,18 +1189,21 @@ func committedSwaps(fsys vfs.FS, dir string) []string {
 	return out
 }
 
-// removeCleanerFiles deletes every .cleaned, .swap and .deleted file of dir.
-func removeCleanerFiles(fsys vfs.FS, dir string) {
+// removeCleanerFiles deletes every .cleaned, .swap and .deleted file of
+// dir, reporting whether it found any.
+func removeCleanerFiles(fsys vfs.FS, dir string) (found bool) {
 	entries, err := fsys.ReadDir(dir)
 	if err != nil {
-		return
+		return false
 	}
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name, cleanedSuffix) || strings.HasSuffix(e.Name, swapSuffix) ||
 			strings.HasSuffix(e.Name, deletedSuffix) {
 			_ = fsys.Remove(filepath.Join(dir, e.Name))
+			found = true
 		}
 	}
+	return found
 }
 
 // recoverCleanerSwap runs at Open before the segments are listed: it
@@ -1239,9 +1242,16 @@ func recoverCleanerSwap(fsys vfs.FS, dir string) error {
 				ErrCorrupt, strings.Join(swaps, ", "), cleanerSwapFile, why)
 		}
 	}
-	removeCleanerFiles(fsys, dir)
-	if err := fsys.Remove(filepath.Join(dir, cleanerSwapFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	changed := removeCleanerFiles(fsys, dir)
+	if err := fsys.Remove(filepath.Join(dir, cleanerSwapFile)); err == nil {
+		changed = true
+	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove swap manifest: %w", err)
+	}
+	if !changed {
+		// Nothing of a cleaning was there (every Open of a log that was
+		// not being cleaned): no directory fsync to pay.
+		return nil
 	}
 	return SyncDir(fsys, dir)
 }
