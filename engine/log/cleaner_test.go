@@ -228,9 +228,8 @@ func cleanProperty(t *testing.T, seed uint64) {
 func TestCleanTombstoneHorizon(t *testing.T) {
 	opts := memOptions(vfs.NewMem())
 	opts.SegmentBytes = 200
-	l, err := Open("/d", opts)
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
+	l := openLog(t, "/d", opts)
+	var err error
 	now := time.UnixMilli(1_700_000_000_000)
 	_, err = l.Append([][]byte{keyedBatch(t, []kv{{key: "a", value: []byte("1"), ts: now.UnixMilli()}}, 0, -1)}, 0)
 	require.NoError(t, err)
@@ -278,9 +277,8 @@ func TestCleanTombstoneHorizon(t *testing.T) {
 func TestCleanKeepsProducerLastBatchAndDropsAborted(t *testing.T) {
 	opts := memOptions(vfs.NewMem())
 	opts.SegmentBytes = 300
-	l, err := Open("/d", opts)
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
+	l := openLog(t, "/d", opts)
+	var err error
 	ts := int64(1_700_000_000_000)
 	// pid 7 writes k=1 then its last batch k=2; k is overwritten later by
 	// producer-less batches.
@@ -443,9 +441,7 @@ func TestCleanCrashAtEverySwapStep(t *testing.T) {
 func TestCleanWhileReading(t *testing.T) {
 	opts := memOptions(vfs.NewMem())
 	opts.SegmentBytes = 400
-	l, err := Open("/d", opts)
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
+	l := openLog(t, "/d", opts)
 	ts := int64(1_700_000_000_000)
 	for i := 0; i < 300; i++ {
 		_, err := l.Append([][]byte{keyedBatch(t, []kv{{key: fmt.Sprint("k", i%7), value: fmt.Appendf(nil, "v%d", i), ts: ts}}, 0, -1)}, 0)
@@ -542,9 +538,7 @@ func TestDirtyRatio(t *testing.T) {
 func TestCleanMinCompactionLagAndBound(t *testing.T) {
 	opts := memOptions(vfs.NewMem())
 	opts.SegmentBytes = 300
-	l, err := Open("/d", opts)
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
+	l := openLog(t, "/d", opts)
 	ts := int64(1_700_000_000_000)
 	for i := 0; i < 40; i++ {
 		_, err := l.Append([][]byte{keyedBatch(t, []kv{{key: "k", value: make([]byte, 50), ts: ts + int64(i)*1000}}, 0, -1)}, 0)
@@ -709,9 +703,8 @@ func TestCleanRacesRetention(t *testing.T) {
 func TestCleanRemovesMarkersWhenSafe(t *testing.T) {
 	opts := memOptions(vfs.NewMem())
 	opts.SegmentBytes = 300
-	l, err := Open("/d", opts)
-	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
+	l := openLog(t, "/d", opts)
+	var err error
 	t0 := time.UnixMilli(1_700_000_000_000)
 	ts := t0.UnixMilli()
 	txnBatch := func(pid int64, key, value string) []byte {
@@ -888,9 +881,7 @@ func TestCleanBatchWithMoreKeysThanTheMap(t *testing.T) {
 			mem := vfs.NewMem()
 			opts := memOptions(mem)
 			opts.SegmentBytes = 64 // one batch a segment
-			l, err := Open("/d", opts)
-			require.NoError(t, err)
-			defer func() { _ = l.Close() }()
+			l := openLog(t, "/d", opts)
 			produced, latest := map[int64]kv{}, map[string]kv{}
 			ts := int64(1_700_000_000_000)
 			// Two batches of the same 100 keys (the second supersedes the
