@@ -1,7 +1,6 @@
 package group
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -78,15 +77,7 @@ func openOffsetsTwin(t *testing.T, name string, fs vfs.FS, clk *clock, topics []
 	var n atomic.Int32
 	configs := OffsetsTopicConfigs(1024)
 	store := &BrokerStorage{Broker: b, Configs: configs, PartitionCount: n.Load,
-		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
-			for i := range parts {
-				if _, err := b.EnsurePartition(replica.TopicPartition{Topic: OffsetsTopic, Partition: i}, configs); err != nil {
-					return err
-				}
-			}
-			n.Store(parts)
-			return nil
-		}}
+		CreateTopic: replicatest.CreateTopic(b, OffsetsTopic, &n)}
 	if name != "" { // a reopened broker: the topic exists
 		require.NoError(t, store.CreateTopic(t.Context(), twinPartitions, configs))
 	}

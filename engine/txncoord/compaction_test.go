@@ -1,7 +1,6 @@
 package txncoord
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -59,15 +58,7 @@ func openStateTwin(t *testing.T, fs vfs.FS, now, pids *atomic.Int64, exists bool
 	var n atomic.Int32
 	configs := TopicConfigs(1024)
 	store := &group.BrokerStorage{Broker: b, Topic: Topic, Configs: configs, PartitionCount: n.Load,
-		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
-			for i := range parts {
-				if _, err := b.EnsurePartition(replica.TopicPartition{Topic: Topic, Partition: i}, configs); err != nil {
-					return err
-				}
-			}
-			n.Store(parts)
-			return nil
-		}}
+		CreateTopic: replicatest.CreateTopic(b, Topic, &n)}
 	if exists {
 		require.NoError(t, store.CreateTopic(t.Context(), stateParts, configs))
 	}

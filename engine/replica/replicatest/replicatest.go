@@ -6,6 +6,7 @@ package replicatest
 import (
 	"context"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,4 +69,19 @@ func Count(t testing.TB, part *replica.Partition) Counts {
 		off = next
 	}
 	return n
+}
+
+// CreateTopic is a topic creation for a coordinator's BrokerStorage
+// (engine/group) over b: it ensures parts partitions of topic with configs
+// and then stores parts in n, the storage's partition count.
+func CreateTopic(b *replica.Manager, topic string, n *atomic.Int32) func(context.Context, int32, map[string]string) error {
+	return func(_ context.Context, parts int32, configs map[string]string) error {
+		for i := range parts {
+			if _, err := b.EnsurePartition(replica.TopicPartition{Topic: topic, Partition: i}, configs); err != nil {
+				return err
+			}
+		}
+		n.Store(parts)
+		return nil
+	}
 }
