@@ -74,24 +74,16 @@ type (
 // of errs back in place: the call's error (err) for every one of them, or
 // each item's own.
 func (e itemErrors) spread(errs []error, at []int, err error) {
-	got := e.errors(len(at))
 	for j, i := range at {
-		if err != nil {
+		switch {
+		case err != nil:
 			errs[i] = err
-		} else {
-			errs[i] = got[j]
+		case j < len(e.Errs) && e.Errs[j] != nil:
+			errs[i] = e.Errs[j].toError()
+		default:
+			errs[i] = nil
 		}
 	}
-}
-
-func (e itemErrors) errors(n int) []error {
-	out := make([]error, n)
-	for i := range out {
-		if i < len(e.Errs) && e.Errs[i] != nil {
-			out[i] = e.Errs[i].toError()
-		}
-	}
-	return out
 }
 
 func rpcErrors(errs []error) []*rpcError {

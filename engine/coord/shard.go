@@ -94,14 +94,21 @@ func (s *Shard) release(off int64, err error) {
 // now. It is for operations only: the State applies what it appended in
 // the same operation, so memory follows log order.
 func (s *Shard) Append(now time.Time, recs []batch.Record) (last int64, err error) {
-	if err := s.writable("Append"); err != nil {
+	return s.appendWith("Append", s.store.Append, now, recs)
+}
+
+// appendWith is Append (named op in errors) through the storage's append.
+func (s *Shard) appendWith(op string, appendFn func(p int32, b []byte) (int64, error), now time.Time,
+	recs []batch.Record,
+) (last int64, err error) {
+	if err := s.writable(op); err != nil {
 		return 0, err
 	}
 	b, err := s.buildBatch(now, -1, -1, -1, recs)
 	if err != nil {
 		return 0, err
 	}
-	last, err = s.store.Append(s.p, b)
+	last, err = appendFn(s.p, b)
 	if err != nil {
 		return 0, s.appendFailed(err)
 	}
@@ -126,19 +133,7 @@ func (s *Shard) AppendDeferred(now time.Time, recs []batch.Record) (last int64, 
 	if !ok {
 		return s.Append(now, recs)
 	}
-	if err := s.writable("AppendDeferred"); err != nil {
-		return 0, err
-	}
-	b, err := s.buildBatch(now, -1, -1, -1, recs)
-	if err != nil {
-		return 0, err
-	}
-	last, err = ds.AppendDeferred(s.p, b)
-	if err != nil {
-		return 0, s.appendFailed(err)
-	}
-	s.last, s.reloads = last, 0
-	return last, nil
+	return s.appendWith("AppendDeferred", ds.AppendDeferred, now, recs)
 }
 
 // TxnStorage is the part of Storage a coordinator that writes inside

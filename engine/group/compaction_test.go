@@ -1,7 +1,6 @@
 package group
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,10 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/coord"
-	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/replica/replicatest"
 	"github.com/moonmq/moonmq/engine/vfs"
 	"github.com/moonmq/moonmq/internal/syncbuf"
 )
@@ -79,15 +77,7 @@ func openOffsetsTwin(t *testing.T, name string, fs vfs.FS, clk *clock, topics []
 	var n atomic.Int32
 	configs := OffsetsTopicConfigs(1024)
 	store := &BrokerStorage{Broker: b, Configs: configs, PartitionCount: n.Load,
-		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
-			for i := range parts {
-				if _, err := b.EnsurePartition(replica.TopicPartition{Topic: OffsetsTopic, Partition: i}, configs); err != nil {
-					return err
-				}
-			}
-			n.Store(parts)
-			return nil
-		}}
+		CreateTopic: replicatest.CreateTopic(b, OffsetsTopic, &n)}
 	if name != "" { // a reopened broker: the topic exists
 		require.NoError(t, store.CreateTopic(t.Context(), twinPartitions, configs))
 	}
@@ -129,59 +119,23 @@ func (w *offsetsTwin) partition(p int32) *replica.Partition {
 	return part
 }
 
-// clean compacts every partition below the bound engine/cleaner gives it
-// (the high watermark, the last stable offset, the active segment), at the
-// clock's time, and returns the records removed.
+// clean compacts every partition as engine/cleaner would, at the clock's
+// time, and returns the records removed.
 func (w *offsetsTwin) clean(rnd *rand.Rand) int64 {
 	var removed int64
 	for p := range int32(twinPartitions) {
-		part := w.partition(p)
-		v := part.CleanerView()
-		mapMemory := 1 << 16
-		if rnd.IntN(2) == 0 {
-			mapMemory = 16 * 24 // 16 slots: several passes
-		}
-		st, err := part.Log().Clean(w.t.Context(), log.CleanOptions{Now: w.clk.Now(), DeleteRetention: time.Hour,
-			FirstUncleanable: min(v.HighWatermark, v.LastStable, v.ActiveBase), MapMemory: mapMemory})
-		require.NoError(w.t, err)
-		removed += st.RecordsRemoved
+		removed += replicatest.Clean(w.t.Context(), w.t, w.partition(p), w.clk.Now(), rnd)
 	}
 	return removed
 }
 
-// logCounts are what the partitions of a twin hold.
-type logCounts struct{ records, tombstones, markers int }
-
-// counts reads every partition and counts its records, tombstones and
-// end-transaction markers.
-func (w *offsetsTwin) counts() logCounts {
-	var n logCounts
+// counts counts the records, tombstones and end-transaction markers every
+// partition holds.
+func (w *offsetsTwin) counts() replicatest.Counts {
+	var n replicatest.Counts
 	for p := range int32(twinPartitions) {
-		start, end := w.partition(p).Bounds()
-		for off := start; off < end; {
-			data, err := w.partition(p).ReadToEnd(off, 1<<20)
-			require.NoError(w.t, err)
-			if len(data) == 0 {
-				break
-			}
-			next := off
-			require.NoError(w.t, batch.Iterate(data, func(h batch.Header, raw []byte) bool {
-				next = h.NextOffset()
-				if h.IsControl() {
-					n.markers += int(h.NumRecords)
-					return true
-				}
-				require.NoError(w.t, batch.Records(raw, func(r batch.Record) bool {
-					n.records++
-					if r.Value == nil {
-						n.tombstones++
-					}
-					return true
-				}))
-				return true
-			}))
-			off = next
-		}
+		c := replicatest.Count(w.t, w.partition(p))
+		n.Records, n.Tombstones, n.Markers = n.Records+c.Records, n.Tombstones+c.Tombstones, n.Markers+c.Markers
 	}
 	return n
 }
@@ -268,9 +222,9 @@ func replayCompactedOffsets(t *testing.T, seed uint64, steps int) {
 	full, cmp := sc.full.counts(), sc.cmp.counts()
 	require.Positive(t, sc.removed, "the cleanings removed records")
 	require.Greater(t, sc.compared, 3*sc.restarts, "the restarts had offsets to compare")
-	require.Less(t, cmp.records, full.records, "the compacted log holds fewer records")
-	require.Less(t, cmp.tombstones, full.tombstones, "tombstones past their horizon were removed")
-	require.Less(t, cmp.markers, full.markers, "markers of transactions without records left were removed")
+	require.Less(t, cmp.Records, full.Records, "the compacted log holds fewer records")
+	require.Less(t, cmp.Tombstones, full.Tombstones, "tombstones past their horizon were removed")
+	require.Less(t, cmp.Markers, full.Markers, "markers of transactions without records left were removed")
 	t.Logf("seed %d: full log %+v, compacted %+v (%d removed by the cleanings), %d restarts comparing %d offsets",
 		seed, full, cmp, sc.removed, sc.restarts, sc.compared)
 }

@@ -138,7 +138,7 @@ var defs = []Def{
 			"while retained segments are compacted. \"compact\" alone turns age and size retention off, as in " +
 			"Kafka; \"delete,compact\" is the same as \"compact,delete\". A record without a key is refused on a " +
 			"compacted topic (INVALID_RECORD), as in Kafka. The policy may be changed at run time: the cleaner and " +
-			"retention read it before each pass. (Until the compaction engine is merged, nothing is compacted.)",
+			"retention read it before each pass.",
 		check: checkCleanup,
 	},
 	{

@@ -1,7 +1,6 @@
 package txncoord
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,10 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/moonmq/moonmq/engine/batch"
 	"github.com/moonmq/moonmq/engine/group"
-	"github.com/moonmq/moonmq/engine/log"
 	"github.com/moonmq/moonmq/engine/replica"
+	"github.com/moonmq/moonmq/engine/replica/replicatest"
 	"github.com/moonmq/moonmq/engine/vfs"
 	"github.com/moonmq/moonmq/internal/syncbuf"
 )
@@ -60,15 +58,7 @@ func openStateTwin(t *testing.T, fs vfs.FS, now, pids *atomic.Int64, exists bool
 	var n atomic.Int32
 	configs := TopicConfigs(1024)
 	store := &group.BrokerStorage{Broker: b, Topic: Topic, Configs: configs, PartitionCount: n.Load,
-		CreateTopic: func(_ context.Context, parts int32, configs map[string]string) error {
-			for i := range parts {
-				if _, err := b.EnsurePartition(replica.TopicPartition{Topic: Topic, Partition: i}, configs); err != nil {
-					return err
-				}
-			}
-			n.Store(parts)
-			return nil
-		}}
+		CreateTopic: replicatest.CreateTopic(b, Topic, &n)}
 	if exists {
 		require.NoError(t, store.CreateTopic(t.Context(), stateParts, configs))
 	}
@@ -108,42 +98,18 @@ func (w *stateTwin) partition(p int32) *replica.Partition {
 func (w *stateTwin) clean(rnd *rand.Rand) int64 {
 	var removed int64
 	for p := range int32(stateParts) {
-		part := w.partition(p)
-		v := part.CleanerView()
-		mapMemory := 1 << 16
-		if rnd.IntN(2) == 0 {
-			mapMemory = 16 * 24 // a few keys a pass
-		}
-		st, err := part.Log().Clean(w.t.Context(), log.CleanOptions{Now: time.UnixMilli(w.now.Load()),
-			DeleteRetention: time.Hour, FirstUncleanable: min(v.HighWatermark, v.LastStable, v.ActiveBase), MapMemory: mapMemory})
-		require.NoError(w.t, err)
-		removed += st.RecordsRemoved
+		removed += replicatest.Clean(w.t.Context(), w.t, w.partition(p), time.UnixMilli(w.now.Load()), rnd)
 	}
 	return removed
 }
 
-// counts are the records and tombstones the partitions hold.
+// counts are the records (control records included; the topic has none)
+// and tombstones the partitions hold.
 func (w *stateTwin) counts() (records, tombstones int) {
 	for p := range int32(stateParts) {
-		start, end := w.partition(p).Bounds()
-		for off := start; off < end; {
-			data, err := w.partition(p).ReadToEnd(off, 1<<20)
-			require.NoError(w.t, err)
-			if len(data) == 0 {
-				break
-			}
-			require.NoError(w.t, batch.Iterate(data, func(h batch.Header, raw []byte) bool {
-				off = h.NextOffset()
-				require.NoError(w.t, batch.Records(raw, func(r batch.Record) bool {
-					records++
-					if r.Value == nil {
-						tombstones++
-					}
-					return true
-				}))
-				return true
-			}))
-		}
+		c := replicatest.Count(w.t, w.partition(p))
+		records += c.Records + c.Markers
+		tombstones += c.Tombstones
 	}
 	return records, tombstones
 }

@@ -274,14 +274,14 @@ func (s *shard) write(now time.Time, ms ...Metadata) error {
 	return s.writeWith(s.sh.Append, now, ms...)
 }
 
-// writeWith is write through append (the shard's Append or
+// writeWith is write through appendFn (the shard's Append or
 // AppendDeferred).
-func (s *shard) writeWith(append func(time.Time, []batch.Record) (int64, error), now time.Time, ms ...Metadata) error {
+func (s *shard) writeWith(appendFn func(time.Time, []batch.Record) (int64, error), now time.Time, ms ...Metadata) error {
 	recs := make([]batch.Record, len(ms))
 	for i, m := range ms {
 		recs[i] = batch.Record{Key: encodeKey(m.ID), Value: encodeValue(m, s.c.cfg.TransactionVersion)}
 	}
-	if _, err := append(now, recs); err != nil {
+	if _, err := appendFn(now, recs); err != nil {
 		return err
 	}
 	for _, m := range ms {
