@@ -1026,8 +1026,13 @@ func removeGently(ctx context.Context, fsys vfs.FS, path string, yield func()) e
 	return fsys.Remove(path)
 }
 
-// swapInLocked is steps 3 to 5, under the append lock (and the readers'
-// lock from step 4 on). It returns the paths of the replaced files for step 6.
+// swapInLocked is steps 3 to 5, under the flusher's lock and the append
+// lock (and the readers' lock from step 4 on). It returns the paths of the
+// replaced files for step 6. The flusher's lock, as retention and
+// truncation take it: a fsync round may hold a replaced segment that was
+// sealed but not yet synced, and must not find its files gone while the
+// segment is still in the list (it would take the log offline); once the
+// list no longer holds it, the round skips it.
 func (l *Log) swapInLocked(segs []*segment, sizes []int64, end int64, hasTxn bool) (swapped bool, replaced []string, err error) {
 	base := segs[0].base
 	fsys := l.st.fs
@@ -1037,6 +1042,8 @@ func (l *Log) swapInLocked(segs []*segment, sizes []int64, end int64, hasTxn boo
 		l.logger.Info("cleaning of a segment group abandoned", "base", base, "why", why)
 		return false, nil, nil
 	}
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
 	l.appendMu.Lock()
 	defer l.appendMu.Unlock()
 	if l.closed {
