@@ -515,15 +515,15 @@ func (m *Manager) lookAtNewPartitions() {
 	if src == nil || m.opts.Threads == 0 {
 		return // compaction is off: there is no cleaner state to report
 	}
+	targets := src() // not under m.mu: it reads the partitions
 	var fresh []Target
-	for _, t := range src() {
-		m.mu.Lock()
-		st, known := m.parts[t.TopicPartition]
-		m.mu.Unlock()
-		if !known || !st.present {
+	m.mu.Lock()
+	for _, t := range targets {
+		if st, known := m.parts[t.TopicPartition]; !known || !st.present {
 			fresh = append(fresh, t)
 		}
 	}
+	m.mu.Unlock()
 	if len(fresh) == 0 {
 		return
 	}
