@@ -18,6 +18,20 @@ import (
 	"github.com/moonmq/moonmq/net/httpapi"
 )
 
+// openReady opens a node on cfg and waits, within ctx, until it is ready.
+func openReady(ctx context.Context, t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := Open(ctx, cfg)
+	require.NoError(t, err)
+	select {
+	case <-n.Ready():
+	case <-ctx.Done():
+		_ = n.Close()
+		t.Fatal("not ready")
+	}
+	return n
+}
+
 // The node runs the log cleaner with its configuration (Kafka's defaults
 // when none is given), refuses a bad one before opening anything, and
 // reports it in /stats and /metrics.
@@ -36,13 +50,7 @@ func TestNodeRunsTheCleaner(t *testing.T) {
 		cfg.HTTP = "127.0.0.1:0"
 		cfg.Cleaner = tc.opts
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		n, err := Open(ctx, cfg)
-		require.NoError(t, err)
-		select {
-		case <-n.Ready():
-		case <-ctx.Done():
-			t.Fatal("not ready")
-		}
+		n := openReady(ctx, t, cfg)
 		require.NotNil(t, n.cleaner)
 		require.Equal(t, tc.threads, n.cleaner.Stats().Threads)
 		if tc.opts == nil {
@@ -72,14 +80,8 @@ func TestNodeCompactsInTheBackground(t *testing.T) {
 	cfg.Cleaner = &cleaner.Options{Threads: 1, Backoff: 10 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := Open(ctx, cfg)
-	require.NoError(t, err)
+	n := openReady(ctx, t, cfg)
 	defer n.Close()
-	select {
-	case <-n.Ready():
-	case <-ctx.Done():
-		t.Fatal("not ready")
-	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()), kgo.DefaultProduceTopic("table"))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -160,14 +162,8 @@ func TestCleanerLooksAtACreatedCompactedTopicAtOnce(t *testing.T) {
 	cfg.Cleaner = &cleaner.Options{Threads: 1, Backoff: time.Hour}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := Open(ctx, cfg)
-	require.NoError(t, err)
+	n := openReady(ctx, t, cfg)
 	defer n.Close()
-	select {
-	case <-n.Ready():
-	case <-ctx.Done():
-		t.Fatal("not ready")
-	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()))
 	require.NoError(t, err)
 	defer cl.Close()
@@ -197,14 +193,7 @@ func TestNodeCleansDirtyLogsAtStart(t *testing.T) {
 		cfg.Cleaner = &cleaner.Options{Threads: threads, Backoff: time.Hour}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := Open(ctx, cfg)
-		require.NoError(t, err)
-		select {
-		case <-n.Ready():
-		case <-ctx.Done():
-			t.Fatal("not ready")
-		}
-		return n
+		return openReady(ctx, t, cfg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

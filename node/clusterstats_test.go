@@ -120,14 +120,8 @@ func TestSingleNodeClusterStats(t *testing.T) {
 	cfg.HTTP = "127.0.0.1:0"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	n, err := Open(ctx, cfg)
-	require.NoError(t, err)
+	n := openReady(ctx, t, cfg)
 	defer n.Close()
-	select {
-	case <-n.Ready():
-	case <-ctx.Done():
-		t.Fatal("not ready")
-	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(n.Addr().String()))
 	require.NoError(t, err)
 	defer cl.Close()

@@ -39,14 +39,20 @@ func (c Config) interBrokerMechanism() string {
 	if c.InterBroker.Mechanism != "" {
 		return c.InterBroker.Mechanism
 	}
-	offered := c.SASL.Mechanisms
-	if len(offered) == 0 {
-		offered = kafka.DefaultSASLMechanisms
-	}
+	offered := c.saslMechanisms()
 	if slices.Contains(offered, auth.MechScramSHA512) || !slices.Contains(offered, auth.MechScramSHA256) {
 		return auth.MechScramSHA512
 	}
 	return auth.MechScramSHA256
+}
+
+// saslMechanisms are the mechanisms the SASL listeners offer: --sasl-mechanisms,
+// or kafka.DefaultSASLMechanisms when it names none.
+func (c Config) saslMechanisms() []string {
+	if len(c.SASL.Mechanisms) == 0 {
+		return kafka.DefaultSASLMechanisms
+	}
+	return c.SASL.Mechanisms
 }
 
 // validateInterBroker checks that a clustered node can reach its peers'
@@ -73,11 +79,7 @@ func (c Config) validateInterBroker() error {
 		if c.InterBroker.User == "" || c.InterBroker.Password == "" {
 			return fmt.Errorf("a cluster on a %s listener needs inter-broker-user NAME:PASSWORD: the nodes log in to each other's listeners with it (the same on every node)", p)
 		}
-		mech := c.interBrokerMechanism()
-		offered := c.SASL.Mechanisms
-		if len(offered) == 0 {
-			offered = kafka.DefaultSASLMechanisms
-		}
+		mech, offered := c.interBrokerMechanism(), c.saslMechanisms()
 		switch {
 		case mech != auth.MechScramSHA256 && mech != auth.MechScramSHA512 && mech != auth.MechPlain:
 			return fmt.Errorf("inter-broker-mechanism %q: want SCRAM-SHA-256, SCRAM-SHA-512 or PLAIN", mech)

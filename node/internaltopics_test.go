@@ -35,15 +35,7 @@ func TestInternalTopicsSegmentBytes(t *testing.T) {
 		require.NoError(t, cfg.Validate())
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		n, err := Open(ctx, cfg)
-		require.NoError(t, err)
-		select {
-		case <-n.Ready():
-		case <-ctx.Done():
-			_ = n.Close()
-			t.Fatal("the node never became ready")
-		}
-		return n
+		return openReady(ctx, t, cfg)
 	}
 	segmentBytes := func(n *Node, topic string) string {
 		t.Helper()

@@ -473,7 +473,7 @@ func (m *Manager) evaluate(targets []Target, now time.Time) (evs []evaluated, ge
 	m.mu.Unlock()
 	for i := range evs {
 		evs[i].checkpoint = checkpointOf(evs[i].t, cleanedTo[i])
-		evs[i].c.FirstDirtyTimestamp = m.firstDirtyTimestamp(evs[i].t, cleanedTo[i], evs[i].fu)
+		evs[i].c.FirstDirtyTimestamp = firstDirtyTimestamp(evs[i].t, evs[i].checkpoint, evs[i].fu)
 	}
 	return evs, gens
 }
@@ -487,22 +487,13 @@ func (e *evaluated) record(now time.Time, st *partState) {
 
 // firstDirtyTimestamp is the max timestamp of the first dirty batch below
 // fu, for max.compaction.lag.ms, or NoTimestamp when the lag is not set or
-// it cannot be known. cleanedTo is where this manager's last cleaning of
-// the partition ended (-1: unknown).
-func (m *Manager) firstDirtyTimestamp(t Target, cleanedTo, fu int64) int64 {
+// it cannot be known. checkpoint is checkpointOf's answer (-1: unknown,
+// the dirty part starts at the log start): it is not read again here.
+func firstDirtyTimestamp(t Target, checkpoint, fu int64) int64 {
 	if t.Config.MaxCompactionLag >= math.MaxInt64 || t.FirstBatchTimestamp == nil {
 		return NoTimestamp
 	}
-	from := t.LogStart
-	if c, ok := t.Log.(checkpointer); ok {
-		if off, err := c.CleanedTo(); err == nil {
-			from = off
-		} else if cleanedTo >= 0 {
-			from = max(cleanedTo, t.LogStart)
-		}
-	} else if cleanedTo >= 0 {
-		from = max(cleanedTo, t.LogStart)
-	}
+	from := max(checkpoint, t.LogStart) // engine/log's checkpoint is never below its log start
 	if from >= fu {
 		return NoTimestamp
 	}
@@ -524,15 +515,15 @@ func (m *Manager) lookAtNewPartitions() {
 	if src == nil || m.opts.Threads == 0 {
 		return // compaction is off: there is no cleaner state to report
 	}
+	targets := src() // not under m.mu: it reads the partitions
 	var fresh []Target
-	for _, t := range src() {
-		m.mu.Lock()
-		st, known := m.parts[t.TopicPartition]
-		m.mu.Unlock()
-		if !known || !st.present {
+	m.mu.Lock()
+	for _, t := range targets {
+		if st, known := m.parts[t.TopicPartition]; !known || !st.present {
 			fresh = append(fresh, t)
 		}
 	}
+	m.mu.Unlock()
 	if len(fresh) == 0 {
 		return
 	}

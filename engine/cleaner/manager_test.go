@@ -276,10 +276,22 @@ func TestManagerThreadsAbortPauseClose(t *testing.T) {
 	require.Equal(t, int64(1), m.Stats().Aborted)
 	require.True(t, m.PartitionStats()[0].Paused)
 
-	// Paused: passes (woken or timed) do not clean it.
+	// Paused: passes (woken or timed) do not clean it. The thread's passes
+	// are counted by its DirtyRatio calls: once a second one has begun, the
+	// first is over, and would have cleaned by then.
 	require.False(t, m.CleanOnce(context.Background(), src.list))
+	asked := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.asked)
+	}
+	before := asked()
 	m.Wake()
+	require.Eventually(t, func() bool { return asked() > before }, 10*time.Second, time.Millisecond, "the woken thread looked")
 	clk.Advance(DefaultBackoff)
+	m.Wake()
+	require.Eventually(t, func() bool { return asked() > before+1 }, 10*time.Second, time.Millisecond,
+		"a paused partition was cleaned: the thread's next pass never came")
 	select {
 	case <-l.started:
 		t.Fatal("a paused partition was cleaned")
