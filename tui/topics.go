@@ -35,6 +35,9 @@ type topicsModel struct {
 	filter string
 	shown  int // rows after filtering
 	total  int
+	// compacted counts the compacted topics of the snapshot, internal
+	// ones included (__consumer_offsets is compacted).
+	compacted int
 }
 
 func newTopics(d *shared) *topicsModel {
@@ -135,7 +138,12 @@ func (m *topicsModel) dataChanged() {
 		r.bytes, r.bOK = tr.inBytes(t.Name)
 		rows = append(rows, r)
 	}
-	m.shown, m.total = len(rows), len(s.topics)
+	m.shown, m.total, m.compacted = len(rows), len(s.topics), 0
+	for _, t := range s.topics {
+		if t.Compacted() {
+			m.compacted++
+		}
+	}
 	rate := func(v float64, ok bool) float64 {
 		if !ok {
 			return -1
@@ -194,25 +202,13 @@ func (m *topicsModel) view() string {
 	if m.filter != "" {
 		info = fmt.Sprintf("%d of %d, filter %q", m.shown, m.total, m.filter)
 	}
-	if n := m.compacted(); n > 0 {
-		info += fmt.Sprintf(" · %d compacted", n)
+	if m.compacted > 0 {
+		info += fmt.Sprintf(" · %d compacted", m.compacted)
 	}
 	if si := m.tbl.scrollInfo(); si != "" {
 		info += " · rows " + si
 	}
 	return block(sectionTitle(th, "Topics", info, m.w)+"\n"+m.tbl.view(), m.w, m.h)
-}
-
-// compacted counts the compacted topics of the snapshot, internal ones
-// included (__consumer_offsets is compacted).
-func (m *topicsModel) compacted() int {
-	n := 0
-	for _, t := range m.d.snap.topics {
-		if t.Compacted() {
-			n++
-		}
-	}
-	return n
 }
 
 // fmtCompact is a topic's COMPACT cell: empty for a topic that is not

@@ -160,10 +160,13 @@ func TestCompactedTopicReadWhileCleaning(t *testing.T) {
 	defer func() { _ = w.Close(); <-watched }()
 
 	h := newKVHistory()
+	// Each producer its own generator: produceKV's goroutine draws from
+	// its one while this one is still drawn from.
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	kvRng, txnRng := rand.New(rand.NewPCG(rng.Uint64(), 1)), rand.New(rand.NewPCG(rng.Uint64(), 3))
 	// A head start, so the first reads already span many cleaned segments.
-	stop := produceKV(t, b.Addr, topic, h, rng, keys, 3000)
-	stopTxns := produceTxns(t, b.Addr, topic, "compaction-readers", h, rand.New(rand.NewPCG(rng.Uint64(), 3)))
+	stop := produceKV(t, b.Addr, topic, h, kvRng, keys, 3000)
+	stopTxns := produceTxns(t, b.Addr, topic, "compaction-readers", h, txnRng)
 	testbroker.WaitFor(t, 30*time.Second, "10,000 records and a cleaning", func() bool {
 		return highWatermark(t, adm, topic) > 10_000 && swaps.Load() > 0
 	})

@@ -129,10 +129,10 @@ func seqOf(r *kgo.Record) int {
 
 // ack is the produce promise: it records the acknowledgement and offset.
 func (h *kvHistory) ack(r *kgo.Record, err error) {
-	seq, perr := strconv.Atoi(string(r.Headers[0].Value))
+	seq := seqOf(r)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if perr != nil || seq < 0 || seq >= len(h.writes) {
+	if seq < 0 || seq >= len(h.writes) {
 		panic(fmt.Sprintf("ack of a record this history did not send: %q", r.Headers[0].Value))
 	}
 	if err != nil {

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,37 +106,17 @@ func offsetsTopicRestart(b *testing.B, flags []string) {
 	// The cleaner has caught up when no partition is being cleaned or is
 	// dirtier than min.cleanable.dirty.ratio.
 	var size int64
+	cleaning := !slices.Contains(flags, "--log-cleaner-threads")
 	cleaned := time.Now()
 	testbroker.WaitFor(b, 10*time.Minute, "the cleaner to catch up", func() bool {
-		var st struct {
-			Topics []struct {
-				Name       string `json:"name"`
-				Partitions []struct {
-					SizeBytes  int64 `json:"size_bytes"`
-					Compaction *struct {
-						DirtyRatio float64 `json:"dirty_ratio"`
-						Cleaning   bool    `json:"cleaning"`
-					} `json:"compaction"`
-				} `json:"partitions"`
-			} `json:"topics"`
-		}
-		if err := json.Unmarshal([]byte(getBody(b, "http://"+br.HTTPAddr+"/stats")), &st); err != nil {
-			b.Fatal(err)
-		}
-		size = 0
-		done := true
-		for _, t := range st.Topics {
-			if t.Name != "__consumer_offsets" {
-				continue
-			}
-			for _, p := range t.Partitions {
-				size += p.SizeBytes
-				if c := p.Compaction; c != nil && (c.Cleaning || c.DirtyRatio >= 0.5) && !hasFlag(flags, "--log-cleaner-threads") {
-					done = false
-				}
+		parts := offsetsTopicStats(b, br.HTTPAddr)
+		size = offsetsSize(parts)
+		for _, p := range parts {
+			if c := p.Compaction; c != nil && (c.Cleaning || c.DirtyRatio >= 0.5) && cleaning {
+				return false
 			}
 		}
-		return done
+		return true
 	})
 	cleanWait := time.Since(cleaned)
 
@@ -173,29 +153,4 @@ func offsetsTopicRestart(b *testing.B, flags []string) {
 	b.Logf("%d commits in %v (%.0f/s); cleaner caught up %v later; __consumer_offsets %.1f MB; restart replayed %.0f records, %.1f MB in %v, ready in %v",
 		commits, commitTime.Round(time.Millisecond), float64(commits)/commitTime.Seconds(), cleanWait.Round(time.Millisecond),
 		float64(size)/1e6, records, bytes/1e6, replay, ready.Round(time.Millisecond))
-}
-
-func hasFlag(flags []string, name string) bool {
-	for _, f := range flags {
-		if f == name {
-			return true
-		}
-	}
-	return false
-}
-
-// getBody is an HTTP GET of url that must answer 200.
-func getBody(tb testing.TB, url string) string {
-	tb.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		tb.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
-	}
-	return string(body)
 }

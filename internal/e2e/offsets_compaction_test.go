@@ -37,7 +37,7 @@ type offsetsPartition struct {
 }
 
 // offsetsTopicStats returns __consumer_offsets' partitions from /stats.
-func offsetsTopicStats(t *testing.T, httpAddr string) []offsetsPartition {
+func offsetsTopicStats(t testing.TB, httpAddr string) []offsetsPartition {
 	t.Helper()
 	code, body := httpGet(t, "http://"+httpAddr+"/stats")
 	require.Equal(t, http.StatusOK, code, body)

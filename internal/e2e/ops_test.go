@@ -21,7 +21,7 @@ import (
 	"github.com/moonmq/moonmq/internal/testbroker"
 )
 
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	c := http.Client{Timeout: 10 * time.Second}
 	resp, err := c.Get(url)

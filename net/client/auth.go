@@ -308,15 +308,9 @@ func (s Security) mechanisms(certs *peerCerts) []sasl.Mechanism {
 
 // kgoOpts are the dialer and SASL options for one kgo client. Each kgo
 // client gets its own peer-certificate record, shared by its dialer and its
-// -PLUS mechanism.
-func (s Security) kgoOpts(dialTimeout time.Duration) ([]kgo.Opt, error) {
-	if err := s.Validate(); err != nil {
-		return nil, err
-	}
-	cfg, err := s.TLSConfig()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
+// -PLUS mechanism. s is valid and cfg is its TLSConfig (nil: plaintext),
+// read once by Options.prepare.
+func (s Security) kgoOpts(cfg *tls.Config, dialTimeout time.Duration) []kgo.Opt {
 	var opts []kgo.Opt
 	certs := &peerCerts{}
 	if cfg != nil {
@@ -325,7 +319,7 @@ func (s Security) kgoOpts(dialTimeout time.Duration) ([]kgo.Opt, error) {
 	if ms := s.mechanisms(certs); len(ms) > 0 {
 		opts = append(opts, kgo.SASL(ms...))
 	}
-	return opts, nil
+	return opts
 }
 
 // dialError classifies a failed first contact: an answer from the broker

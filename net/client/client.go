@@ -111,21 +111,20 @@ func (o Options) Validate() error {
 // with SCRAM and no mechanism named, it first asks a broker whether it
 // offers channel binding (saslprobe.go).
 func (o *Options) prepare() error {
-	if s := o.Security; s.UsesTLS() && s.UsesSASL() && s.Mechanism == "" {
-		cfg, err := s.TLSConfig()
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-		}
+	if err := o.Security.Validate(); err != nil {
+		return err
+	}
+	cfg, err := o.Security.TLSConfig()
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if s := o.Security; cfg != nil && s.UsesSASL() && s.Mechanism == "" {
 		ctx, cancel := context.WithTimeout(context.Background(), min(o.DialTimeout, probeTimeout))
 		offered, ok := probeOffers(ctx, o.seeds(), tlsDialer(cfg, o.DialTimeout, &peerCerts{}), MechScramSHA256Plus)
 		cancel()
 		o.Security.noPlus = ok && !offered
 	}
-	sec, err := o.Security.kgoOpts(o.DialTimeout)
-	if err != nil {
-		return err
-	}
-	o.sec = sec
+	o.sec = o.Security.kgoOpts(cfg, o.DialTimeout)
 	return nil
 }
 

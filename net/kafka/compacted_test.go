@@ -24,7 +24,7 @@ import (
 func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	s := startServer(t, node.Config{})
 	ctx := context.Background()
-	adm := newAdmin(t, s)
+	_, adm := adminClient(t, s)
 	compact := "compact"
 	_, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, "table")
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func TestCompactedTopicRefusesKeylessRecords(t *testing.T) {
 func TestCompactedTopicRecordErrors(t *testing.T) {
 	s := startServer(t, node.Config{})
 	ctx := context.Background()
-	adm := newAdmin(t, s)
+	_, adm := adminClient(t, s)
 	compact := "compact"
 	_, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, "t")
 	require.NoError(t, err)
@@ -109,14 +109,6 @@ func TestCompactedTopicRecordErrors(t *testing.T) {
 	require.Zero(t, highWatermark(t, s, "t"), "a refused batch stores nothing")
 }
 
-func newAdmin(t *testing.T, s *server) *kadm.Client {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr().String()))
-	require.NoError(t, err)
-	t.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
 // DescribeLogDirs carries the log cleaner's state of a compacted topic's
 // partitions in MoonMQ's compaction tag once the cleaner has looked at
 // them, and none for a topic that is not
@@ -125,7 +117,7 @@ func TestDescribeLogDirsReportsCompaction(t *testing.T) {
 	s := startServer(t, node.Config{Cleaner: &cleaner.Options{Threads: 1, Backoff: 20 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	adm := newAdmin(t, s)
+	_, adm := adminClient(t, s)
 	configs := map[string]*string{}
 	for k, v := range map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"} {
 		configs[k] = &v
