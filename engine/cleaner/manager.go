@@ -85,8 +85,10 @@ func (o Options) Validate() error {
 	case o.Threads > 0 && o.DedupeBufferSize/int64(o.Threads) < minMapMemory:
 		return fmt.Errorf("cleaner: --log-cleaner-dedupe-buffer-size of %d bytes leaves less than %d bytes of key map to each of %d threads",
 			o.DedupeBufferSize, minMapMemory, o.Threads)
-	case o.IOMaxBytesPerSecond < 0 || math.IsNaN(o.IOMaxBytesPerSecond):
-		return fmt.Errorf("cleaner: --log-cleaner-io-max-bytes-per-second must be 0 (unlimited) or positive, got %g", o.IOMaxBytesPerSecond)
+	case o.IOMaxBytesPerSecond < 0 || math.IsNaN(o.IOMaxBytesPerSecond) || o.IOMaxBytesPerSecond > 0 && o.IOMaxBytesPerSecond < 1:
+		// Below a byte a second the throttler's wait for one read
+		// overflows a Duration (and would throttle nothing).
+		return fmt.Errorf("cleaner: --log-cleaner-io-max-bytes-per-second must be 0 (unlimited) or at least 1, got %g", o.IOMaxBytesPerSecond)
 	case o.Backoff < 0:
 		return fmt.Errorf("cleaner: --log-cleaner-backoff must not be negative, got %s", o.Backoff)
 	}

@@ -426,6 +426,7 @@ func TestOptions(t *testing.T) {
 		{Threads: 4, DedupeBufferSize: 100 << 10},
 		{Threads: 1, IOMaxBytesPerSecond: -5},
 		{Threads: 1, IOMaxBytesPerSecond: math.NaN()},
+		{Threads: 1, IOMaxBytesPerSecond: 1e-300},
 	} {
 		_, err := New(bad)
 		require.Error(t, err, "%+v", bad)
